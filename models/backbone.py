@@ -1,0 +1,342 @@
+"""One backbone for every architecture of the suite; only the token mixer differs.
+
+Embedding -> L x [RMSNorm -> mixer -> residual -> RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> LM head,
+with Llama-style parameter names so Llama/Qwen3 checkpoints map onto it (``models.convert``).
+
+Two-stream architectures (Orthros) carry the output stream as extra rows appended to the hidden
+tensor: ``h`` is ``[B, T + T_out, D]``, the first T rows the base stream, the last T_out rows the
+output-specific copies of the tokens at ``out_index`` (Sec. 3.1, Algorithm 2). Norms and the MLP
+are token-wise, so they are shared by both streams for free; the mixer knows the split.
+
+Single-stream architectures (Transformer, SWA, GDN, GLA, RetNet) run the same backbone with
+T_out = 0 and take logits from the rows at ``out_index``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+
+class SuiteConfig(PreTrainedConfig):
+    """Fields shared by every architecture of the suite (Llama/Qwen3-style backbone).
+
+    Architecture configs subclass this and add their mixer's fields. ``window_size`` is the
+    sliding window w (the token itself included), None for full attention.
+    """
+
+    model_type = "suite"
+
+    def __init__(self, vocab_size=4096, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=None, head_dim=None, intermediate_size=704, max_position_embeddings=2048,
+                 rope_theta=10000.0, rms_norm_eps=1e-6, initializer_range=0.02, attention_bias=False,
+                 qk_norm=False, window_size=None, tie_word_embeddings=False, pad_token_id=None,
+                 bos_token_id=None, eos_token_id=None, **kwargs):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads or num_attention_heads
+        self.head_dim = head_dim or hidden_size // num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.max_position_embeddings = max_position_embeddings
+        self.rope_theta = rope_theta
+        self.rms_norm_eps = rms_norm_eps
+        self.initializer_range = initializer_range
+        self.attention_bias = attention_bias
+        self.qk_norm = qk_norm
+        self.window_size = window_size
+        super().__init__(tie_word_embeddings=tie_word_embeddings, pad_token_id=pad_token_id,
+                         bos_token_id=bos_token_id, eos_token_id=eos_token_id, **kwargs)
+        self.validate_suite()
+
+    def validate_suite(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "head_dim", "num_key_value_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"num_attention_heads={self.num_attention_heads} is not a multiple of "
+                             f"num_key_value_heads={self.num_key_value_heads}")
+        if self.window_size is not None:
+            if not isinstance(self.window_size, int) or self.window_size < 1:
+                raise ValueError(f"window_size must be a positive integer or None, got {self.window_size!r}")
+            if self.window_size > self.max_position_embeddings:
+                raise ValueError(f"window_size={self.window_size} exceeds max_position_embeddings="
+                                 f"{self.max_position_embeddings}")
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, config: SuiteConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
+    """RoPE tables for ``positions`` [B, T] (int64): cos, sin of shape [B, T, head_dim] (Llama layout)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float64) / head_dim))
+    angles = positions.to(torch.float64)[..., None] * inv_freq
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` [B, H, T, d] by cos/sin [B, T, d] (rotate-half convention)."""
+    cos, sin = cos[:, None], sin[:, None]
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class SuiteCache:
+    """KV cache / recurrent state of one generation: one slot per layer, filled by that layer's mixer.
+
+    Attention mixers keep the K/V of *every* past position (the window limits reads, not storage;
+    Sec. 5): :meth:`memory_bytes` reports what that costs.
+    """
+
+    def __init__(self, num_layers: int):
+        self.layers: list[dict] = [dict() for _ in range(num_layers)]
+        self.seq_len = 0
+        self.key_mask: torch.Tensor | None = None  # [B, seq_len] bool, False = padding
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seq_len
+
+    def memory_bytes(self) -> int:
+        """Bytes held by cached tensors (K/V, recurrent states), all layers."""
+        return sum(t.numel() * t.element_size() for slot in self.layers for t in slot.values()
+                   if isinstance(t, torch.Tensor))
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        for slot in self.layers:
+            for key, value in slot.items():
+                if isinstance(value, torch.Tensor):
+                    slot[key] = value.index_select(0, beam_idx.to(value.device))
+        if self.key_mask is not None:
+            self.key_mask = self.key_mask.index_select(0, beam_idx.to(self.key_mask.device))
+
+
+@dataclass
+class MixerContext:
+    """What a mixer needs besides its input rows.
+
+    positions: [B, T] int64 RoPE positions of the T new base tokens.
+    q_index: [T] int64 absolute key index of the new base tokens (cache length + arange(T)).
+    out_index: [T_out] int64 rows (into the T new tokens) that carry an output-stream token.
+    key_mask: [B, past + T] bool or None; False marks padding keys.
+    attention_mask: [B, past + T] 0/1 as given by the caller, or None.
+    cache: the generation's SuiteCache, or None.
+    rope: (cos, sin), each [B, T, head_dim].
+    """
+
+    positions: torch.Tensor
+    q_index: torch.Tensor
+    out_index: torch.Tensor
+    key_mask: torch.Tensor | None
+    attention_mask: torch.Tensor | None
+    cache: SuiteCache | None
+    rope: tuple[torch.Tensor, torch.Tensor] = field(default=None)
+
+    @property
+    def n_base(self) -> int:
+        return self.positions.shape[1]
+
+
+class Block(nn.Module):
+    def __init__(self, config: SuiteConfig, mixer: nn.Module):
+        super().__init__()
+        self.input_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mixer = mixer
+        self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mlp = SwiGLU(config)
+
+    def forward(self, h: torch.Tensor, ctx: MixerContext) -> torch.Tensor:
+        h = h + self.mixer(self.input_layernorm(h), ctx)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class SuiteModel(nn.Module):
+    def __init__(self, config: SuiteConfig, make_mixer):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(Block(config, make_mixer(config, i)) for i in range(config.num_hidden_layers))
+        self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+
+class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
+    """Causal LM on the shared backbone. Subclasses set ``config_class``, ``make_mixer`` and ``two_stream``.
+
+    ``forward`` serves every regime of Sec. 3.2 by choosing which positions carry an output token:
+
+    * PT (default): every position (T_out = T).
+    * SFT: ``output_mask`` ([T] or [B, T] bool; rows are OR-ed), or, when ``labels`` hold -100,
+      the positions whose next label is valid.
+    * Prefill: ``logits_to_keep=1`` (what ``generate()`` passes on its first call): T_out = 1.
+    * Decode: with a ``cache``, each new token is a base token and an output token.
+
+    ``logits`` are ``[B, T_out, vocab]`` for the output positions in ascending order.
+    """
+
+    config_class = SuiteConfig
+    base_model_prefix = "model"
+    two_stream = False
+    _no_split_modules = ["Block"]
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    @staticmethod
+    def make_mixer(config, layer_idx):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __init__(self, config: SuiteConfig):
+        super().__init__(config)
+        self.model = SuiteModel(config, type(self).make_mixer)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        return False  # we bring our own cache (SuiteCache), created on the first cached forward
+
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.RMSNorm):
+            init.ones_(module.weight)
+        elif hasattr(module, "reset_suite_parameters"):
+            module.reset_suite_parameters()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.model.embed_tokens = value
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def _output_index(self, T, labels, output_mask, logits_to_keep, device) -> torch.Tensor:
+        if output_mask is not None:
+            mask = torch.as_tensor(output_mask, device=device).bool()
+            if mask.shape[-1] != T:
+                raise ValueError(f"output_mask has length {mask.shape[-1]} but the input has {T} tokens")
+            mask = mask.reshape(-1, T).any(0)
+            if not mask.any():
+                raise ValueError("output_mask selects no position")
+            return mask.nonzero().flatten()
+        if isinstance(logits_to_keep, int) and logits_to_keep > 0:
+            return torch.arange(max(0, T - logits_to_keep), T, device=device)
+        if labels is not None and (labels[:, 1:] == -100).any():
+            return (labels[:, 1:] != -100).any(0).nonzero().flatten()
+        return torch.arange(T, device=device)
+
+    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.LongTensor | None = None, cache: SuiteCache | None = None,
+                use_cache: bool | None = None, labels: torch.LongTensor | None = None,
+                output_mask: torch.Tensor | None = None, logits_to_keep: int = 0,
+                inputs_embeds: torch.Tensor | None = None, **kwargs) -> CausalLMOutputWithPast:
+        """Run the backbone on T new tokens (after ``cache``'s past ones, if any).
+
+        Args:
+            input_ids: [B, T] int64.
+            attention_mask: [B, past + T] or [B, T] 0/1 (left padding), optional.
+            position_ids: [B, T] RoPE positions, optional (derived from attention_mask).
+            cache: SuiteCache from an earlier call (decode), optional.
+            labels: [B, T] int64 with -100 for ignored positions; token t is scored on labels[:, t+1].
+            output_mask, logits_to_keep: choose the output positions (see class docstring).
+
+        Returns:
+            CausalLMOutputWithPast with ``logits`` [B, T_out, vocab] (fp32 upcast not applied),
+            ``loss`` (mean cross entropy over valid targets) when labels are given, and ``cache``.
+
+        Raises:
+            ValueError: on mismatched shapes, an output mask longer than the input, or a sequence
+            past ``max_position_embeddings``.
+        """
+        if input_ids is None and inputs_embeds is None:
+            raise ValueError("pass input_ids or inputs_embeds")
+        h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        if h.dim() != 3:
+            raise ValueError(f"input_ids must be [B, T], got shape {tuple(h.shape[:-1])}")
+        B, T, _ = h.shape
+        device = h.device
+        past = cache.seq_len if cache is not None else 0
+        if past + T > self.config.max_position_embeddings:
+            raise ValueError(f"sequence length {past + T} exceeds max_position_embeddings="
+                             f"{self.config.max_position_embeddings}")
+        if labels is not None and labels.shape != (B, T):
+            raise ValueError(f"labels must have shape {(B, T)}, got {tuple(labels.shape)}")
+        use_cache = bool(use_cache) if use_cache is not None else cache is not None
+
+        key_mask = self._key_mask(attention_mask, cache, B, T, past, device)
+        if position_ids is None:
+            if key_mask is not None:
+                position_ids = (key_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
+            else:
+                position_ids = torch.arange(past, past + T, device=device).expand(B, T)
+        elif position_ids.shape[-1] != T:
+            raise ValueError(f"position_ids must have length {T}, got {tuple(position_ids.shape)}")
+        position_ids = position_ids.expand(B, T)
+
+        out_index = self._output_index(T, labels, output_mask, logits_to_keep, device)
+        if use_cache and cache is None:
+            cache = SuiteCache(self.config.num_hidden_layers)
+        ctx = MixerContext(positions=position_ids, q_index=torch.arange(past, past + T, device=device),
+                           out_index=out_index, key_mask=key_mask,
+                           attention_mask=None if attention_mask is None else attention_mask[:, -(past + T):],
+                           cache=cache if use_cache else None,
+                           rope=rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta, h.dtype))
+        if self.two_stream:
+            h = torch.cat([h, h[:, out_index]], dim=1)  # output stream starts from the same embedding
+        for layer in self.model.layers:
+            h = layer(h, ctx)
+        h = h[:, T:] if self.two_stream else h[:, out_index]
+        logits = self.lm_head(self.model.norm(h))
+
+        loss = None
+        if labels is not None:
+            scored = out_index < T - 1
+            targets = labels[:, out_index[scored] + 1]
+            loss = F.cross_entropy(logits[:, scored].flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+        if use_cache:
+            cache.seq_len = past + T
+            cache.key_mask = key_mask
+        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache if use_cache else None)
+
+    @staticmethod
+    def _key_mask(attention_mask, cache, B, T, past, device):
+        previous = cache.key_mask if cache is not None else None
+        if attention_mask is None:
+            if previous is None:
+                return None
+            return torch.cat([previous, torch.ones(B, T, dtype=torch.bool, device=device)], dim=1)
+        mask = attention_mask.to(device).bool()
+        if mask.shape == (B, past + T):
+            pass
+        elif mask.shape == (B, T) and past > 0:
+            mask = torch.cat([previous if previous is not None else
+                              torch.ones(B, past, dtype=torch.bool, device=device), mask], dim=1)
+        else:
+            raise ValueError(f"attention_mask must have shape {(B, past + T)} (or {(B, T)}), "
+                             f"got {tuple(attention_mask.shape)}")
+        return None if bool(mask.all()) else mask

@@ -1,0 +1,74 @@
+"""Provenance columns carried by every results row, and atomic CSV writing.
+
+Every row in ``results/`` records where it came from: git commit, profile, device,
+kernel backend, dtype, seed and wall time (seconds). ``write_csv`` writes to a
+temporary file and renames it, so an interrupted job never leaves a half-written CSV.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+PROVENANCE_COLUMNS = ["commit", "profile", "device", "backend", "dtype", "seed", "wall_s"]
+
+
+def git_commit(repo: str | Path | None = None) -> str:
+    """Short commit hash of the working tree, suffixed ``-dirty`` when tracked files differ; ``unknown`` outside git."""
+    repo = Path(repo) if repo else Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def device_name(device: str = "cpu") -> str:
+    """Human-readable device: the GPU name for CUDA devices, else the CPU model with its core count."""
+    import torch
+
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return f"cpu:{platform.processor() or platform.machine()}x{os.cpu_count()}"
+
+
+def provenance(profile: str, seed: int | None, dtype: str, backend: str, device: str = "cpu",
+               wall_s: float | None = None) -> dict:
+    """The provenance columns as a dict, ready to merge into a results row."""
+    return {"commit": git_commit(), "profile": profile, "device": device_name(device), "backend": backend,
+            "dtype": dtype, "seed": seed, "wall_s": None if wall_s is None else round(float(wall_s), 3)}
+
+
+def write_csv(rows: Iterable[Mapping] | pd.DataFrame, path: str | Path) -> Path:
+    """Write rows to ``path`` atomically (temp file + rename). Parent folders are created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """Read a results CSV; a missing, empty or corrupt file raises ValueError naming the file."""
+    path = Path(path)
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ValueError(f"corrupt CSV {path}: {err}") from err

@@ -1,0 +1,224 @@
+"""Orthros core: exactness against the independent fp64 reference, the four regimes, HF integration."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from models import OrthrosConfig, OrthrosForCausalLM, backend
+from models.sizes import SIZES, count_parameters, nominal_params
+from models.registry import build
+from tests.reference import fp64_params, reference_forward
+
+torch.manual_seed(0)
+
+
+def tiny(window=4, so=True, **kw):
+    cfg = dict(vocab_size=61, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+               intermediate_size=48, max_position_embeddings=512, window_size=window, scale_offset=so)
+    cfg.update(kw)
+    model = OrthrosForCausalLM(OrthrosConfig(**cfg)).eval()
+    with torch.no_grad():  # move SO away from identity so the tests see it
+        for name, p in model.named_parameters():
+            if name.endswith(("alpha", "beta", "alpha_out", "beta_out")):
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+@pytest.mark.parametrize("T", [3, 4, 5, 16])  # w-1, w, w+1, 4w with w = 4
+def test_pt_forward_matches_fp64_reference_at_window_edges(T):
+    model = tiny(window=4)
+    ids = torch.randint(0, 61, (1, T))
+    got = model(ids).logits[0].double()
+    ref = reference_forward(fp64_params(model), model.config, ids[0].tolist(), list(range(T)), window=4)
+    assert got.shape == ref.shape
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+
+
+def test_qk_norm_and_gqa_match_reference():
+    model = tiny(window=3, qk_norm=True, num_attention_heads=4, num_key_value_heads=1)
+    ids = torch.randint(0, 61, (1, 9))
+    ref = reference_forward(fp64_params(model), model.config, ids[0].tolist(), list(range(9)), window=3)
+    torch.testing.assert_close(model(ids).logits[0].double(), ref, atol=1e-5, rtol=0)
+
+
+def test_window_matters():
+    """The reference with a full window must differ: guards against a test that cannot fail."""
+    model = tiny(window=4)
+    ids = torch.randint(0, 61, (1, 16))
+    full = reference_forward(fp64_params(model), model.config, ids[0].tolist(), list(range(16)), window=None)
+    assert (model(ids).logits[0].double() - full).abs().max() > 1e-3
+
+
+def test_prefill_then_decode_equals_pt_at_every_position():
+    model = tiny(window=4)
+    ids = torch.randint(0, 61, (2, 21))
+    with torch.no_grad():
+        pt = model(ids).logits
+        out = model(ids[:, :6], use_cache=True, logits_to_keep=1)
+        assert out.logits.shape == (2, 1, 61)  # Prefill: T_out = 1
+        steps = [out.logits[:, 0]]
+        cache = out.cache
+        for t in range(6, 21):
+            out = model(ids[:, t:t + 1], cache=cache)
+            cache = out.cache
+            steps.append(out.logits[:, 0])
+    torch.testing.assert_close(torch.stack(steps, 1), pt[:, 5:], atol=1e-5, rtol=0)
+
+
+def test_kv_cache_keeps_every_position_and_reports_memory():
+    model = tiny(window=4)
+    ids = torch.randint(0, 61, (2, 13))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True, logits_to_keep=1).cache
+    cfg = model.config
+    expected = cfg.num_hidden_layers * 2 * 2 * cfg.num_key_value_heads * 13 * cfg.head_dim * 4
+    assert cache.memory_bytes() == expected
+    assert cache.layers[0]["k"].shape[2] == 13  # window limits reads, not storage
+
+
+def test_sft_logits_equal_pt_restricted_to_answer_positions():
+    model = tiny(window=4)
+    ids = torch.randint(0, 61, (2, 14))
+    labels = ids.clone()
+    labels[:, :9] = -100  # prompt: positions 0..8 predict nothing; 8..12 predict answer tokens 9..13
+    with torch.no_grad():
+        pt = model(ids).logits
+        sft = model(ids, labels=labels)
+        mask = torch.zeros(14, dtype=torch.bool)
+        mask[[2, 7, 13]] = True
+        masked = model(ids, output_mask=mask).logits
+    torch.testing.assert_close(sft.logits, pt[:, 8:13], atol=1e-5, rtol=0)
+    torch.testing.assert_close(masked, pt[:, [2, 7, 13]], atol=1e-5, rtol=0)
+    ce = torch.nn.functional.cross_entropy(pt[:, 8:13].reshape(-1, 61), ids[:, 9:14].reshape(-1))
+    torch.testing.assert_close(sft.loss, ce, atol=1e-5, rtol=0)
+
+
+def test_left_padded_batch_equals_unpadded():
+    model = tiny(window=4)
+    a, b = torch.randint(1, 61, (1, 11)), torch.randint(1, 61, (1, 7))
+    batch = torch.cat([a, torch.cat([torch.zeros(1, 4, dtype=torch.long), b], 1)])
+    mask = torch.ones_like(batch)
+    mask[1, :4] = 0
+    with torch.no_grad():
+        padded = model(batch, attention_mask=mask).logits
+        torch.testing.assert_close(padded[0], model(a).logits[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(padded[1, 4:], model(b).logits[0], atol=1e-5, rtol=0)
+        gen = model.generate(batch, attention_mask=mask, max_new_tokens=6, do_sample=False)
+        gen_a = model.generate(a, max_new_tokens=6, do_sample=False)
+        gen_b = model.generate(b, max_new_tokens=6, do_sample=False)
+    assert torch.equal(gen[0, 11:], gen_a[0, 11:])
+    assert torch.equal(gen[1, 11:], gen_b[0, 7:])
+
+
+def test_generate_is_prefill_then_two_token_decode_without_recomputing_prompt():
+    model = tiny(window=4)
+    ids = torch.randint(0, 61, (1, 9))
+    calls = []
+    hook = model.model.layers[0].register_forward_pre_hook(lambda m, args: calls.append(args[0].shape[1]))
+    with torch.no_grad():
+        gen = model.generate(ids, max_new_tokens=5, do_sample=False)
+    hook.remove()
+    assert calls == [9 + 1] + [1 + 1] * 4  # prefill: T base + 1 output row; decode: 1 base + 1 output
+    seq = ids
+    with torch.no_grad():
+        for _ in range(5):  # uncached greedy decoding, recomputing everything
+            seq = torch.cat([seq, model(seq).logits[:, -1:].argmax(-1)], 1)
+    assert torch.equal(gen, seq)
+
+
+def test_so_off_equals_identity_scale_offset():
+    with_so = tiny(window=4, so=True)
+    with torch.no_grad():
+        for name, p in with_so.named_parameters():
+            if name.endswith(("alpha", "alpha_out")):
+                p.fill_(1.0)
+            elif name.endswith(("beta", "beta_out")):
+                p.zero_()
+    no_so = OrthrosForCausalLM(OrthrosConfig(**{**with_so.config.to_dict(), "scale_offset": False})).eval()
+    missing = no_so.load_state_dict(with_so.state_dict(), strict=False)
+    assert not missing.missing_keys and len(missing.unexpected_keys) == 4 * with_so.config.num_hidden_layers
+    ids = torch.randint(0, 61, (2, 12))
+    torch.testing.assert_close(no_so(ids).logits, with_so(ids).logits, atol=1e-6, rtol=0)
+    assert not any("alpha" in n for n, _ in no_so.named_parameters())
+
+
+def test_pt_gradients_match_reference():
+    model = tiny(window=3).train()
+    ids = torch.randint(0, 61, (1, 8))
+    loss = model(ids, labels=ids).loss
+    loss.backward()
+    params = fp64_params(model, requires_grad=True)
+    logits = reference_forward(params, model.config, ids[0].tolist(), list(range(8)), window=3)
+    ref_loss = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:])
+    ref_loss.backward()
+    torch.testing.assert_close(loss.double(), ref_loss.detach(), atol=1e-6, rtol=0)
+    grads = dict(model.named_parameters())
+    for name in ["model.layers.0.mixer.q_proj.weight", "model.layers.1.mixer.alpha_out", "model.layers.0.mixer.beta",
+                 "model.layers.0.mlp.down_proj.weight", "model.embed_tokens.weight", "lm_head.weight"]:
+        torch.testing.assert_close(grads[name].grad.double(), params[name].grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_backend_bottom_right_alignment_for_output_queries():
+    """Queries addressed by key index, not by row: SDPA's top-left is_causal would be wrong here."""
+    q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 10, 8), torch.randn(1, 2, 10, 8)
+    q_index = torch.tensor([4, 8, 9])
+    out = backend.attention(q, k, v, q_index)
+    for i, t in enumerate(q_index.tolist()):
+        w = torch.softmax(torch.einsum("hd,hjd->hj", q[0, :, i], k[0, :, : t + 1]) / 8 ** 0.5, -1)
+        torch.testing.assert_close(out[0, :, i], torch.einsum("hj,hjd->hd", w, v[0, :, : t + 1]), atol=1e-6, rtol=0)
+    top_left = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert (top_left - out).abs().max() > 1e-3
+
+
+def test_blocked_window_matches_dense_across_block_boundaries(monkeypatch):
+    monkeypatch.setattr(backend, "_BLOCK_ELEMENTS", 64)  # force many small blocks
+    q, k, v = torch.randn(2, 4, 50, 8), torch.randn(2, 2, 50, 8), torch.randn(2, 2, 50, 8)
+    idx = torch.arange(50)
+    got = backend.attention(q, k, v, idx, window=7)
+    kk, vv = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+    allowed = (idx[None] <= idx[:, None]) & (idx[None] > idx[:, None] - 7)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=allowed)
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+
+
+def test_save_load_roundtrip_and_auto_classes(tmp_path):
+    model = tiny(window=4)
+    model.save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path).model_type == "orthros"
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert isinstance(loaded, OrthrosForCausalLM)
+    ids = torch.randint(0, 61, (1, 10))
+    torch.testing.assert_close(loaded(ids).logits, model(ids).logits, atol=0, rtol=0)
+
+
+def test_bad_input_errors_name_the_parameter():
+    with pytest.raises(ValueError, match="window_size"):
+        OrthrosConfig(window_size=0)
+    with pytest.raises(ValueError, match="window_size"):
+        OrthrosConfig(window_size=4096, max_position_embeddings=2048)
+    model = tiny(window=4, max_position_embeddings=16)
+    with pytest.raises(ValueError, match="output_mask"):
+        model(torch.randint(0, 61, (1, 5)), output_mask=torch.ones(7, dtype=torch.bool))
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model(torch.randint(0, 61, (1, 17)))
+    with pytest.raises(ValueError, match="labels"):
+        model(torch.randint(0, 61, (1, 5)), labels=torch.randint(0, 61, (1, 6)))
+    with pytest.raises(ValueError, match="attention_mask"):
+        model(torch.randint(0, 61, (2, 5)), attention_mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match="q_index"):
+        backend.attention(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4), torch.tensor([1]))
+
+
+def test_named_sizes_match_their_names():
+    for name in SIZES:
+        nominal = nominal_params(name)
+        if nominal is None:
+            continue
+        with torch.device("meta"):
+            model = build("orthros", name, vocab_size=SIZES[name].ref_vocab)
+        n = count_parameters(model)
+        assert abs(n / nominal - 1) <= 0.10, f"{name}: {n / 1e6:.1f}M parameters"
+    with torch.device("meta"):
+        qwen = build("orthros", "qwen3_8b", vocab_size=151936)
+    assert 8.0e9 < count_parameters(qwen) < 8.4e9
