@@ -19,7 +19,13 @@ PROVENANCE_COLUMNS = ["commit", "profile", "device", "backend", "dtype", "seed",
 
 
 def git_commit(repo: str | Path | None = None) -> str:
-    """Short commit hash of the working tree, suffixed ``-dirty`` when tracked files differ; ``unknown`` outside git."""
+    """Short commit hash of the working tree, suffixed ``-dirty`` when tracked files differ; ``unknown`` outside git.
+
+    ``SUITE_COMMIT`` in the environment wins: machines that get a copy of the tree without ``.git``
+    (the lent GPU machine) are told the commit by the command that starts them.
+    """
+    if os.environ.get("SUITE_COMMIT"):
+        return os.environ["SUITE_COMMIT"]
     repo = Path(repo) if repo else Path(__file__).resolve().parents[1]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True,
@@ -38,6 +44,26 @@ def device_name(device: str = "cpu") -> str:
     if str(device).startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
     return f"cpu:{platform.processor() or platform.machine()}x{os.cpu_count()}"
+
+
+def software_versions(device: str = "cpu") -> dict:
+    """torch / triton / transformers / FLA versions, and the GPU driver on CUDA devices (extra provenance columns)."""
+    import torch
+
+    versions = {"torch": torch.__version__}
+    for name in ("triton", "transformers", "fla"):
+        try:
+            versions[name] = __import__(name).__version__
+        except Exception:
+            versions[name] = "absent"
+    if str(device).startswith("cuda"):
+        try:
+            versions["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                                capture_output=True, text=True, check=True).stdout.split()[0]
+        except (OSError, subprocess.CalledProcessError, IndexError):
+            versions["driver"] = "unknown"
+        versions["cuda"] = torch.version.cuda
+    return versions
 
 
 def provenance(profile: str, seed: int | None, dtype: str, backend: str, device: str = "cpu",

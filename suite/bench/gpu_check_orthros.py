@@ -22,7 +22,7 @@ import torch
 
 from models import backend
 from models.registry import build
-from suite.provenance import provenance, write_csv
+from suite.provenance import provenance, software_versions, write_csv
 
 TOLERANCE_BF16 = 2e-2  # relative error budget for bf16 operands (METHOD.md: 1e-3 .. 1e-2 typical)
 
@@ -92,7 +92,7 @@ def main(argv=None):
         rows += kernel_rows(T, args.device) + model_rows(T, args.device)
     prov = provenance("gpu", 0, "bf16 vs fp32 CPU reference", backend.describe(args.device), args.device,
                       time.time() - start)
-    extra = {"torch": torch.__version__, "triton": _triton_version(), "tolerance_rel": TOLERANCE_BF16}
+    extra = {**software_versions(args.device), "tolerance_rel": TOLERANCE_BF16}
     for row in rows:
         row.update(prov, **extra, passed=row["rel_err"] <= TOLERANCE_BF16)
     path = write_csv(rows, f"{args.out}/orthros_gpu_check.csv")
@@ -100,15 +100,6 @@ def main(argv=None):
         print(f"{row['level']:6} {row['case']:26} T={row['seq_len']:6} {row['kernel']:22} "
               f"rel={row['rel_err']:.2e} max={row['max_abs_err']:.2e} pass={row['passed']}")
     print("wrote", path)
-
-
-def _triton_version() -> str:
-    try:
-        import triton
-
-        return triton.__version__
-    except ImportError:
-        return "absent"
 
 
 if __name__ == "__main__":
