@@ -1,0 +1,211 @@
+"""Claims audit: one row per claim of ``paper_tables/claims.yaml`` with reported vs recomputed/measured value.
+
+Verdicts: "consistent with the paper's own tables", "inconsistent" (the paper's numbers do not follow from each
+other), "misreading" (a seed's reading the tables contradict), "reproduced here" / "not reproduced here" (a
+measurement by this suite meets / misses the claim's ``expect``), "not testable here (why)", "not run: why".
+Renders from the reported CSVs alone; measured values are added when the results CSVs exist.
+
+CLI: ``python -m suite.report.audit --results results/default --gpu-results results/gpu --out paper_tables``.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from suite.provenance import write_csv
+from suite.report.claims import CLAIMS_PATH, load_claims
+from suite.report.derived import EPS, load_derived
+from suite.report.measured import scale_text, select
+from suite.report.reported import REPORTED_DIR
+from suite.report.tables import to_markdown
+
+CONSISTENT = "consistent with the paper's own tables"
+AUDIT_COLUMNS = ["id", "asserted_by", "claim", "source", "reported", "unit", "check", "recomputed", "measured", "diff",
+                 "reported_conditions", "measured_conditions", "verdict", "detail", "measured_proxy"]
+
+
+def _tolerance(claim: dict) -> float:
+    if "tolerance" in claim:
+        return float(claim["tolerance"])
+    text = repr(claim["value"])
+    return 0.5 * 10.0 ** -(len(text.split(".")[1]) if "." in text else 0)
+
+
+def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path | None) -> dict:
+    """Evaluate a ``measure`` block against the results CSVs.
+
+    Returns dict(value (float|None), ok (bool|None), status ("ok" or "not run: <why>"), conditions (str), path).
+    ``op`` ratio = mean(numerator rows) / mean(denominator rows); difference = numerator - denominator;
+    value = mean of the numerator rows. Only rows passing ``where`` (normally ``status: ok``) are used.
+    """
+    path = Path(measure["results"].format(results=results or "<no --results>", gpu=gpu or "<no --gpu-results>"))
+    out = dict(value=None, ok=None, conditions="", path=str(path))
+    if not path.exists():
+        return {**out, "status": f"not run: {path} missing"}
+    from suite.provenance import read_csv
+
+    frame = read_csv(path)
+    col = measure["column"]
+    if col not in frame.columns:
+        raise ValueError(f"{path}: column {col!r} named by a claim is missing")
+    base = select(frame, measure["where"])
+    num = select(base, measure.get("numerator"))
+    den = select(base, measure.get("denominator")) if measure["op"] != "value" else num
+    if num.empty or den.empty:
+        loose = select(frame, {k: v for k, v in measure["where"].items() if k != "status"})
+        loose = select(loose, measure.get("numerator"))
+        why = "; ".join(sorted(set(loose["status"].astype(str)))) if "status" in loose and len(loose) else \
+            f"no rows match {measure['where']} {measure.get('numerator', '')} / {measure.get('denominator', '')}"
+        return {**out, "status": why if why.startswith("not run") else f"not run: {why}"}
+    a, b = pd.to_numeric(num[col]).mean(), pd.to_numeric(den[col]).mean()
+    value = {"ratio": a / b if b else float("nan"), "difference": a - b, "value": a}[measure["op"]]
+    exp = measure["expect"]
+    ok = True
+    if "approx" in exp:
+        ok &= abs(value / exp["approx"] - 1) <= exp["rel_tol"] + EPS
+    if "ge" in exp:
+        ok &= value >= exp["ge"] - EPS
+    if "le" in exp:
+        ok &= value <= exp["le"] + EPS
+    cond = scale_text(pd.concat([num, den]).drop_duplicates())
+    return {**out, "value": float(value), "ok": bool(ok), "status": "ok", "conditions": f"{cond} ({len(num)}+{len(den)} rows)"}
+
+
+def _formula(claim: dict, ids: list[str], derived: pd.DataFrame) -> tuple[float | None, float | None, str, str]:
+    by_id = derived.set_index("id")
+    missing = [i for i in ids if i not in by_id.index]
+    if missing:
+        raise ValueError(f"claim {claim['id']}: unknown formula id(s) {missing} (see paper_tables/derived.csv)")
+    rows = by_id.loc[ids]
+    bad = rows[rows["status"] == "inconsistent"]
+    detail = "; ".join(f"{i}: reported {r['reported_text']} vs recomputed {r['recomputed']:.3f} (diff {r['diff']:+.3f})"
+                       for i, r in bad.iterrows())
+    head = rows.iloc[0]
+    if len(ids) == 1 or "expect_value" in claim["check"]:
+        recomputed = float(head["recomputed"])
+        diff = round(float(claim["value"]) - recomputed, 9)
+        agrees = abs(diff) <= _tolerance(claim) + EPS
+        if len(ids) > 1:
+            detail = (f"{len(ids) - len(bad)}/{len(ids)} formula rows consistent. " + detail).strip()
+        formula = f"{head.name}: {head['formula']} [{head['inputs']}]" if len(ids) == 1 else ", ".join(ids)
+    else:
+        recomputed = float((rows["status"] == "consistent").sum())
+        diff = float(claim["value"]) - recomputed
+        agrees = diff == 0
+        detail = (f"{int(recomputed)}/{len(ids)} consistent. " + detail).strip()
+        formula = ", ".join(ids)
+    ok = agrees and bad.empty
+    verdict = CONSISTENT if ok else ("misreading" if claim["asserted_by"].startswith("seed") else "inconsistent")
+    if not agrees and len(ids) == 1 and head["note"] and isinstance(head["note"], str):
+        detail = (detail + " " + head["note"]).strip()
+    return recomputed, diff, verdict, f"{formula}. {detail}".strip(". ")
+
+
+def _measured_verdict(res: dict) -> str:
+    if res["status"] != "ok":
+        return res["status"]
+    return "reproduced here" if res["ok"] else "not reproduced here"
+
+
+def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path | None = None,
+                 gpu_results: str | Path | None = None) -> pd.DataFrame:
+    """One audit row per claim (``AUDIT_COLUMNS``). Raises ValueError on unknown formula ids or bad result columns."""
+    rows = []
+    for claim in claims:
+        check = claim["check"]
+        kind = check["kind"]
+        row = dict(id=claim["id"], asserted_by=claim["asserted_by"], claim=claim["claim"], source=claim["source"],
+                   reported=claim["value"], unit=claim["unit"], check=kind, recomputed=None, measured=None, diff=None,
+                   reported_conditions="; ".join(f"{k}: {v}" for k, v in claim["conditions"].items()),
+                   measured_conditions="", detail="", measured_proxy="")
+        if kind == "formula":
+            ids = check["formula"] if isinstance(check["formula"], list) else [check["formula"]]
+            row["recomputed"], row["diff"], row["verdict"], row["detail"] = _formula(claim, ids, derived)
+        elif kind == "reading":
+            row["verdict"] = check["verdict"] + (" (paper contradicts itself)" if check["verdict"] == "inconsistent" else "")
+            row["detail"] = check["evidence"]
+            if "formula" in check:
+                rec = derived.set_index("id").loc[check["formula"], "recomputed"]
+                row["recomputed"] = float(rec)
+                if isinstance(claim["value"], (int, float)):
+                    row["diff"] = float(claim["value"]) - float(rec)
+        else:
+            res = evaluate_measure(check["measure"], results, gpu_results)
+            row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
+            if res["value"] is not None and isinstance(claim["value"], (int, float)):
+                row["diff"] = res["value"] - float(claim["value"])
+            if kind == "cost_model":
+                why = check.get("untestable_reason", "needs hardware this suite lacks")
+                pred = f"cost-model prediction {res['value']:.2f}x, not a measurement" if res["value"] is not None \
+                    else f"no cost-model prediction ({res['status']})"
+                row["verdict"] = f"not testable here ({why}; {pred})"
+            else:
+                row["verdict"] = _measured_verdict(res)
+                if res["status"] != "ok" and "gpu" in check["measure"]["results"]:
+                    row["verdict"] = f"{res['status']} (GPU benchmark; this machine has no GPU)"
+        if "measure" in claim:
+            res = evaluate_measure(claim["measure"], results, gpu_results)
+            proxy = claim["measure"].get("proxy", "")
+            row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
+            row["measured_proxy"] = f"{_measured_verdict(res)}" + (f" [{proxy}]" if proxy else "")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
+
+
+def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
+    """The audit as markdown: the per-claim table, then every internal inconsistency of the reported tables."""
+    def fmt(v):
+        if isinstance(v, float) and v == 0:
+            return "0"
+        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else (f"{v + 0.0:.4g}" if isinstance(v, float) else str(v))
+
+    view = audit.assign(**{c: audit[c].map(fmt) for c in ["reported", "recomputed", "measured", "diff"]})
+    cols = ["id", "asserted_by", "claim", "reported", "unit", "check", "recomputed", "measured", "diff", "verdict",
+            "detail", "reported_conditions", "measured_conditions", "measured_proxy"]
+    bad = derived[derived["status"] == "inconsistent"]
+    lines = ["# Claims audit (Orthros, arXiv 2610.13735)", "",
+             "Reported values: `paper_tables/reported/` (transcribed from the seed notes). Recomputed values: "
+             "`paper_tables/derived.csv` (formulas in `suite/report/derived.py`). Measured values: results CSVs of "
+             "this suite, at its own (much smaller) scale; their conditions are printed beside the paper's.", "",
+             "## Verdict counts", ""]
+    for verdict, n in audit["verdict"].str.replace(r" \(.*", "", regex=True).value_counts().items():
+        lines.append(f"- {verdict}: {n}")
+    lines += ["", "## Claims", "", to_markdown(view[cols]), "",
+              "## Internal inconsistencies of the reported tables", "",
+              "Reported numbers that do not follow from the others (diff = reported - recomputed; tolerance from "
+              "the printed precision):", ""]
+    lines.append(to_markdown(bad[["id", "formula", "inputs", "recomputed", "reported_text", "diff", "tolerance", "note"]]
+                             .assign(recomputed=bad["recomputed"].map(lambda v: f"{v:.3f}"),
+                                     diff=bad["diff"].map(lambda v: f"{v:+.3f}"),
+                                     tolerance=bad["tolerance"].map(lambda v: f"{v:.3f}"))) if len(bad) else "none")
+    return "\n".join(lines) + "\n"
+
+
+def write_audit(out_dir: str | Path, results: str | Path | None, gpu_results: str | Path | None,
+                reported_dir: str | Path = REPORTED_DIR, claims_path: str | Path = CLAIMS_PATH) -> pd.DataFrame:
+    """Write ``claims_audit.{csv,md}`` and ``derived.csv`` into ``out_dir``; returns the audit frame."""
+    derived = load_derived(reported_dir)
+    audit = audit_claims(load_claims(claims_path), derived, results, gpu_results)
+    out = Path(out_dir)
+    write_csv(derived.round(6), out / "derived.csv")
+    write_csv(audit, out / "claims_audit.csv")
+    tmp = out / ".claims_audit.md.tmp"
+    tmp.write_text(audit_markdown(audit, derived), encoding="utf-8")
+    tmp.replace(out / "claims_audit.md")
+    return audit
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default=None, help="results/<profile> folder (optional)")
+    parser.add_argument("--gpu-results", default=None, help="results/gpu folder (optional)")
+    parser.add_argument("--out", default="paper_tables")
+    args = parser.parse_args(argv)
+    audit = write_audit(args.out, args.results, args.gpu_results)
+    print(audit["verdict"].value_counts().to_string())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Measured results produced by this suite (never the paper's numbers), loaded for the renderers and the audit.
+
+File names follow the results conventions: ``results/<profile>/{quality,niah,mqar,ablation,conversion,prefill_cpu}.csv``
+and ``results/gpu/{prefill,e2e}.csv``. A missing file is not an error here: it maps to ``None`` and the renderers print
+"not run: ..." cells. A corrupt file raises ValueError naming it (``suite.provenance.read_csv``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from suite.provenance import read_csv
+
+PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu"]
+GPU_FILES = ["prefill", "e2e"]
+SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
+                 "gpus", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
+
+
+def load_measured(results: str | Path | None, gpu_results: str | Path | None) -> dict[str, pd.DataFrame | None]:
+    """Map of result name (``quality``, ..., ``gpu_prefill``, ``gpu_e2e``) to its DataFrame, or None if absent."""
+    out: dict[str, pd.DataFrame | None] = {}
+    for name in PROFILE_FILES:
+        path = Path(results) / f"{name}.csv" if results else None
+        out[name] = read_csv(path) if path is not None and path.exists() else None
+    for name in GPU_FILES:
+        path = Path(gpu_results) / f"{name}.csv" if gpu_results else None
+        out[f"gpu_{name}"] = read_csv(path) if path is not None and path.exists() else None
+    return out
+
+
+def select(frame: pd.DataFrame, filters: dict | None) -> pd.DataFrame:
+    """Rows matching every ``column: value`` (or ``column: [values]``) filter. Numbers compare numerically.
+
+    Raises ValueError naming the column when a filter column is absent from the frame.
+    """
+    mask = pd.Series(True, index=frame.index)
+    for col, want in (filters or {}).items():
+        if col not in frame.columns:
+            raise ValueError(f"filter column {col!r} not in results columns {list(frame.columns)}")
+        wants = want if isinstance(want, list) else [want]
+        if all(isinstance(w, (int, float)) for w in wants):
+            mask &= pd.to_numeric(frame[col], errors="coerce").isin([float(w) for w in wants])
+        else:
+            mask &= frame[col].astype(str).isin([str(w) for w in wants])
+    return frame[mask]
+
+
+def _human(n: float) -> str:
+    for div, suffix in [(1e9, "B"), (1e6, "M"), (1e3, "K")]:
+        if abs(n) >= div:
+            return f"{n / div:.3g}{suffix}"
+    return f"{n:.0f}"
+
+
+def scale_text(rows: pd.DataFrame, label: str = "") -> str:
+    """One-line measured scale & conditions, e.g. ``orthros 6.1M params, 2M tokens, T=256, cpu:x86_64x2``.
+
+    Lists each distinct value of the scale columns present (n_params, tokens, seq_len, gpus, method, device, ...).
+    """
+    if rows is None or rows.empty:
+        return ""
+    parts = [label] if label else []
+    for col in SCALE_COLUMNS:
+        if col not in rows.columns:
+            continue
+        vals = rows[col].dropna().unique()
+        if not len(vals):
+            continue
+        if col in ("n_params", "tokens", "tokens_extra"):
+            num = pd.to_numeric(pd.Series(vals), errors="coerce").dropna()
+            text = "/".join(_human(v) for v in sorted(num)) if len(num) else "/".join(map(str, vals))
+            parts.append(f"{text} {'params' if col == 'n_params' else col.replace('_', ' ')}")
+        elif col in ("seq_len", "context_len", "input_len", "output_len"):
+            nums = sorted(pd.to_numeric(pd.Series(vals), errors="coerce").dropna().astype(int))
+            key = {"seq_len": "T", "context_len": "ctx", "input_len": "in", "output_len": "out"}[col]
+            parts.append(f"{key}={'/'.join(map(str, nums)) if len(nums) <= 4 else f'{nums[0]}-{nums[-1]}'}")
+        else:
+            parts.append(f"{col}={'/'.join(map(str, vals[:3]))}")
+    return ", ".join(parts)

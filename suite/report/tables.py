@@ -1,0 +1,149 @@
+"""Paper tables with the suite's measurements beside them: reported | measured | diff | measured scale & conditions.
+
+Pure functions from DataFrames to DataFrames / markdown. A reported cell gets a measured value only when this suite
+measured the same task and metric for the same model (diff = measured - reported, in the reported unit); measured
+rows with no paper counterpart (e.g. val_ppl, MQAR) are appended with the reported cell empty and a note that the
+metric differs. A cell with nothing measured carries a status "not run: <why>".
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from suite.report.measured import scale_text, select
+
+TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "diff", "unit",
+                 "paper_scale_conditions", "measured_scale_conditions", "status"]
+ACC_METRICS = {"acc", "acc_norm"}
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    """GitHub markdown table of ``frame`` (pipes escaped, NaN/None as empty)."""
+    def text(v):
+        if v is None or (isinstance(v, float) and pd.isna(v)):
+            return ""
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    head = "| " + " | ".join(map(text, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(text(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def paper_conditions(conditions: pd.DataFrame, item: str) -> str:
+    """The paper's scale & conditions for a table/figure, e.g. ``1.3B, 100B tokens, seq 2048, H100 80GB``."""
+    c = conditions.loc[item]
+    return (f"{c['scale']}, {c['tokens']} tokens, seq {c['seq_len']}, batch {c['batch']}, {c['hardware']}; "
+            f"{c['average_definition']}")
+
+
+def _as_percent(rows: pd.DataFrame) -> pd.Series:
+    vals = pd.to_numeric(rows["value"], errors="coerce")
+    unit = rows["unit"].astype(str).str.lower() if "unit" in rows else pd.Series("", index=rows.index)
+    frac = unit.isin(["fraction", "ratio", "acc"]) | (~unit.isin(["%", "percent"]) & (vals <= 1.0))
+    return vals.where(~frac, vals * 100)
+
+
+def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key: str, paper_cond: str,
+                  missing: str, match_scale: bool = False) -> pd.DataFrame:
+    """Compare reported quality cells with a measured quality-style CSV.
+
+    reported: rows of one table from ``reported.load_tables`` (value in %). measured: a results frame with columns
+    ``key`` (arch or variant), task, metric, value, status (+ unit, size, n_params, tokens, seq_len) or None.
+    ``missing`` is the reason printed when ``measured`` is None. Returns ``TABLE_COLUMNS`` rows.
+    """
+    rows, used = [], set()
+    for r in reported.itertuples():
+        base = dict(model=r.model, variant=r.variant, scale=r.scale, task=r.task_label, metric=r.metric,
+                    reported=r.value, measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond,
+                    measured_scale_conditions="", status=f"not run: {missing}")
+        if measured is not None:
+            filt = {key: r.model if key == "arch" else r.variant, "task": r.task}
+            if match_scale:
+                filt["size"] = r.scale
+            hits = select(measured, filt)
+            used.update(hits.index)
+            ok = hits[hits["status"] == "ok"]
+            if len(ok) and ok["metric"].isin(ACC_METRICS).all():
+                value = _as_percent(ok).mean()
+                base.update(measured=value, diff=value - r.value, status="ok",
+                            metric=f"{r.metric} (measured: {'/'.join(ok['metric'].unique())})",
+                            measured_scale_conditions=scale_text(ok, r.model))
+            elif len(hits):
+                base.update(status=str(hits["status"].iloc[0]) if len(ok) == 0 else
+                            "not comparable: measured metric " + "/".join(ok["metric"].astype(str).unique()))
+            else:
+                base.update(status="not run: not measured by this suite (no row in results)")
+        rows.append(base)
+    if measured is not None:
+        for _, g in measured.drop(index=list(used)).groupby([key, "task", "metric"] + (["size"] if "size" in measured else []),
+                                                             sort=False, dropna=False):
+            ok = g[g["status"] == "ok"]
+            val = pd.to_numeric(ok["value"], errors="coerce").mean() if len(ok) else None
+            rows.append(dict(model=g[key].iloc[0], variant=g[key].iloc[0], scale=str(g["size"].iloc[0]) if "size" in g else "",
+                             task=g["task"].iloc[0], metric=g["metric"].iloc[0], reported=None, measured=val, diff=None,
+                             unit=str(g["unit"].iloc[0]) if "unit" in g else "", paper_scale_conditions="",
+                             measured_scale_conditions=scale_text(g, str(g[key].iloc[0])),
+                             status=("measured only: the paper reports no such metric; not comparable" if len(ok)
+                                     else str(g["status"].iloc[0]))))
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.DataFrame | None, *, paper_cond: str,
+                 missing: str) -> pd.DataFrame:
+    """Table 3: reported recall cells (never measured here: the 6 recall datasets are not available offline) plus
+    measured MQAR and NIAH accuracy per arch (mean over the measured grid) as 'measured only' rows."""
+    rows = [dict(model=r.model, variant=r.variant, scale=r.scale, task=r.task_label, metric=r.metric, reported=r.value,
+                 measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond, measured_scale_conditions="",
+                 status="not run: recall datasets (DROP, NarrativeQA, SWDE, TriviaQA, FDA, SQuAD) unavailable offline")
+            for r in reported.itertuples()]
+    for name, frame, label in [("mqar", mqar, "MQAR accuracy (mean over seq_len x kv pairs)"),
+                               ("niah", niah, "NIAH accuracy (mean over context x depth)")]:
+        if frame is None:
+            rows.append(dict(model="all", variant="", scale="", task=label, metric="accuracy", reported=None,
+                             measured=None, diff=None, unit="fraction", paper_scale_conditions="",
+                             measured_scale_conditions="", status=f"not run: {missing.replace('quality', name)}"))
+            continue
+        for arch, g in frame.groupby("arch", sort=False):
+            ok = g[g["status"] == "ok"]
+            rows.append(dict(model=arch, variant="", scale=str(g["size"].iloc[0]) if "size" in g else "", task=label,
+                             metric="accuracy", reported=None,
+                             measured=pd.to_numeric(ok["accuracy"]).mean() if len(ok) else None, diff=None,
+                             unit="fraction", paper_scale_conditions="", measured_scale_conditions=scale_text(g, arch),
+                             status="measured only: proxy for recall; not comparable with Table 3" if len(ok)
+                             else str(g["status"].iloc[0])))
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def e2e_table(reported: pd.DataFrame, e2e: pd.DataFrame | None, *, paper_cond: str, missing: str) -> pd.DataFrame:
+    """Table 4: reported TTFT / E2E / throughputs vs ``results/gpu/e2e.csv`` rows with the same model, batch and
+    output length and an input length within 2% (diff = measured - reported, same unit)."""
+    rows = []
+    for r in reported.itertuples():
+        base = dict(model=r.model, variant=r.variant, scale=r.scale, task=r.setting, metric=r.metric, reported=r.value,
+                    measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond,
+                    measured_scale_conditions="", status=f"not run: {missing}")
+        if e2e is not None:
+            hits = select(e2e, {"model": r.model, "batch": float(r.batch), "output_len": float(r.output_len)})
+            hits = hits[(pd.to_numeric(hits["input_len"]) - r.input_len).abs() <= 0.02 * r.input_len]
+            ok = hits[hits["status"] == "ok"]
+            if len(ok) and r.metric in ok:
+                value = pd.to_numeric(ok[r.metric]).mean()
+                base.update(measured=value, diff=value - r.value, status="ok",
+                            measured_scale_conditions=scale_text(ok, r.model))
+            else:
+                base.update(status=str(hits["status"].iloc[0]) if len(hits) else
+                            "not run: this model/config is not in results/gpu/e2e.csv")
+        rows.append(base)
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def format_table(frame: pd.DataFrame, title: str, paper_cond: str, note: str = "") -> str:
+    """Markdown for one rendered table: title, the paper's scale/conditions line, an optional note, the table."""
+    view = frame.drop(columns=["paper_scale_conditions"])  # printed once, above the table
+    for col in ["reported", "measured", "diff"]:
+        view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v) else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
+    parts = [f"# {title}", "", f"Paper scale & conditions: {paper_cond}", ""]
+    if note:
+        parts += [note, ""]
+    parts.append(to_markdown(view))
+    return "\n".join(parts) + "\n"

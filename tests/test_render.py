@@ -1,0 +1,104 @@
+"""Renderers on small fixture CSVs: specific numbers in the outputs, and 'not run' cells for missing inputs."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite.report.audit import evaluate_measure
+from suite.report.render import render
+
+FIX = Path(__file__).parent / "fixtures" / "results"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("render")
+    render(FIX / "default", FIX / "gpu", out / "tables", out / "figures")
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered_empty(tmp_path_factory):
+    out = tmp_path_factory.mktemp("empty")
+    render(out / "no_results", out / "no_gpu", out / "tables", out / "figures")
+    return out
+
+
+def _row(frame, **kw):
+    mask = pd.Series(True, index=frame.index)
+    for k, v in kw.items():
+        mask &= frame[k] == v
+    assert mask.sum() == 1, kw
+    return frame[mask].iloc[0]
+
+
+def test_table4_diff_is_measured_minus_reported(rendered):
+    t4 = pd.read_csv(rendered / "tables" / "table4.csv")
+    r = _row(t4, model="transformer", task="128K/128", metric="ttft_s")
+    assert r["reported"] == 77.249 and r["measured"] == 20.0
+    assert r["diff"] == pytest.approx(20.0 - 77.249)
+    assert "H200" in r["measured_scale_conditions"] and "H100" in r["paper_scale_conditions"]
+    assert _row(t4, model="orthros", task="127K/1K", metric="e2e_s")["status"].startswith("not run")
+
+
+def test_table1_fraction_converted_to_percent(rendered):
+    t1 = pd.read_csv(rendered / "tables" / "table1.csv")
+    r = _row(t1, model="orthros", task="ARC-E")
+    assert r["measured"] == pytest.approx(40.0) and r["diff"] == pytest.approx(40.0 - 71.09)
+    assert "6.1M params" in r["measured_scale_conditions"] and "T=256" in r["measured_scale_conditions"]
+    assert _row(t1, model="orthros", task="HellaSwag")["status"] == "not run: dataset unavailable offline"
+    ppl = _row(t1, model="orthros", task="val_ppl")
+    assert pd.isna(ppl["reported"]) and ppl["measured"] == 30.0 and "not comparable" in ppl["status"]
+
+
+def test_missing_conversion_gives_not_run(rendered):
+    t2 = pd.read_csv(rendered / "tables" / "table2.csv")
+    assert t2["status"].str.startswith("not run").all() and t2["measured"].isna().all()
+    assert "conversion.csv missing" in t2["status"].iloc[0]
+
+
+def test_audit_with_fixtures(rendered):
+    a = pd.read_csv(rendered / "tables" / "claims_audit.csv").set_index("id")
+    assert a.loc["C16", "measured"] == pytest.approx(12000 / 3000) and a.loc["C16", "verdict"] == "reproduced here"
+    assert a.loc["C17", "verdict"].startswith("not testable here") and "20.00x" in a.loc["C17", "verdict"]
+    assert a.loc["C19", "measured"] == pytest.approx(25 / 10)
+    assert a.loc["C19", "measured_proxy"].startswith("not reproduced here")
+    assert a.loc["C21", "verdict"] == "inconsistent"
+    assert a.loc["C09", "measured"] == pytest.approx(0.90 - 0.50)
+
+
+def test_empty_results_render_not_run(rendered_empty):
+    t4 = pd.read_csv(rendered_empty / "tables" / "table4.csv")
+    assert t4["status"].str.startswith("not run: ").all()
+    a = pd.read_csv(rendered_empty / "tables" / "claims_audit.csv").set_index("id")
+    assert a.loc["C16", "verdict"].startswith("not run:")
+    assert a.loc["C27", "verdict"].startswith("not run:")
+    assert a.loc["C13", "verdict"] == "misreading" and a.loc["C23", "verdict"] == "misreading"
+    assert a.loc["C02", "verdict"] == "consistent with the paper's own tables"
+    md = (rendered_empty / "tables" / "claims_audit.md").read_text()
+    assert "d_t4_decode_tput_orthros_127K/1K" in md and "-0.986" in md
+
+
+def test_figures_written(rendered, rendered_empty):
+    for base in (rendered, rendered_empty):
+        for name in ["fig2", "fig3", "fig4"]:
+            for ext in ["png", "pdf"]:
+                assert (base / "figures" / f"{name}.{ext}").stat().st_size > 5000
+
+
+def test_evaluate_measure_missing_and_filters():
+    m = {"results": "{gpu}/prefill.csv", "column": "kv_cache_gib", "op": "ratio", "numerator": {"model": "orthros"},
+         "denominator": {"model": "transformer"}, "where": {"status": "ok", "gpus": 1, "seq_len": 131072},
+         "expect": {"approx": 1.0, "rel_tol": 0.05}}
+    res = evaluate_measure(m, FIX / "default", FIX / "gpu")
+    assert res["value"] == 1.0 and res["ok"]
+    assert evaluate_measure(m, None, "/nonexistent")["status"].startswith("not run: /nonexistent/prefill.csv missing")
+    with pytest.raises(ValueError, match="nope"):
+        evaluate_measure({**m, "where": {"nope": 1}}, FIX / "default", FIX / "gpu")
+
+
+def test_corrupt_results_csv_raises(tmp_path):
+    (tmp_path / "default").mkdir()
+    (tmp_path / "default" / "quality.csv").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(ValueError, match="quality.csv"):
+        render(tmp_path / "default", None, tmp_path / "t", tmp_path / "f")
