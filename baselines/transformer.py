@@ -1,0 +1,70 @@
+"""Transformer and sliding-window (SWA) baselines on the suite backbone (Sec. 4.1 baselines).
+
+Both use :class:`models.attention.Attention` (the Orthros mixer) single-stream, without the
+scale-offset, so they run the same kernels as Orthros (``models.backend``). The Transformer attends
+all earlier tokens; SWA attends the last ``window_size`` tokens (the token itself included) and,
+like Orthros' base stream, stores every K/V but reads only the window.
+"""
+from __future__ import annotations
+
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from models.attention import Attention
+from models.backbone import SuiteConfig, SuiteForCausalLM
+
+SWA_DEFAULT_WINDOW = 512
+SWA_WINDOW_RATIO = 4  # w / T = 1/4: 512 at the paper's 2048-token training length
+
+
+def swa_window(seq_len: int) -> int:
+    """SWA window for a training length: ``seq_len // 4`` (512 at T = 2048).
+
+    Short-context profiles train at T < 2048; keeping w/T = 1/4 keeps SWA a windowed model there
+    (a 512 window over 256 tokens would be full attention). Raises ValueError for seq_len < 4.
+    """
+    if not isinstance(seq_len, int) or seq_len < SWA_WINDOW_RATIO:
+        raise ValueError(f"seq_len must be an integer >= {SWA_WINDOW_RATIO}, got {seq_len!r}")
+    return seq_len // SWA_WINDOW_RATIO
+
+
+class TransformerConfig(SuiteConfig):
+    """Full causal attention (``window_size`` must stay None)."""
+
+    model_type = "suite_transformer"
+
+    def __init__(self, window_size=None, **kwargs):
+        if window_size is not None:
+            raise ValueError(f"window_size must be None for the Transformer baseline, got {window_size!r} (use swa)")
+        super().__init__(window_size=None, **kwargs)
+
+
+class SWAConfig(SuiteConfig):
+    """Sliding-window attention; ``window_size`` is w, the window actually used (default 512)."""
+
+    model_type = "suite_swa"
+
+    def __init__(self, window_size: int = SWA_DEFAULT_WINDOW, **kwargs):
+        if window_size is None:
+            raise ValueError("window_size must be a positive integer for SWA, got None")
+        super().__init__(window_size=window_size, **kwargs)
+
+
+def _attention(config, layer_idx):
+    return Attention(config, layer_idx, scale_offset=False)
+
+
+class TransformerForCausalLM(SuiteForCausalLM):
+    config_class = TransformerConfig
+    two_stream = False
+    make_mixer = staticmethod(_attention)
+
+
+class SWAForCausalLM(SuiteForCausalLM):
+    config_class = SWAConfig
+    two_stream = False
+    make_mixer = staticmethod(_attention)
+
+
+for _cfg, _model in ((TransformerConfig, TransformerForCausalLM), (SWAConfig, SWAForCausalLM)):
+    AutoConfig.register(_cfg.model_type, _cfg)
+    AutoModelForCausalLM.register(_cfg, _model)
