@@ -1,0 +1,213 @@
+"""End-to-end generation on one GPU (paper Sec. 4.6, Table 4): TTFT, E2E, output and decode-only throughput.
+
+Random-weight Qwen3-8B-shape bf16 models run in :class:`suite.bench.engine.Engine` (static KV cache,
+CUDA-graph decode steps, greedy), batch 2, at 128K/128, 127K/1K and 120K/8K (input/output tokens).
+Definitions (as in :func:`suite.bench.cost_model.e2e`): TTFT = prefill of the batch including the
+first token; E2E = TTFT + the output_len - 1 decode steps; output tok/s = batch*output_len/E2E;
+decode-only tok/s = batch*output_len/(E2E - TTFT). CUDA-graph capture happens before the timed
+decode and is not counted.
+
+Decode runs in full when output_len - 1 <= ``--full-decode-max`` (method "measured"); otherwise a
+few steps are timed at the start, middle and end contexts and their mean times output_len - 1
+(method "measured TTFT + timed decode steps x output_len"). Each decode-step time is compared with
+its HBM bound (weight bytes + K/V bytes read) / measured copy bandwidth; a target row per model
+says pass when the worst ratio is <= 1.3.
+
+Run on the H200: ``python -m suite.bench.e2e_gpu --out-dir results/gpu``. CPU smoke run:
+``--device cpu --dtype float32 --size 1M --configs 96/4,80/20 --bucket 16 --chunk 8 --full-decode-max 8``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from suite.bench import cost_model as cm
+from suite.bench.engine import Engine, build_bench_model
+from suite.bench.gpu_common import RowWriter, common_columns, copy_bandwidth, free, peak_gib, reset_peak, sync
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+PAPER = {  # Table 4 (H100, SGLang): (input, output) -> {model: (TTFT s, E2E s)}
+    (131072, 128): {"transformer": (77.249, 84.911), "orthros": (17.016, 24.647)},
+    (130048, 1024): {"transformer": (76.160, 137.715), "orthros": (17.301, 76.345)},
+    (122880, 8192): {"transformer": (67.770, 548.357), "orthros": (15.210, 488.830)},
+}
+
+
+def parse_configs(text: str) -> list[tuple[int, int]]:
+    """``"131072/128,130048/1024"`` -> [(131072, 128), (130048, 1024)]; ValueError naming a bad entry."""
+    out = []
+    for item in text.split(","):
+        try:
+            inp, outp = (int(x) for x in item.split("/"))
+        except ValueError:
+            raise ValueError(f"bad config {item!r}: expected INPUT/OUTPUT token counts") from None
+        if inp < 1 or outp < 1:
+            raise ValueError(f"bad config {item!r}: lengths must be positive")
+        out.append((inp, outp))
+    return out
+
+
+def check_engine(device, steps: int = 40) -> float:
+    """Max |logit difference| between the engine (CUDA graphs on CUDA) and the uncached model forward.
+
+    A tiny fp32 Orthros and Transformer, prompt 50, ``steps`` greedy steps crossing key-length buckets.
+    """
+    worst = 0.0
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for arch, kw in (("orthros", {"window_size": 16}), ("transformer", {})):
+            torch.manual_seed(0)
+            model = build_bench_model(arch, "1M", device, torch.float32, 256, qk_norm=True, **kw)
+            engine = Engine(model, batch=2, max_len=50 + steps, bucket=32, chunk=16)
+            prompt = torch.randint(0, model.config.vocab_size, (2, 50), device=device)
+            logits = [engine.prefill(prompt)] + engine.decode(steps - 1, keep_logits=True)
+            seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+            with torch.inference_mode():
+                for n in (0, steps // 2, steps - 1):
+                    ref = model(seq[:, :50 + n], logits_to_keep=1).logits[:, 0]
+                    worst = max(worst, (logits[n] - ref).abs().max().item())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    return worst
+
+
+def time_decode(engine: Engine, context: int, steps: int, device) -> float:
+    """Mean ms of ``steps`` decode steps starting with ``context`` tokens cached (cache values are whatever is there)."""
+    def seek():
+        engine.length = context
+        engine.pos.fill_(context)
+
+    seek()
+    engine.prepare(steps)
+    engine.decode(1)  # warm this bucket's replay path
+    seek()
+    sync(device)
+    t0 = time.perf_counter()
+    engine.decode(steps)
+    sync(device)
+    return 1e3 * (time.perf_counter() - t0) / steps
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
+    ap.add_argument("--size", default="qwen3_8b")
+    ap.add_argument("--archs", default="transformer,orthros")
+    ap.add_argument("--configs", default="131072/128,130048/1024,122880/8192")
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--window", type=int, default=128)
+    ap.add_argument("--bucket", type=int, default=2048)
+    ap.add_argument("--chunk", type=int, default=1024)
+    ap.add_argument("--full-decode-max", type=int, default=1024, help="longest decode run in full")
+    ap.add_argument("--sample-steps", type=int, default=16)
+    ap.add_argument("--check-steps", type=int, default=40, help="decode steps of the engine correctness check")
+    ap.add_argument("--rates", default=None, help="rates.json with hbm_bytes_per_s (else measured here)")
+    ap.add_argument("--out-dir", default="results/gpu")
+    args = ap.parse_args(argv)
+    configs = parse_configs(args.configs)
+    if args.batch < 1 or args.sample_steps < 1 or args.check_steps < 2:
+        raise ValueError(f"--batch, --sample-steps must be >= 1 and --check-steps >= 2, got {args.batch}, "
+                         f"{args.sample_steps}, {args.check_steps}")
+    device, dtype = torch.device(args.device), DTYPES[args.dtype]
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda but CUDA is not available")
+    start = time.perf_counter()
+    out_dir = Path(args.out_dir)
+    hbm = json.loads(Path(args.rates).read_text())["hbm_bytes_per_s"] if args.rates else copy_bandwidth(device)
+    writer = RowWriter(out_dir / "e2e.csv", common_columns(device, args.dtype))
+    err = check_engine(device, args.check_steps)
+    writer.add(model="engine", shape="1M", batch=2, method="target", target="cached engine decode (CUDA graphs "
+               "on GPU) == uncached model forward, fp32 max |logit diff| <= 1e-3", value=err, threshold=1e-3,
+               status="pass" if err <= 1e-3 else "fail")
+    print(f"[e2e_gpu] engine check: max |logit diff| {err:.2e}", flush=True)
+    max_len = max(i + o for i, o in configs)
+    results = {}
+    torch.manual_seed(0)
+    for arch in [a for a in args.archs.split(",") if a]:
+        window = args.window if arch.startswith("orthros") else None
+        try:
+            model = build_bench_model(arch, args.size, device, dtype, max_len + args.bucket,
+                                      **({"window_size": window} if window else {}))
+            engine = Engine(model, args.batch, max_len, bucket=args.bucket, chunk=args.chunk)
+        except (ValueError, torch.cuda.OutOfMemoryError) as err:
+            for inp, outp in configs:
+                writer.add(model=arch, batch=args.batch, input_len=inp, output_len=outp, status=f"not run: {err}"[:300])
+            continue
+        shape = cm.Shape.from_config(model.config)
+        vocab = model.config.vocab_size
+        engine.prefill(torch.randint(0, vocab, (args.batch, min(4096, max_len // 2))))  # compile / autotune
+        engine.decode(2)
+        ratios = []
+        for inp, outp in configs:
+            ids = torch.randint(0, vocab, (args.batch, inp))
+            free(device)
+            reset_peak(device)
+            sync(device)
+            t0 = time.perf_counter()
+            engine.prefill(ids)
+            sync(device)
+            ttft = time.perf_counter() - t0
+            steps = outp - 1
+            contexts = [inp] if steps <= args.full_decode_max else [inp, inp + steps // 2, max(inp, inp + steps - args.sample_steps)]
+            step_ms = []
+            if steps == 0:
+                decode_s, method = 0.0, "measured"
+            elif steps <= args.full_decode_max:
+                engine.prepare(steps)
+                sync(device)
+                t0 = time.perf_counter()
+                engine.decode(steps)
+                sync(device)
+                decode_s, method = time.perf_counter() - t0, "measured"
+                step_ms = [1e3 * decode_s / steps]
+            else:
+                step_ms = [time_decode(engine, c, args.sample_steps, device) for c in contexts]
+                decode_s = sum(step_ms) / len(step_ms) * steps / 1e3
+                method = "measured TTFT + timed decode steps x output_len"
+            mid = inp + steps // 2  # the bound at the mean context (bytes are affine in the context)
+            bound_ms = 1e3 * cm.decode_step_bytes(shape, mid, args.batch, "orthros" if window else "transformer",
+                                                  window) / hbm
+            mean_step = sum(step_ms) / len(step_ms) if step_ms else None
+            if mean_step:
+                ratios.append(mean_step / bound_ms)
+            e2e = ttft + decode_s
+            results[(arch, inp, outp)] = (ttft, e2e)
+            writer.add(model=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp, ttft_s=ttft,
+                       e2e_s=e2e, output_tok_s=args.batch * outp / e2e,
+                       decode_tok_s=args.batch * outp / decode_s if decode_s else None,
+                       decode_step_ms=mean_step, hbm_bound_ms=bound_ms,
+                       bound_ratio=mean_step / bound_ms if mean_step else None, kv_cache_gib=engine.kv_bytes() / 2**30,
+                       peak_mem_gib=peak_gib(device), method=method, status="ok")
+            print(f"[e2e_gpu] {arch:12} {inp:7d}/{outp:<5d} TTFT {ttft:7.2f}s  E2E {e2e:8.2f}s  step "
+                  f"{(mean_step or 0):6.2f} ms (HBM bound {bound_ms:6.2f})  {method}", flush=True)
+        if ratios:
+            worst = max(ratios)
+            writer.add(model=arch, shape=args.size, batch=args.batch, method="target",
+                       target="decode step / HBM bound <= 1.3 (worst config)", value=worst, threshold=1.3,
+                       status="pass" if worst <= 1.3 else "fail")
+        del engine, model
+        free(device)
+
+    print(f"\n{'in/out':>13} {'TTFT x':>7} {'paper':>6} {'E2E x':>7} {'paper':>6}")
+    for inp, outp in configs:
+        if ("transformer", inp, outp) in results and ("orthros", inp, outp) in results:
+            (tt, te), (ot, oe) = results[("transformer", inp, outp)], results[("orthros", inp, outp)]
+            paper = PAPER.get((inp, outp))
+            p_ttft = f"{paper['transformer'][0] / paper['orthros'][0]:6.2f}" if paper else "     -"
+            p_e2e = f"{paper['transformer'][1] / paper['orthros'][1]:6.2f}" if paper else "     -"
+            print(f"{inp:>7}/{outp:<5} {tt / ot:7.2f} {p_ttft} {te / oe:7.2f} {p_e2e}")
+    for row in writer.rows:
+        if row.get("method") == "target":
+            print(f"target {row['model']}: {row['target']}: {row['value']:.2f} -> {row['status']}")
+    print(f"[e2e_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
+    return writer.rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""A small KV-cache generation engine for the E2E benchmark (paper Sec. 4.6, Table 4).
+
+Static, preallocated K/V cache (one ``[B, Hkv, max_len, d]`` pair per layer), greedy decoding, and
+on CUDA one captured CUDA graph per key-length bucket, so Python launch overhead does not dominate
+a decode step. The per-layer math calls the model's own modules (norms, ``q_proj`` ... ``o_proj``,
+q/k norms, scale-offset parameters, ``mlp``, :func:`models.backbone.apply_rope`); prefill attention
+goes through :func:`models.backend.attention`.
+
+Regimes (Sec. 3.2): Prefill runs T base rows plus (Orthros) one output row for the last token.
+An Orthros decode step feeds the last generated token as one base row (writes its K/V, attends the
+last w keys) and one output row (attends every key, gives the logits). A single-stream model
+(Transformer, SWA) feeds one row that writes K/V and gives the logits.
+
+Decode attention is written with static shapes so it can be captured: the output row attends the
+first ``L`` cache slots (``L`` = position rounded up to a bucket) with a mask ``key <= position``,
+scores by one GEMM per (sequence, KV head), the value product split into chunks (split-K, the
+flash-decoding idea) so that a long context keeps the GPU busy. All sequences of a batch share one
+prompt length (no padding).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from models import backend
+from models.backbone import apply_rope, rope_cos_sin
+
+
+def _attention_mixers(model):
+    mixers = [layer.mixer for layer in model.model.layers]
+    for i, m in enumerate(mixers):
+        if not all(hasattr(m, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "window")):
+            raise ValueError(f"layer {i} mixer {type(m).__name__} is not an attention mixer; the engine "
+                             f"supports attention models only (transformer, swa, orthros)")
+    return mixers
+
+
+def _project(mix, x, n_base):
+    """q [B, H, R, d] (scale-offset applied per stream, before RoPE), k/v [B, Hkv, n_base, d] of the base rows."""
+    B, R, _ = x.shape
+    q = mix.q_proj(x).view(B, R, mix.num_heads, mix.head_dim)
+    k = mix.k_proj(x[:, :n_base]).view(B, n_base, mix.num_kv_heads, mix.head_dim)
+    v = mix.v_proj(x[:, :n_base]).view(B, n_base, mix.num_kv_heads, mix.head_dim)
+    if mix.q_norm is not None:
+        q, k = mix.q_norm(q), mix.k_norm(k)
+    if mix.scale_offset:
+        q = torch.cat([mix.alpha * q[:, :n_base] + mix.beta, mix.alpha_out * q[:, n_base:] + mix.beta_out], dim=1)
+    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+
+class Engine:
+    """Greedy generation with a static KV cache.
+
+    Args:
+        model: a :class:`models.backbone.SuiteForCausalLM` whose mixers are attention (``two_stream``
+            decides Orthros vs single-stream decoding), in eval mode, on its target device and dtype.
+        batch: sequences per batch B.
+        max_len: most tokens per sequence (prompt + generated); rounded up to ``bucket``.
+        bucket: key-length granularity of decode attention (and of CUDA graphs).
+        chunk: split-K chunk of the value product; must divide ``bucket``.
+        use_graphs: capture CUDA graphs (default: on CUDA).
+
+    The engine snapshots Orthros's scale-offset parameters at construction (build it after loading weights).
+
+    Raises:
+        ValueError: non-attention mixers, bad sizes.
+    """
+
+    def __init__(self, model, batch: int, max_len: int, bucket: int = 2048, chunk: int = 1024,
+                 use_graphs: bool | None = None):
+        if batch < 1 or max_len < 2:
+            raise ValueError(f"batch must be >= 1 and max_len >= 2, got batch={batch}, max_len={max_len}")
+        if bucket < 1 or chunk < 1 or bucket % chunk:
+            raise ValueError(f"chunk={chunk} must divide bucket={bucket}")
+        self.model, self.mixers = model, _attention_mixers(model)
+        cfg = model.config
+        if max_len > cfg.max_position_embeddings:
+            raise ValueError(f"max_len={max_len} exceeds max_position_embeddings={cfg.max_position_embeddings}")
+        p = next(model.parameters())
+        self.device, self.dtype = p.device, p.dtype
+        self.two_stream = bool(model.two_stream)
+        self.batch, self.bucket, self.chunk = batch, bucket, chunk
+        self.capacity = math.ceil(max_len / bucket) * bucket
+        self.max_len = max_len
+        Hkv, d = cfg.num_key_value_heads, cfg.head_dim
+        # K: [B, Hkv, capacity, d]; V chunk-major: [capacity / chunk, B, Hkv, chunk, d], so that the first
+        # S chunks are one uniformly strided batch for the split-K value product (no copy of V)
+        self.k = [torch.zeros(batch, Hkv, self.capacity, d, device=self.device, dtype=self.dtype) for _ in self.mixers]
+        self.v = [torch.zeros(self.capacity // chunk, batch, Hkv, chunk, d, device=self.device, dtype=self.dtype)
+                  for _ in self.mixers]
+        self.tok = torch.zeros(batch, 1, dtype=torch.long, device=self.device)  # next input token
+        self.pos = torch.zeros(1, dtype=torch.long, device=self.device)  # its position
+        self.next_tok = torch.zeros_like(self.tok)
+        self.logits = torch.zeros(batch, cfg.vocab_size, device=self.device, dtype=self.dtype)  # last step's
+        self.length = 0  # tokens in the cache (host copy of pos)
+        # decode rows are [base, output]: their scale-offsets stacked once (a snapshot of the parameters)
+        self._so = [(torch.stack([m.alpha, m.alpha_out]).detach(), torch.stack([m.beta, m.beta_out]).detach())
+                    if self.two_stream and m.scale_offset else None for m in self.mixers]
+        self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
+        self._graphs: dict[int, tuple] = {}
+        self._pool = None
+
+    def kv_bytes(self) -> int:
+        """Bytes of the preallocated K/V cache."""
+        return sum(t.numel() * t.element_size() for t in self.k + self.v)
+
+    @torch.inference_mode()
+    def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Run the prompt ``input_ids`` [B, T] (int64); returns logits of the last position [B, vocab].
+
+        Resets the cache; sets the next input token to the greedy choice. Raises ValueError on a bad shape.
+        """
+        if input_ids.dim() != 2 or input_ids.shape[0] != self.batch:
+            raise ValueError(f"input_ids must be [{self.batch}, T], got {tuple(input_ids.shape)}")
+        B, T = input_ids.shape
+        if T + 1 > self.max_len:
+            raise ValueError(f"prompt of {T} tokens leaves no room in max_len={self.max_len}")
+        m, cfg = self.model, self.model.config
+        h = m.model.embed_tokens(input_ids.to(self.device))
+        q_index = torch.arange(T, device=self.device)
+        cos, sin = rope_cos_sin(q_index.expand(B, T), cfg.head_dim, cfg.rope_theta, h.dtype)
+        if self.two_stream:
+            h = torch.cat([h, h[:, -1:]], dim=1)
+        for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
+            x = layer.input_layernorm(h)
+            q, k, v = _project(mix, x, T)
+            k = apply_rope(k, cos, sin)
+            self.k[i][:, :, :T].copy_(k)
+            self._store_v(self.v[i], v)
+            outs = [backend.attention(apply_rope(q[:, :, :T], cos, sin), k, v, q_index, mix.window)]
+            if self.two_stream:
+                q_out = apply_rope(q[:, :, T:], cos[:, -1:], sin[:, -1:])
+                outs.append(backend.attention(q_out, k, v, q_index[-1:], None))
+            del q, k, v
+            o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
+            h = h + mix.o_proj(o.transpose(1, 2).reshape(B, h.shape[1], -1))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        logits = m.lm_head(m.model.norm(h[:, -1]))
+        self.tok.copy_(logits.argmax(-1, keepdim=True))
+        self.pos.fill_(T)
+        self.length = T
+        self.logits.copy_(logits)
+        return logits
+
+    def _store_v(self, cache: torch.Tensor, v: torch.Tensor) -> None:
+        """Write v [B, Hkv, T, d] (positions 0..T-1) into a chunk-major V cache."""
+        c, T = self.chunk, v.shape[2]
+        full = T // c
+        if full:
+            cache[:full].copy_(v[:, :, :full * c].unflatten(2, (full, c)).permute(2, 0, 1, 3, 4))
+        if T % c:
+            cache[full, :, :, :T % c].copy_(v[:, :, full * c:])
+
+    @staticmethod
+    def _attend(q, k, v, masked_out):
+        """Decode attention of q [B, H, 1, d] over keys k [B, Hkv, L, d]; bool ``masked_out`` [L] drops keys.
+
+        v is either [B, Hkv, L, d] or chunk-major [S, B, Hkv, c, d] with S * c = L; the latter splits the
+        value product over the S chunks (split-K) and sums the partial products in fp32. Scores are
+        rounded to the cache dtype before the softmax (computed in fp32 on CUDA). Returns [B, H, 1, d].
+        """
+        B, H, _, d = q.shape
+        Hkv = k.shape[1]
+        qg = (q * (1.0 / math.sqrt(d))).reshape(B, Hkv, H // Hkv, d)  # query head h reads KV head h // G (GQA)
+        scores = torch.matmul(qg, k.transpose(-1, -2))  # [B, Hkv, G, L]
+        scores.masked_fill_(masked_out, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        if v.dim() == 5:
+            S, c = v.shape[0], v.shape[3]
+            parts = torch.matmul(probs.view(B, Hkv, -1, S, c).permute(3, 0, 1, 2, 4), v)  # [S, B, Hkv, G, d]
+            out = parts.sum(0, dtype=torch.float32)
+        else:
+            out = torch.matmul(probs, v)
+        return out.to(q.dtype).reshape(B, H, 1, d)
+
+    def _project_decode(self, i: int, mix, x):
+        """Decode rows x [B, R, D] -> RoPE'd q [B, H, R, d] and k, v [B, Hkv, 1, d] of the first (base) row.
+
+        The same math as :func:`_project` + RoPE, with fewer kernel launches: the stacked scale-offset of
+        the [base, output] rows in one ``addcmul``, and q, k rotated together.
+        """
+        B, R, _ = x.shape
+        H, Hkv, d = mix.num_heads, mix.num_kv_heads, mix.head_dim
+        q = mix.q_proj(x).view(B, R, H, d)
+        k = mix.k_proj(x[:, :1]).view(B, 1, Hkv, d)
+        v = mix.v_proj(x[:, :1]).view(B, 1, Hkv, d)
+        if mix.q_norm is not None:
+            q, k = mix.q_norm(q), mix.k_norm(k)
+        if self._so[i] is not None:
+            q = torch.addcmul(self._so[i][1], q, self._so[i][0])
+        elif mix.scale_offset:  # single-stream model with a scale-offset: base stream's
+            q = mix.alpha * q + mix.beta
+        cos, sin = self._rope
+        qk = apply_rope(torch.cat([q, k.expand(B, R, Hkv, d)], dim=2).transpose(1, 2), cos, sin)
+        return qk[:, :H], qk[:, H:, :1], v.transpose(1, 2)
+
+    def _step(self, L: int) -> None:
+        """One decode step over the first L cache slots; reads tok/pos, writes K/V at pos, logits, next token."""
+        m, cfg = self.model, self.model.config
+        B, c = self.batch, self.chunk
+        h = m.model.embed_tokens(self.tok)  # [B, 1, D]
+        if self.two_stream:
+            h = torch.cat([h, h], dim=1)  # base row, output row
+        self._rope = rope_cos_sin(self.pos.expand(B, 1), cfg.head_dim, cfg.rope_theta, h.dtype)
+        # index math shared by all layers
+        full_out = torch.arange(L, device=self.device) > self.pos  # keys after pos: masked out
+        pos_chunk, pos_off = self.pos // c, self.pos % c
+        windows = {}
+        for w in {mix.window for mix in self.mixers if mix.window is not None}:
+            idx = self.pos - w + 1 + torch.arange(w, device=self.device)
+            safe = idx.clamp(min=0)
+            windows[w] = (safe, safe // c, safe % c, idx < 0)
+        for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
+            x = layer.input_layernorm(h)
+            q, k, v = self._project_decode(i, mix, x)
+            kcache, vcache = self.k[i], self.v[i]
+            kcache.index_copy_(2, self.pos, k)
+            vcache[pos_chunk, :, :, pos_off] = v[:, :, 0][None]
+            outs = []
+            w = mix.window
+            if self.two_stream or w is not None:  # windowed row: the last w keys
+                safe, w_chunk, w_off, w_out = windows[w]
+                v_win = vcache[w_chunk, :, :, w_off].permute(1, 2, 0, 3)  # [B, Hkv, w, d]
+                outs.append(self._attend(q[:, :, :1], kcache.index_select(2, safe), v_win, w_out))
+            if self.two_stream or w is None:  # full row: every key up to pos
+                outs.append(self._attend(q[:, :, -1:], kcache[:, :, :L], vcache[:L // c], full_out))
+            o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
+            h = h + mix.o_proj(o.transpose(1, 2).reshape(B, h.shape[1], -1))
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        logits = m.lm_head(m.model.norm(h[:, -1]))
+        self.logits.copy_(logits)
+        self.next_tok.copy_(logits.argmax(-1, keepdim=True))
+
+    def _bucket(self) -> int:
+        return min(self.capacity, math.ceil((self.length + 1) / self.bucket) * self.bucket)
+
+    def _graph(self, L: int):
+        if L not in self._graphs:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(2):  # warm-up: the step is idempotent (same tok/pos, same K/V written)
+                    self._step(L)
+            torch.cuda.current_stream().wait_stream(stream)
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool):
+                self._step(L)
+            self._graphs[L] = graph
+        return self._graphs[L]
+
+    def prepare(self, n_steps: int) -> None:
+        """Capture the graphs the next ``n_steps`` decode steps need (no-op without graphs)."""
+        if not self.use_graphs:
+            return
+        saved, L = self.length, None
+        with torch.inference_mode():
+            for n in range(n_steps):
+                self.length = saved + n
+                if self._bucket() != L:
+                    L = self._bucket()
+                    self._graph(L)
+        self.length = saved
+
+    @torch.inference_mode()
+    def decode(self, n_steps: int, keep_logits: bool = False) -> list[torch.Tensor]:
+        """Run ``n_steps`` greedy decode steps; returns each step's logits [B, vocab] if ``keep_logits``.
+
+        Raises ValueError if the cache would overflow ``max_len``.
+        """
+        if self.length == 0:
+            raise ValueError("call prefill() before decode()")
+        if self.length + n_steps > self.max_len:
+            raise ValueError(f"{n_steps} steps after {self.length} tokens exceed max_len={self.max_len}")
+        kept = []
+        for _ in range(n_steps):
+            L = self._bucket()
+            if self.use_graphs:
+                self._graph(L).replay()
+            else:
+                self._step(L)
+            self.tok.copy_(self.next_tok)
+            self.pos.add_(1)
+            self.length += 1
+            if keep_logits:
+                kept.append(self.logits.clone())
+        return kept
+
+
+def build_bench_model(arch: str, size: str, device: str | torch.device, dtype: torch.dtype, max_len: int,
+                      **overrides):
+    """A random-weight model of ``arch`` at ``size`` built directly on ``device`` in ``dtype`` (eval mode).
+
+    The system benchmarks use Qwen3's attention details (q/k norm, RoPE theta 1e6) and the size's
+    reference vocabulary; ``max_len`` sets ``max_position_embeddings``. ``overrides`` win.
+    Raises ValueError for an unknown arch or size.
+    """
+    from models.registry import build
+    from models.sizes import get_size
+
+    kw = dict(vocab_size=get_size(size).ref_vocab, qk_norm=True, rope_theta=1e6,
+              max_position_embeddings=max(max_len, 2048))
+    kw.update(overrides)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = build(arch, size, **kw)
+    finally:
+        torch.set_default_dtype(previous)
+    return model.to(device=device, dtype=dtype).eval()

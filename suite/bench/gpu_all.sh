@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The whole GPU system benchmark (paper Sec. 4.5-4.6) in one command on one H200, about 7 minutes:
+#   1. prefill_gpu: kernel rates (-> rates.json), Transformer vs Orthros prefill 8K..128K, one layer x 36 at 256K..1M,
+#      8-GPU cost-model rows, pass/fail targets                                   -> results/gpu/prefill.csv
+#   2. e2e_gpu: engine check, TTFT / E2E / throughput at 128K/128, 127K/1K, 120K/8K, batch 2 -> results/gpu/e2e.csv
+#   3. cost_model: predictions with the measured rates                           -> results/gpu/cost_model.csv
+#   4. (time left, FLA importable) linear_hybrid vs orthros_h prefill, appended to results/gpu/prefill.csv
+# Every step writes its CSV row by row, so a step cut by its time limit keeps what it measured.
+# Usage (repository root or anywhere): OUT=/path/to/out bash suite/bench/gpu_all.sh   (TOTAL_S=470 by default)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+OUT=${OUT:-results/gpu}
+RES=results/gpu
+TOTAL_S=${TOTAL_S:-470}
+mkdir -p "$OUT" "$RES"
+
+# --- FLA wheels: install lines go here (the lead's) ---
+
+left() { echo $(( TOTAL_S - SECONDS )); }
+cap() { local want=$1 l; l=$(left); (( l < want )) && want=$l; (( want < 1 )) && want=1; echo "$want"; }
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  python -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+  python -c "import triton; print('triton', triton.__version__)" || echo "triton absent"
+  python -c "import fla; print('fla', fla.__version__)" || echo "fla absent: the window kernel falls back to the blocked path"
+  python -c "from models import backend; print('backend', backend.describe('cuda'))"
+} 2>&1 | tee "$OUT/env.log"
+
+echo "== prefill_gpu ($(left)s left)"
+timeout "$(cap 290)" python -m suite.bench.prefill_gpu --out-dir "$RES" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
+
+echo "== e2e_gpu ($(left)s left)"
+RATES=()
+[[ -f "$RES/rates.json" ]] && RATES=(--rates "$RES/rates.json")
+timeout "$(cap 250)" python -m suite.bench.e2e_gpu --out-dir "$RES" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
+
+echo "== cost_model ($(left)s left)"
+python -m suite.bench.cost_model --out "$RES/cost_model.csv" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
+
+if (( $(left) > 60 )) && python -c "import fla" 2>/dev/null; then
+  echo "== prefill_gpu hybrids ($(left)s left; GDN kernels JIT-compile on first use)"
+  timeout "$(cap 200)" python -m suite.bench.prefill_gpu --out-dir "$RES" --append "${RATES[@]}" \
+    --archs linear_hybrid,orthros_h --lengths 8192,32768,131072 --layer-lengths "" --budget-s 60 \
+    2>&1 | tee "$OUT/prefill_hybrid.log"
+else
+  echo "== hybrids skipped ($(left)s left or FLA absent)"
+fi
+
+for f in prefill.csv e2e.csv cost_model.csv rates.json; do
+  [[ -f "$RES/$f" && "$(realpath "$RES")" != "$(realpath "$OUT")" ]] && cp "$RES/$f" "$OUT/"
+done
+echo "== done in ${SECONDS}s; CSVs in $RES and $OUT"

@@ -1,0 +1,123 @@
+"""Shared helpers of the GPU benchmarks: timing, environment record, kernel usage, incremental CSV output."""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from models import backend
+from suite.provenance import provenance, read_csv, write_csv
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_ms(fn, device, repeats: int = 3, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in ms over ``repeats`` calls after ``warmup`` calls (CUDA events on GPU)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    times = []
+    for _ in range(repeats):
+        if torch.device(device).type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(1e3 * (time.perf_counter() - t0))
+    return statistics.median(times)
+
+
+def copy_bandwidth(device, nbytes: int | None = None) -> float:
+    """Copy bandwidth in bytes/s counting read + write (``dst.copy_(src)`` moves 2 x nbytes); 256 MiB on CUDA."""
+    nbytes = nbytes or (256 * 2**20 if torch.device(device).type == "cuda" else 2**22)
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    return 2 * nbytes / (time_ms(lambda: dst.copy_(src), device, 10, 2) / 1e3)
+
+
+def free(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def reset_peak(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_gib(device) -> float | None:
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return None
+
+
+def kernels_summary() -> str:
+    """Attention kernels used since the last ``backend.reset_usage()``, e.g. ``fla-window+sdpa-flash``."""
+    return "+".join(sorted(backend.kernels_used())) or "none"
+
+
+def env_info(device) -> dict:
+    """GPU name, driver, torch and triton versions (columns gpu_name, driver, torch, triton)."""
+    info = {"torch": torch.__version__}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except Exception:
+        info["triton"] = "absent"
+    if torch.device(device).type == "cuda":
+        info["gpu_name"] = torch.cuda.get_device_name(device)
+        try:
+            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                            capture_output=True, text=True, timeout=20).stdout.split("\n")[0].strip()
+        except (OSError, subprocess.SubprocessError):
+            info["driver"] = "unknown"
+    else:
+        info["gpu_name"], info["driver"] = "none (cpu)", "none"
+    return info
+
+
+class RowWriter:
+    """Collects result rows and rewrites the CSV after every row, so a killed run keeps what it measured.
+
+    ``keep`` selects rows of an existing CSV to carry over (``--append`` runs); the rest are replaced.
+    """
+
+    def __init__(self, path: str | Path, common: dict, keep=None):
+        self.path, self.common, self.rows = Path(path), common, []
+        self.old = []
+        if keep is not None and self.path.exists():
+            self.old = [r for r in read_csv(self.path).to_dict("records") if keep(r)]
+        self.start = time.perf_counter()
+
+    def write(self) -> None:
+        """Rewrite the CSV: measurement columns first, then environment and provenance columns."""
+        frame = pd.DataFrame(self.old + self.rows)
+        tail = [c for c in [*self.common["env"], *self.common["prov"]] if c in frame.columns]
+        write_csv(frame[[c for c in frame.columns if c not in tail] + tail], self.path)
+
+    def add(self, **row) -> dict:
+        prov = dict(self.common["prov"])
+        prov["wall_s"] = round(time.perf_counter() - self.start, 3)
+        full = {**row, **self.common["env"], **prov}
+        self.rows.append(full)
+        self.write()
+        return full
+
+
+def common_columns(device, dtype_name: str, profile: str = "gpu") -> dict:
+    return {"env": env_info(device), "prov": provenance(profile, 0, dtype_name, backend.describe(device), str(device))}

@@ -1,0 +1,176 @@
+"""CPU prefill latency of the suite's small models (the CPU stand-in for paper Sec. 4.5, Fig. 4).
+
+Two modes:
+
+* ``sweep`` (default): arch list x prompt lengths, a full-model Prefill (``logits_to_keep=1``, T_out = 1)
+  of one sequence, median ms of ``--repeats`` calls after a warm-up -> ``results/{profile}/prefill_cpu.csv``
+  (arch,size,n_params,seq_len,ms,status + provenance, plus ``weights``: the checkpoint folder or
+  "random init"; latency does not depend on the weights' values).
+* ``128k``: one 131,072-token Prefill of a tiny Orthros, reporting ms and the process's peak resident
+  memory (``resource.getrusage``), plus the KV cache size -> ``results/cpu/prefill_128k.csv``.
+
+Examples::
+
+    python -m suite.bench.prefill_cpu --profile ci --archs orthros,transformer --size 1M --lengths 256,1024
+    python -m suite.bench.prefill_cpu --profile ci --checkpoint orthros=work_dirs/ci/train/orthros/1M/seed42/checkpoint
+    python -m suite.bench.prefill_cpu --mode 128k --size 1M
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+from models import backend  # noqa: E402
+from models.sizes import count_parameters, get_size  # noqa: E402
+from suite.provenance import provenance, write_csv  # noqa: E402
+
+COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights"]  # then provenance
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{name} must be a comma-separated list of integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise ValueError(f"{name} must hold positive integers, got {text!r}")
+    return values
+
+
+def peak_rss_gib() -> float:
+    """Peak resident set size of this process so far, GiB (Linux reports ru_maxrss in KiB, macOS in bytes)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (2**30 if sys.platform == "darwin" else 2**20)
+
+
+def load_model(arch: str, size: str, checkpoint: str | None, max_len: int, window: int | None):
+    """A model in eval mode: from ``checkpoint`` (an HF folder) or freshly built from the registry.
+
+    Raises:
+        ValueError: unknown arch/size, or a checkpoint folder without ``config.json``.
+    """
+    if checkpoint:
+        if not (Path(checkpoint) / "config.json").exists():
+            raise ValueError(f"checkpoint folder {checkpoint!r} has no config.json")
+        import baselines  # noqa: F401  (registers the baseline model types)
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, max_position_embeddings=max(max_len, 2048))
+        return model.eval()
+    from models.registry import build
+
+    overrides = {"vocab_size": get_size(size).ref_vocab, "max_position_embeddings": max(max_len, 2048)}
+    if window is not None and arch.startswith("orthros"):
+        overrides["window_size"] = window
+    return build(arch, size, **overrides).eval()
+
+
+def time_prefill(model, T: int, repeats: int, warmup: int = 1) -> tuple[float, object]:
+    """Median ms of a Prefill of one random T-token sequence (KV cache kept, as in serving); returns (ms, cache)."""
+    ids = torch.randint(0, model.config.vocab_size, (1, T))
+    times, out = [], None
+    with torch.inference_mode():
+        for i in range(warmup + repeats):
+            out = None
+            t0 = time.perf_counter()
+            out = model(ids, use_cache=True, logits_to_keep=1)
+            if i >= warmup:
+                times.append(1e3 * (time.perf_counter() - t0))
+    return statistics.median(times), out.cache
+
+
+def sweep(args) -> Path:
+    archs = [a for a in args.archs.split(",") if a]
+    lengths = _ints(args.lengths, "--lengths")
+    checkpoints = dict(_pair(c) for c in args.checkpoint)
+    unknown = set(checkpoints) - set(archs)
+    if unknown:
+        raise ValueError(f"--checkpoint given for arch(s) not in --archs: {sorted(unknown)}")
+    start = time.perf_counter()
+    rows = []
+    for arch in archs:
+        ckpt = checkpoints.get(arch)
+        try:
+            model = load_model(arch, args.size, ckpt, max(lengths) + 1, args.window)
+        except Exception as err:  # an arch that cannot run here (FLA on CPU, missing folder) gets a row saying why
+            rows += [dict(arch=arch, size=args.size, seq_len=T, status=f"not run: {err}"[:300],
+                          weights=ckpt or "random init") for T in lengths]
+            continue
+        n_params = count_parameters(model)
+        for T in lengths:
+            row = dict(arch=arch, size=args.size, n_params=n_params, seq_len=T, weights=ckpt or "random init")
+            try:
+                row["ms"], _ = time_prefill(model, T, args.repeats)
+                row["status"] = "ok"
+            except Exception as err:
+                row["status"] = f"not run: {type(err).__name__}: {err}"[:300]
+            rows.append(row)
+            print(f"[prefill_cpu] {arch:12} T={T:6d} {row.get('ms', float('nan')):9.1f} ms  {row['status']}", flush=True)
+    prov = provenance(args.profile, 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
+    out = Path(args.out or f"results/{args.profile}/prefill_cpu.csv")
+    write_csv([{**{c: r.get(c) for c in COLUMNS}, **prov} for r in rows], out)
+    return out
+
+
+def prefill_128k(args) -> Path:
+    T = args.seq_len
+    start = time.perf_counter()
+    model = load_model("orthros", args.size, None, T + 1, args.window)
+    rss_before = peak_rss_gib()
+    ms, cache = time_prefill(model, T, repeats=1, warmup=0)
+    row = dict(arch="orthros", size=args.size, n_params=count_parameters(model), seq_len=T, ms=ms,
+               peak_rss_gib=peak_rss_gib(), rss_before_prefill_gib=rss_before,
+               kv_cache_gib=cache.memory_bytes() / 2**30, window=model.config.window_size, status="ok",
+               weights="random init")
+    prov = provenance("cpu", 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
+    out = Path(args.out or "results/cpu/prefill_128k.csv")
+    write_csv([{**row, **prov}], out)
+    print(f"[prefill_cpu] orthros {args.size} T={T}: {ms / 1e3:.1f} s, peak RSS {row['peak_rss_gib']:.2f} GiB "
+          f"(before prefill {rss_before:.2f}), KV cache {row['kv_cache_gib']:.3f} GiB")
+    return out
+
+
+def _pair(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise ValueError(f"--checkpoint must be ARCH=FOLDER, got {text!r}")
+    arch, path = text.split("=", 1)
+    return arch, path
+
+
+def main(argv=None) -> Path:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=["sweep", "128k"], default="sweep")
+    ap.add_argument("--profile", default="ci")
+    ap.add_argument("--archs", default="orthros,transformer")
+    ap.add_argument("--size", default="1M")
+    ap.add_argument("--lengths", default="256,1024,4096")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--window", type=int, default=None, help="Orthros window (default: the arch's)")
+    ap.add_argument("--checkpoint", action="append", default=[], help="ARCH=FOLDER (HF checkpoint), repeatable")
+    ap.add_argument("--seq-len", type=int, default=131072, help="128k mode: prompt length")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--out", default=None, help="CSV path (default by mode and profile)")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.seq_len < 1 or (args.window is not None and args.window < 1):
+        raise ValueError(f"--repeats, --seq-len and --window must be >= 1, got {args.repeats}, {args.seq_len}, "
+                         f"{args.window}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    out = prefill_128k(args) if args.mode == "128k" else sweep(args)
+    print(f"[prefill_cpu] wrote {out}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Single-GPU prefill sweep at the Qwen3-8B shape (paper Sec. 4.5, Fig. 4 left): Orthros vs Transformer.
+
+Random-weight bf16 models (``models.registry``) run a full-model prefill (regime "Prefill": Orthros
+with ``logits_to_keep=1``, T_out = 1; the Transformer also computes logits for the last token only)
+under ``torch.inference_mode`` with the KV cache kept, at 8K..128K tokens. Beyond what fits, one
+layer is timed at 256K..1M tokens and multiplied by the layer count (method "one-layer x n_layers";
+the token-wise FFN half of the layer is timed on a 128K-row chunk and scaled).
+
+``peak_mem_gib`` is ``torch.cuda.max_memory_allocated`` during the run (weights, activations, KV cache),
+minus the weights of the other models kept on the GPU meanwhile; ``kv_cache_gib`` is the cache alone.
+
+Also measured, first: an 8192^3 bf16 matmul (the MFU reference), the dense GEMMs of one layer, the
+SDPA causal kernel and the window kernel at each length, and copy bandwidth; they are written to
+``rates.json`` for the cost model (:mod:`suite.bench.cost_model`), whose predictions with these rates
+are printed next to the measured speedups, and whose 8-GPU predictions are added as rows
+(method "cost-model prediction"). Target rows (method "target", status pass/fail):
+Orthros 128K speedup >= 4.0x; Orthros 128K MFU >= 0.80; measured speedups within 15% of the model.
+
+Run on the H200: ``python -m suite.bench.prefill_gpu --out-dir results/gpu``. CPU smoke run:
+``--device cpu --dtype float32 --size 1M --lengths 64,128 --layer-lengths 256 --matmul-n 128``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from models import backend
+from models.backbone import MixerContext, rope_cos_sin
+from suite.bench import cost_model as cm
+from suite.bench.engine import build_bench_model
+from suite.bench.gpu_common import (RowWriter, common_columns, copy_bandwidth, free, kernels_summary, peak_gib, reset_peak,
+                                    time_ms)
+
+PAIRS = {"transformer": "orthros", "linear_hybrid": "orthros_h"}  # baseline -> its Orthros counterpart
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"expected a comma-separated list of integers, got {text!r}") from None
+    if any(v < 1 for v in values):
+        raise ValueError(f"lengths must be positive, got {text!r}")
+    return values
+
+
+def measure_rates(shape: cm.Shape, device, dtype, T: int, matmul_n: int, window: int) -> dict:
+    """Kernel rates of this device (TFLOP/s, bytes/s) in the :class:`cost_model.Rates` fields, plus ``matmul_tflops``."""
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype, generator=g)
+    b = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype, generator=g)
+    matmul = 2 * matmul_n**3 / time_ms(lambda: a @ b, device, 10, 3) / 1e9
+    del a, b
+    D, qd, kvd = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    x = torch.randn(T, D, device=device, dtype=dtype, generator=g)
+    ws = [torch.randn(o, i, device=device, dtype=dtype, generator=g) * 0.02
+          for o, i in ((qd, D), (kvd, D), (kvd, D), (D, qd), (shape.ffn, D), (shape.ffn, D), (D, shape.ffn))]
+
+    def layer_gemms():
+        q = F.linear(x, ws[0]), F.linear(x, ws[1]), F.linear(x, ws[2])
+        o = F.linear(q[0], ws[3])
+        up = F.linear(x, ws[4]) * F.linear(x, ws[5])
+        return o, F.linear(up, ws[6])
+
+    gemm = cm.dense_flops(shape, T, T) / time_ms(layer_gemms, device, 3, 1) / 1e9
+    del x, ws
+    hbm = copy_bandwidth(device)
+    win = attention_kernel(shape, T, device, dtype, window)
+    full = attention_kernel(shape, T, device, dtype, None)
+    free(device)
+    return {"matmul_tflops": matmul, "gemm_tflops": gemm, "hbm_bytes_per_s": hbm, "window_tflops": win["tflops"],
+            "attn_tflops": full["tflops"], "rates_seq_len": T}
+
+
+def attention_kernel(shape: cm.Shape, T: int, device, dtype, window: int | None) -> dict:
+    """One attention call at the model's head layout through ``models.backend`` (full causal or window): ms, TFLOP/s, kernel."""
+    g = torch.Generator(device=device).manual_seed(1)
+    q = torch.randn(1, shape.heads, T, shape.head_dim, device=device, dtype=dtype, generator=g)
+    k = torch.randn(1, shape.kv_heads, T, shape.head_dim, device=device, dtype=dtype, generator=g)
+    v = torch.randn_like(k)
+    idx = torch.arange(T, device=device)
+    backend.reset_usage()
+    ms = time_ms(lambda: backend.attention(q, k, v, idx, window), device, 3 if T <= 65536 else 2, 1)
+    flops = cm.attn_flops(shape, cm.causal_pairs(T, window))
+    return {"ms": ms, "tflops": flops / ms / 1e9, "kernel": kernels_summary()}
+
+
+def full_prefill(model, T: int, device, repeats: int, warmup: int) -> dict:
+    """Full-model prefill of one random sequence of T tokens with the KV cache kept: ms, peak GiB, KV GiB."""
+    ids = torch.randint(0, model.config.vocab_size, (1, T), device=device)
+    kv = {}
+
+    def run():
+        kv.pop("cache", None)
+        out = model(ids, use_cache=True, logits_to_keep=1)
+        kv["cache"] = out.cache
+        return out.logits
+
+    free(device)
+    reset_peak(device)
+    backend.reset_usage()
+    ms = time_ms(run, device, repeats, warmup)
+    result = {"ms": ms, "peak_mem_gib": peak_gib(device), "kv_cache_gib": kv["cache"].memory_bytes() / 2**30,
+              "kernel": kernels_summary()}
+    kv.clear()
+    free(device)
+    return result
+
+
+def one_layer_prefill(model, T: int, device, chunk: int) -> dict:
+    """Prefill time of layer 0 at T tokens x n_layers: the mixer half at full length, the FFN half on a chunk."""
+    cfg, layer = model.config, model.model.layers[0]
+    dtype = next(model.parameters()).dtype
+    rows = T + (1 if model.two_stream else 0)
+    positions = torch.arange(T, device=device)[None]
+    ctx = MixerContext(positions=positions, q_index=positions[0], out_index=torch.tensor([T - 1], device=device),
+                       key_mask=None, attention_mask=None, cache=None,
+                       rope=rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, dtype))
+    h = torch.randn(1, rows, cfg.hidden_size, device=device, dtype=dtype)
+    hc = h[:, :min(chunk, rows)].clone()
+    free(device)
+    reset_peak(device)
+    backend.reset_usage()
+    long = T > 262144  # kernels are warm from the shorter lengths; a 1M Transformer layer takes ~16 s
+    mixer_ms = time_ms(lambda: h + layer.mixer(layer.input_layernorm(h), ctx), device, 1 if long else 2,
+                       0 if long else 1)
+    ffn_ms = time_ms(lambda: hc + layer.mlp(layer.post_attention_layernorm(hc)), device, 3, 1)
+    result = {"ms": (mixer_ms + ffn_ms * rows / hc.shape[1]) * cfg.num_hidden_layers,
+              "peak_mem_gib": peak_gib(device), "kernel": kernels_summary()}
+    del h, hc, ctx
+    free(device)
+    return result
+
+
+def _predicted_ms(shape, T, arch, gpus, rates, window) -> float | None:
+    if arch not in cm.ARCHS:
+        return None
+    return 1e3 * cm.prefill_time(shape, T, arch, gpus, rates, window if arch == "orthros" else None)["total_s"]
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
+    ap.add_argument("--size", default="qwen3_8b")
+    ap.add_argument("--archs", default="transformer,orthros", help="comma list; pairs transformer/orthros, "
+                    "linear_hybrid/orthros_h")
+    ap.add_argument("--lengths", default="8192,16384,32768,65536,131072")
+    ap.add_argument("--layer-lengths", default="262144,524288,1048576")
+    ap.add_argument("--window", type=int, default=128)
+    ap.add_argument("--matmul-n", type=int, default=8192)
+    ap.add_argument("--ffn-chunk", type=int, default=131072)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--budget-s", type=float, default=240.0, help="skip what remains after this many seconds")
+    ap.add_argument("--rates", default=None, help="load rates.json instead of measuring")
+    ap.add_argument("--out-dir", default="results/gpu")
+    ap.add_argument("--append", action="store_true", help="keep rows of other models in prefill.csv")
+    args = ap.parse_args(argv)
+    archs = [a for a in args.archs.split(",") if a]
+    lengths, layer_lengths = _int_list(args.lengths), _int_list(args.layer_lengths)
+    if args.window < 1:
+        raise ValueError(f"--window must be >= 1, got {args.window}")
+    device, dtype = torch.device(args.device), DTYPES[args.dtype]
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda but CUDA is not available")
+    start = time.perf_counter()
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+
+    shape_of = {}
+    ref_model_shape = cm.Shape.from_size(args.size)
+    rates_path = Path(args.rates) if args.rates else out_dir / "rates.json"
+    if args.rates:
+        measured = json.loads(rates_path.read_text())
+    else:
+        print(f"[prefill_gpu] measuring kernel rates at T={max(lengths)} ...", flush=True)
+        measured = measure_rates(ref_model_shape, device, dtype, max(lengths), args.matmul_n, args.window)
+        rates_path.write_text(json.dumps(measured, indent=1))
+    print("[prefill_gpu] rates: " + ", ".join(f"{k}={v:.4g}" for k, v in measured.items()), flush=True)
+    rates = cm.Rates.load(rates_path)
+    matmul = measured["matmul_tflops"]
+
+    common = common_columns(device, args.dtype)
+    writer = RowWriter(out_dir / "prefill.csv", common, keep=(lambda r: r["model"] not in archs) if args.append else None)
+    base = dict(shape=args.size, gpus=1)
+    kernel_rates = {}  # (T, window) -> attention kernel measurement
+    measured_ms = {}  # (arch, T, method) -> ms
+
+    with torch.inference_mode():
+        for T in lengths:
+            for w in (None, args.window):
+                if time.perf_counter() - start < args.budget_s:
+                    kernel_rates[(T, w)] = attention_kernel(ref_model_shape, T, device, dtype, w)
+        models = {}
+        for arch in archs:  # all models stay on the GPU (~16 GiB each at Qwen3-8B shape, bf16)
+            overrides = {"window_size": args.window} if arch.startswith("orthros") else {}
+            try:
+                models[arch] = build_bench_model(arch, args.size, device, dtype, max(lengths + layer_lengths) + 1,
+                                                 **overrides)
+                shape_of[arch] = cm.Shape.from_config(models[arch].config)
+            except Exception as err:  # unregistered arch, FLA missing, out of memory
+                for T in lengths:
+                    writer.add(model=arch, **base, seq_len=T, method="full-model",
+                               status=f"not run: {type(err).__name__}: {err}"[:300])
+        weight_gib = {a: sum(p.numel() * p.element_size() for p in m.parameters()) / 2**30 for a, m in models.items()}
+        # length-major order: if the time budget runs out, what is lost is the longest lengths of every model
+        for method, Ts in (("full-model", lengths), ("one-layer x n_layers", layer_lengths)):
+            for i, T in enumerate(Ts):
+                for arch, model in models.items():
+                    if arch not in cm.ARCHS and method != "full-model":
+                        writer.add(model=arch, **base, seq_len=T, method=method,
+                                   status="not run: hybrid layers differ, one-layer scaling does not apply")
+                        continue
+                    if time.perf_counter() - start > args.budget_s:
+                        writer.add(model=arch, **base, seq_len=T, method=method,
+                                   status=f"not run: time budget {args.budget_s:.0f}s spent")
+                        continue
+                    shape = shape_of[arch]
+                    try:
+                        if method == "full-model":
+                            warm = 1 if (i == 0 or T <= 32768) else 0
+                            reps = args.repeats if T <= 32768 else max(1, args.repeats - 1)
+                            r = full_prefill(model, T, device, reps, warm)
+                        else:
+                            r = one_layer_prefill(model, T, device, args.ffn_chunk)
+                            r["kv_cache_gib"] = T * shape.kv_bytes_per_token() / 2**30
+                    except Exception as err:  # out of memory, a kernel refusing a shape
+                        free(device)
+                        writer.add(model=arch, **base, seq_len=T, method=method,
+                                   status=f"not run: {type(err).__name__}: {err}"[:300])
+                        continue
+                    tflops = mfu = None
+                    if arch in cm.ARCHS:
+                        window = args.window if arch == "orthros" else None
+                        tflops = cm.prefill_flops(shape, T, arch, window)["total"] / r["ms"] / 1e9
+                        mfu = tflops / matmul
+                    kr = kernel_rates.get((T, None if arch in ("transformer", "linear_hybrid") else args.window))
+                    measured_ms[(arch, T, method)] = r["ms"]
+                    if r["peak_mem_gib"] is not None:  # not counting the other models parked on the GPU
+                        r["peak_mem_gib"] -= sum(g for a, g in weight_gib.items() if a != arch)
+                    row = writer.add(model=arch, **base, seq_len=T, ms=r["ms"], tflops=tflops, mfu=mfu,
+                                     peak_mem_gib=r["peak_mem_gib"], kv_cache_gib=r["kv_cache_gib"],
+                                     kernel=r["kernel"], attn_kernel_tflops=kr["tflops"] if kr else None,
+                                     method=method, status="ok")
+                    print(f"[prefill_gpu] {arch:13} T={T:8d} {method:21} {r['ms']:10.1f} ms  "
+                          f"{(tflops or 0):6.1f} TFLOP/s  peak {row['peak_mem_gib'] or 0:6.1f} GiB  {r['kernel']}",
+                          flush=True)
+        models.clear()
+        free(device)
+
+    # speedups, cost-model comparison and 8-GPU predictions
+    summary = []
+    for baseline, ours in PAIRS.items():
+        if baseline not in archs or ours not in archs:
+            continue
+        for (arch, T, method), ms in sorted(measured_ms.items(), key=lambda kv: (kv[0][2], kv[0][1])):
+            if arch != ours or (baseline, T, method) not in measured_ms:
+                continue
+            speed = measured_ms[(baseline, T, method)] / ms
+            pred = None
+            if baseline == "transformer":
+                kr_full, kr_win = kernel_rates.get((T, None)), kernel_rates.get((T, args.window))
+                r = replace(rates, **({"attn_tflops": kr_full["tflops"]} if kr_full else {}),
+                            **({"window_tflops": kr_win["tflops"]} if kr_win else {}))
+                shape = shape_of[ours]
+                pred = _predicted_ms(shape, T, baseline, 1, r, None) / _predicted_ms(shape, T, ours, 1, r, args.window)
+            summary.append(dict(pair=f"{ours} vs {baseline}", seq_len=T, method=method, speedup=speed, predicted=pred))
+    for s in summary:
+        for row in writer.rows:
+            if row["model"] == s["pair"].split()[0] and row["seq_len"] == s["seq_len"] and row["method"] == s["method"]:
+                row.update(speedup=s["speedup"], predicted_speedup=s["predicted"])
+    if "orthros" in shape_of:
+        shape = shape_of["orthros"]
+        for arch in ("transformer", "orthros"):
+            for k in range(8):
+                T = 8192 << k
+                writer.add(model=arch, **{**base, "gpus": 8}, seq_len=T,
+                           ms=_predicted_ms(shape, T, arch, 8, rates, args.window),
+                           method="cost-model prediction", status="ok")
+    if "transformer" in archs and "orthros" in archs:
+        T128 = max(lengths)
+        s128 = next((s for s in summary if s["seq_len"] == T128 and s["method"] == "full-model"
+                     and s["pair"].startswith("orthros ")), None)
+        mfu128 = next((r["mfu"] for r in writer.rows if r["model"] == "orthros" and r["seq_len"] == T128
+                       and r["method"] == "full-model" and r.get("mfu") is not None), None)
+        devs = [abs(s["speedup"] / s["predicted"] - 1) for s in summary if s["predicted"]]
+        targets = [(f"orthros prefill speedup vs transformer at T={T128}", s128 and s128["speedup"], 4.0, ">="),
+                   (f"orthros prefill MFU at T={T128} (vs measured {args.matmul_n}^3 matmul)", mfu128, 0.80, ">="),
+                   ("max |measured/predicted speedup - 1| over lengths", max(devs) if devs else None, 0.15, "<=")]
+        for name, value, threshold, op in targets:
+            if value is None:
+                status = "not run: measurement missing"
+            else:
+                ok = value >= threshold if op == ">=" else value <= threshold
+                status = "pass" if ok else "fail"
+            writer.add(model="orthros", **base, seq_len=T128, method="target", target=f"{name} {op} {threshold}",
+                       value=value, threshold=threshold, status=status)
+    writer.write()  # speedup columns were filled in place
+
+    print(f"\n{'pair':24} {'T':>8} {'method':21} {'speedup':>8} {'model':>7}")
+    for s in summary:
+        pred = f"{s['predicted']:7.2f}" if s["predicted"] else "      -"
+        print(f"{s['pair']:24} {s['seq_len']:8d} {s['method']:21} {s['speedup']:8.2f} {pred}")
+    for row in writer.rows:
+        if row["method"] == "target":
+            print(f"target: {row['target']}: value={row['value']} -> {row['status']}")
+    print(f"[prefill_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
+    return writer.rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""KV-cache engine: cached prefill + decode equals the uncached model forward; GPU bench scripts smoke-run on CPU."""
+import pandas as pd
+import pytest
+import torch
+
+from models.registry import build
+from suite.bench.engine import Engine
+
+TINY = dict(vocab_size=67, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=48, max_position_embeddings=256)
+
+
+def tiny(arch, **kw):
+    torch.manual_seed(0)
+    model = build(arch, "1M", **{**TINY, **kw}).eval()
+    with torch.no_grad():  # move the scale-offset away from identity so a mix-up of streams shows
+        for name, p in model.named_parameters():
+            if name.endswith(("alpha", "beta", "alpha_out", "beta_out")):
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+@pytest.mark.parametrize("arch, kw", [("orthros", dict(window_size=4)), ("orthros", dict(window_size=8, qk_norm=True)),
+                                      ("transformer", {}), ("swa", dict(window_size=5))])
+def test_engine_decode_matches_uncached_forward(arch, kw):
+    model = tiny(arch, **kw)
+    prompt = torch.randint(0, 67, (2, 11))
+    engine = Engine(model, batch=2, max_len=40, bucket=8, chunk=4)  # decode crosses buckets 16 and 24
+    first = engine.prefill(prompt)
+    steps = engine.decode(14, keep_logits=True)
+    logits = [first] + steps
+    seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+    assert torch.equal(engine.tok, seq[:, -1:])  # the greedy choice is fed back
+    with torch.no_grad():
+        for n, got in enumerate(logits):
+            ref = model(seq[:, :11 + n], logits_to_keep=1).logits[:, 0]
+            torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+
+
+def test_engine_sees_the_window():
+    """Guard: a model whose window differs must disagree with the engine's logits (the test can fail)."""
+    model = tiny("orthros", window_size=4)
+    other = tiny("orthros", window_size=6)
+    prompt = torch.randint(0, 67, (2, 12))
+    engine = Engine(model, batch=2, max_len=20, bucket=8, chunk=8)
+    first = engine.prefill(prompt)
+    got = engine.decode(1, keep_logits=True)[-1]
+    seq = torch.cat([prompt, first.argmax(-1, keepdim=True)], dim=1)
+    with torch.no_grad():
+        ref = other(seq, logits_to_keep=1).logits[:, 0]
+        torch.testing.assert_close(model(seq, logits_to_keep=1).logits[:, 0], got, atol=1e-5, rtol=0)
+    assert (got - ref).abs().max() > 1e-3
+
+
+def test_engine_bad_input():
+    model = tiny("orthros", window_size=4)
+    with pytest.raises(ValueError, match="chunk"):
+        Engine(model, batch=1, max_len=16, bucket=8, chunk=3)
+    engine = Engine(model, batch=2, max_len=16, bucket=8, chunk=4)
+    with pytest.raises(ValueError, match="prefill"):
+        engine.decode(1)
+    with pytest.raises(ValueError, match="input_ids"):
+        engine.prefill(torch.zeros(3, 4, dtype=torch.long))
+    engine.prefill(torch.zeros(2, 10, dtype=torch.long))
+    with pytest.raises(ValueError, match="max_len"):
+        engine.decode(7)
+
+
+def test_engine_refuses_non_attention_mixer():
+    model = tiny("orthros", window_size=4)
+    model.model.layers[1].mixer = torch.nn.Identity()
+    with pytest.raises(ValueError, match="layer 1"):
+        Engine(model, batch=1, max_len=16)
+
+
+def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
+    """The H200 scripts, end to end on CPU at tiny size: CSV columns, target rows, definitions."""
+    from suite.bench import e2e_gpu, prefill_cpu, prefill_gpu
+
+    prefill_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--lengths", "32,64",
+                      "--layer-lengths", "96", "--matmul-n", "64", "--window", "8", "--ffn-chunk", "32",
+                      "--repeats", "1", "--out-dir", str(tmp_path)])
+    pre = pd.read_csv(tmp_path / "prefill.csv")
+    need = {"model", "shape", "seq_len", "gpus", "ms", "tflops", "mfu", "peak_mem_gib", "kv_cache_gib", "kernel",
+            "attn_kernel_tflops", "method", "status", "gpu_name", "driver", "torch", "triton", "commit", "backend"}
+    assert need <= set(pre.columns)
+    ok = pre[pre.status == "ok"]
+    assert set(ok.method) == {"full-model", "one-layer x n_layers", "cost-model prediction"}
+    assert (ok[ok.method != "cost-model prediction"].ms > 0).all()
+    assert set(ok[ok.gpus == 8].seq_len) >= {1048576}
+    assert len(pre[pre.method == "target"]) == 3 and set(pre[pre.method == "target"].status) <= {"pass", "fail"}
+    assert (tmp_path / "rates.json").exists()
+
+    e2e_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--configs", "40/3,30/12",
+                  "--bucket", "16", "--chunk", "8", "--window", "8", "--full-decode-max", "4", "--sample-steps", "2",
+                  "--check-steps", "6",
+                  "--rates", str(tmp_path / "rates.json"), "--out-dir", str(tmp_path)])
+    e2e = pd.read_csv(tmp_path / "e2e.csv")
+    rows = e2e[e2e.status == "ok"]
+    assert len(rows) == 4 and set(rows.model) == {"transformer", "orthros"}
+    assert (rows.ttft_s < rows.e2e_s).all()
+    assert ((rows.output_tok_s - rows.batch * rows.output_len / rows.e2e_s).abs() < 1e-9).all()
+    assert ((rows.decode_tok_s - rows.batch * rows.output_len / (rows.e2e_s - rows.ttft_s)).abs() < 1e-6).all()
+    assert set(rows.method) == {"measured", "measured TTFT + timed decode steps x output_len"}
+    check = e2e[e2e.model == "engine"]
+    assert check.status.tolist() == ["pass"] and check.value.iloc[0] < 1e-4
+
+    out = prefill_cpu.main(["--profile", "ci", "--archs", "orthros,transformer", "--lengths", "32", "--repeats", "1",
+                            "--out", str(tmp_path / "prefill_cpu.csv")])
+    cpu = pd.read_csv(out)
+    assert list(cpu.columns[:6]) == ["arch", "size", "n_params", "seq_len", "ms", "status"]
+    assert (cpu.status == "ok").all() and (cpu.ms > 0).all() and (cpu.n_params > 0).all()
