@@ -16,7 +16,12 @@ RES=results/gpu
 TOTAL_S=${TOTAL_S:-470}
 mkdir -p "$OUT" "$RES"
 
-# --- FLA wheels: install lines go here (the lead's) ---
+# FLA (pure Python) travels as wheels in .whl/ (see README: GPU runs); the H200 image has no FLA.
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
+python() { python3 "$@"; }
 
 left() { echo $(( TOTAL_S - SECONDS )); }
 cap() { local want=$1 l; l=$(left); (( l < want )) && want=$l; (( want < 1 )) && want=1; echo "$want"; }
