@@ -21,33 +21,33 @@ if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
-python() { python3 "$@"; }
+
 
 left() { echo $(( TOTAL_S - SECONDS )); }
 cap() { local want=$1 l; l=$(left); (( l < want )) && want=$l; (( want < 1 )) && want=1; echo "$want"; }
 
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-  python -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
-  python -c "import triton; print('triton', triton.__version__)" || echo "triton absent"
-  python -c "import fla; print('fla', fla.__version__)" || echo "fla absent: the window kernel falls back to the blocked path"
-  python -c "from models import backend; print('backend', backend.describe('cuda'))"
+  python3 -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+  python3 -c "import triton; print('triton', triton.__version__)" || echo "triton absent"
+  python3 -c "import fla; print('fla', fla.__version__)" || echo "fla absent: the window kernel falls back to the blocked path"
+  python3 -c "from models import backend; print('backend', backend.describe('cuda'))"
 } 2>&1 | tee "$OUT/env.log"
 
 echo "== prefill_gpu ($(left)s left)"
-timeout "$(cap 290)" python -m suite.bench.prefill_gpu --out-dir "$RES" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
+timeout "$(cap 290)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
 
 echo "== e2e_gpu ($(left)s left)"
 RATES=()
 [[ -f "$RES/rates.json" ]] && RATES=(--rates "$RES/rates.json")
-timeout "$(cap 250)" python -m suite.bench.e2e_gpu --out-dir "$RES" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
+timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
 
 echo "== cost_model ($(left)s left)"
-python -m suite.bench.cost_model --out "$RES/cost_model.csv" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
+python3 -m suite.bench.cost_model --out "$RES/cost_model.csv" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
 
-if (( $(left) > 60 )) && python -c "import fla" 2>/dev/null; then
+if (( $(left) > 60 )) && python3 -c "import fla" 2>/dev/null; then
   echo "== prefill_gpu hybrids ($(left)s left; GDN kernels JIT-compile on first use)"
-  timeout "$(cap 200)" python -m suite.bench.prefill_gpu --out-dir "$RES" --append "${RATES[@]}" \
+  timeout "$(cap 200)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" --append "${RATES[@]}" \
     --archs linear_hybrid,orthros_h --lengths 8192,32768,131072 --layer-lengths "" --budget-s 60 \
     2>&1 | tee "$OUT/prefill_hybrid.log"
 else
