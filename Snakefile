@@ -1,0 +1,40 @@
+# The Orthros study DAG. `snakemake --cores all` runs the default profile (CPU, offline, stdlib corpus);
+# `snakemake --cores all --config profile=ci|gpu|slurm` runs another (profiles/<name>.yaml, schema-validated).
+# Every rule is a thin call into an importable module that also runs by hand (python -m ...).
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir)))
+from suite.config import load_config
+
+PROFILE = config.get("profile", "default")
+STUDY = load_config(PROFILE)          # stops with a message naming any bad key or value
+WORK = STUDY["work_dir"]
+DATA = STUDY["data"]["data_dir"]
+RES = STUDY.get("results_dir", f"results/{PROFILE}")
+RENDER = STUDY.get("render_dir", ".")
+SEED = STUDY["seed"]
+THREADS = STUDY.get("threads", 1)
+PY = f"{sys.executable} -m"
+CFG = f"--config {PROFILE}"
+
+# Snakemake tracks rule code but not imported modules: each rule lists the sources it runs as inputs,
+# so editing them re-runs what they produced.
+def code(*parts):
+    files = []
+    for part in parts:
+        p = Path(workflow.basedir) / part
+        files += sorted(str(f.relative_to(workflow.basedir)) for f in (p.rglob("*.py") if p.is_dir() else [p]))
+    return files
+
+MODEL_CODE = code("models", "baselines")
+
+include: "workflows/data.smk"
+include: "workflows/train.smk"
+include: "workflows/eval.smk"
+include: "workflows/bench.smk"
+include: "workflows/report.smk"
+
+rule all:
+    input:
+        rules.render.output,

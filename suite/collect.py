@@ -1,0 +1,94 @@
+"""Gather per-job CSVs into the tidy summary CSVs the renderers read (``results/<profile>/*.csv``).
+
+Each DAG job writes its own CSV (paths encode arch / size / seed); these functions concatenate them
+and fill the scale columns (n_params, tokens, seq_len) from the training run's ``metrics.csv``, so
+every measured cell carries its scale.
+
+CLI::
+
+    python -m suite.collect quality --evals E1.csv ... --metrics M1.csv ... --out results/<p>/quality.csv
+    python -m suite.collect ablation --evals ... --metrics ... --out results/<p>/ablation.csv
+    python -m suite.collect conversion --evals ... --metrics ... --variants base base_cpt conversion --out ...
+    python -m suite.collect concat --inputs A.csv B.csv --out results/<p>/niah.csv
+"""
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+from suite.provenance import read_csv, write_csv
+
+SCALE = ["n_params", "tokens", "seq_len"]
+PPL_METRIC = "byte_perplexity"  # tokenizer-independent held-out perplexity (lm-eval loglikelihood_rolling)
+
+
+def concat(paths: list[str]) -> pd.DataFrame:
+    """All rows of ``paths`` (each read with a clear error naming a corrupt file)."""
+    frames = [read_csv(p) for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _with_scale(evals: pd.DataFrame, metrics: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    scale = metrics[keys + SCALE].drop_duplicates(keys)
+    evals = evals.drop(columns=[c for c in SCALE if c in evals.columns])
+    return evals.merge(scale, on=keys, how="left")
+
+
+def quality(evals: list[str], metrics: list[str]) -> pd.DataFrame:
+    """lm-eval rows of every run, plus each run's training-time validation loss (nats/token)."""
+    runs = concat(metrics)
+    rows = _with_scale(concat(evals), runs, ["arch", "size"])
+    train_rows = runs.assign(task="train_val_loss", metric="nats_per_token", value=runs["val_loss"],
+                             unit="nats/token", status="ok")
+    keep = ["arch", "size", *SCALE, "task", "metric", "value", "unit", "status",
+            "commit", "profile", "device", "backend", "dtype", "seed", "wall_s"]
+    return pd.concat([rows, train_rows[[c for c in keep if c in train_rows]]], ignore_index=True)
+
+
+def ablation(evals: list[str], metrics: list[str]) -> pd.DataFrame:
+    """SO ablation (Table 7 / Fig. 2 in miniature): held-out byte perplexity per variant and size."""
+    rows = quality(evals, metrics)
+    rows = rows[(rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)]
+    return rows.rename(columns={"arch": "variant"})
+
+
+def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.DataFrame:
+    """Conversion (Table 2 in miniature): base, base CPT and converted Orthros, in ``variants`` order of inputs."""
+    if not (len(evals) == len(metrics) == len(variants)):
+        raise ValueError(f"need one eval CSV and one metrics CSV per variant; got {len(evals)} evals, "
+                         f"{len(metrics)} metrics, variants {variants}")
+    out = []
+    for ev, me, variant in zip(evals, metrics, variants):
+        run = read_csv(me).iloc[0]
+        rows = read_csv(ev)
+        rows = rows[(rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)].copy()
+        rows["variant"] = variant
+        for col in SCALE:
+            rows[col] = run[col]
+        rows["tokens_extra"] = 0 if variant == "base" else run["tokens"]
+        out.append(rows)
+    return pd.concat(out, ignore_index=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat"])
+    parser.add_argument("--evals", nargs="*", default=[])
+    parser.add_argument("--metrics", nargs="*", default=[])
+    parser.add_argument("--variants", nargs="*", default=[])
+    parser.add_argument("--inputs", nargs="*", default=[])
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    if args.kind == "concat":
+        frame = concat(args.inputs)
+    elif args.kind == "conversion":
+        frame = conversion(args.evals, args.metrics, args.variants)
+    else:
+        frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
+    write_csv(frame, args.out)
+    print(f"wrote {args.out} ({len(frame)} rows)")
+
+
+if __name__ == "__main__":
+    main()

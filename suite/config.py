@@ -1,0 +1,103 @@
+"""Load and validate the study config of a profile (``profiles/<name>.yaml``).
+
+The schema (``suite/config_schema.json``, JSON Schema draft 2020-12) forbids unknown keys at every
+level. ``load_config`` raises ``ConfigError`` (a ValueError) listing every problem with its key path
+and offending value, e.g. ``train.lr: -1 is less than or equal to the minimum of 0``.
+
+CLI: ``python -m suite.config default`` validates a profile and prints it as JSON.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA_PATH = Path(__file__).with_name("config_schema.json")
+PROFILES_DIR = ROOT / "profiles"
+
+
+class ConfigError(ValueError):
+    """The study config is invalid; the message names each bad key path and value."""
+
+
+def schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate(config: dict, source: str = "config") -> dict:
+    """Validate a config dict against the schema; return it. Raises ConfigError naming key paths and values."""
+    validator = jsonschema.Draft202012Validator(schema())
+    problems = []
+    for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
+        path = ".".join(map(str, err.absolute_path)) or "<top level>"
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            for key in extra:
+                problems.append(f"{path + '.' if err.absolute_path else ''}{key}: unknown key "
+                                f"(value {err.instance[key]!r}); allowed: {sorted(err.schema['properties'])}")
+        else:
+            problems.append(f"{path}: {err.message} (value {err.instance!r})")
+    if not problems:
+        problems = _cross_checks(config)
+    if problems:
+        raise ConfigError(f"invalid study config {source}:\n  " + "\n  ".join(problems))
+    return config
+
+
+def _cross_checks(config: dict) -> list[str]:
+    """Constraints between fields that JSON Schema cannot express."""
+    problems = []
+    train, data = config["train"], config["data"]
+    if config["window"] > train["seq_len"]:
+        problems.append(f"window: {config['window']} is larger than train.seq_len {train['seq_len']}")
+    if train["warmup"] >= train["steps"]:
+        problems.append(f"train.warmup: {train['warmup']} must be below train.steps {train['steps']}")
+    if data.get("val_fraction", 0.05) + data.get("test_fraction", 0.05) >= 1:
+        problems.append(f"data.val_fraction + data.test_fraction: must be < 1 "
+                        f"(value {data.get('val_fraction')} + {data.get('test_fraction')})")
+    if data["source"] == "files" and not data.get("files"):
+        problems.append("data.files: source 'files' needs at least one glob (value [])")
+    if data["source"] == "hf" and not data.get("hf"):
+        problems.append("data.hf: source 'hf' needs a dataset spec {path, name, split, n_docs} (value None)")
+    if data["tokenizer"] == "bytes" and data["vocab_size"] != 260:
+        problems.append(f"data.vocab_size: the bytes tokenizer has 260 tokens (value {data['vocab_size']})")
+    try:
+        from models.sizes import SIZES
+    except ImportError:
+        return problems
+    named = [("main_size", config["main_size"])] + [(f"ablation_sizes.{i}", s) for i, s in
+                                                    enumerate(config["ablation_sizes"])]
+    named += [(f"{sec}.size", config[sec]["size"]) for sec in ("conversion", "mqar") if "size" in config[sec]]
+    problems += [f"{key}: unknown size {val!r}; known: {sorted(SIZES)}" for key, val in named if val not in SIZES]
+    return problems
+
+
+def load_config(profile_or_path: str | Path) -> dict:
+    """The validated study config of a profile name (``default``, ``ci``, ``gpu``, ``slurm``) or a YAML path.
+
+    Raises ConfigError for a missing file, bad YAML, or any schema violation.
+    """
+    path = Path(profile_or_path)
+    if not path.suffix:
+        path = PROFILES_DIR / f"{profile_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
+        raise ConfigError(f"no study config {path} (profiles: {known})")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"bad YAML in {path}: {err}") from err
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} must hold a mapping, got {type(config).__name__}")
+    return validate(config, str(path))
+
+
+if __name__ == "__main__":
+    try:
+        print(json.dumps(load_config(sys.argv[1] if len(sys.argv) > 1 else "default"), indent=2))
+    except ConfigError as err:
+        sys.exit(str(err))

@@ -1,0 +1,255 @@
+"""Build the study's text corpus and split it by document into train / val / test.
+
+Default source (offline): the Python standard library's own ``*.py`` files (human-written code and
+docstrings, about 12 MB on Python 3.11), without test folders, ``site-packages`` and ``__pycache__``.
+Other sources: local files (globs of ``.txt`` / ``.jsonl`` / ``.parquet``; jsonl and parquet rows carry
+a ``text`` field) and Hugging Face datasets streamed through ``datasets`` (e.g. FineWeb-Edu,
+``HuggingFaceFW/fineweb-edu`` config ``sample-10BT``, the paper's pretraining data, Sec. 4).
+
+Each document goes to one split by a hash of its name (relative path, or ``<dataset>#<index>``), so the
+split is deterministic and disjoint by document. Output, in ``data_dir``:
+
+- ``train.txt``, ``val.txt``, ``test.txt``: documents joined by ``DOC_SEPARATOR`` (the EOS token on its
+  own line; ``suite.data.tokenizer`` splits on it and puts the EOS id between documents);
+- ``corpus.json``: source, Python version, documents (count and names) and bytes per split, sha256 of the
+  corpus (over the sorted (name, text) pairs), and the settings that built it.
+
+CLI: ``python -m suite.data.corpus --data-dir work_dirs/default/data [--source stdlib] [--max-files N]``
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import socket
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Iterable, Iterator
+
+EOS_TOKEN = "<|endoftext|>"
+DOC_SEPARATOR = f"\n{EOS_TOKEN}\n"
+SPLITS = ("train", "val", "test")
+EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
+FINEWEB_EDU = {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "split": "train"}
+
+
+class SourceUnavailableError(RuntimeError):
+    """A corpus source (e.g. a Hugging Face dataset) cannot be reached; the message names it."""
+
+
+def split_of(name: str, val_fraction: float = 0.05, test_fraction: float = 0.05) -> str:
+    """The split ("train" | "val" | "test") of a document, from the sha256 of its name.
+
+    Deterministic across machines and Python versions (no ``hash()`` salt). Raises ValueError when the
+    fractions are outside [0, 1) or sum to >= 1.
+    """
+    if not (0 <= val_fraction < 1 and 0 <= test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise ValueError(f"bad split fractions val={val_fraction}, test={test_fraction}: need each >= 0, sum < 1")
+    u = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") / 2**64
+    if u < val_fraction:
+        return "val"
+    if u < val_fraction + test_fraction:
+        return "test"
+    return "train"
+
+
+def stdlib_documents(root: str | Path | None = None, max_files: int | None = None) -> Iterator[tuple[str, str]]:
+    """(relative path, text) of the standard library's ``*.py`` files, sorted by path.
+
+    ``root`` defaults to ``sysconfig.get_paths()["stdlib"]``. Test folders (``test``, ``tests``,
+    ``idlelib/idle_test``, ``lib2to3/tests``), ``site-packages`` and ``__pycache__`` are skipped.
+    ``max_files`` keeps a deterministic subset: the files with the smallest salted path hashes.
+    """
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    if not root.is_dir():
+        raise ValueError(f"stdlib folder {root} does not exist")
+    rels = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                  if not EXCLUDED_DIRS.intersection(p.relative_to(root).parts[:-1]))
+    if max_files is not None:
+        # salted, so the subset is not correlated with the split (which hashes the bare path)
+        keep = set(sorted(rels, key=lambda r: hashlib.sha256(b"subset:" + r.encode()).digest())[:max_files])
+        rels = [r for r in rels if r in keep]
+    for rel in rels:
+        yield rel, (root / rel).read_text(encoding="utf-8", errors="replace")
+
+
+def file_documents(patterns: Iterable[str], text_field: str = "text",
+                   max_files: int | None = None) -> Iterator[tuple[str, str]]:
+    """(name, text) of local files matching glob ``patterns`` (``**`` allowed), sorted by path.
+
+    ``.txt`` (and any other suffix): one document per file. ``.jsonl``: one document per line's
+    ``text_field``. ``.parquet``: one document per row's ``text_field`` (read with pandas).
+    Raises ValueError when no file matches or a row lacks ``text_field`` (naming file and row).
+    """
+    paths = sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
+                    if os.path.isfile(p)})
+    if not paths:
+        raise ValueError(f"no file matches {list(patterns)}")
+    for path in paths[:max_files]:
+        if path.endswith(".jsonl"):
+            with open(path, encoding="utf-8") as fh:
+                for i, line in enumerate(fh):
+                    if line.strip():
+                        row = json.loads(line)
+                        if text_field not in row:
+                            raise ValueError(f"{path} line {i + 1}: no field {text_field!r}")
+                        yield f"{path}#{i}", row[text_field]
+        elif path.endswith(".parquet"):
+            import pandas as pd
+
+            frame = pd.read_parquet(path)
+            if text_field not in frame.columns:
+                raise ValueError(f"{path}: no column {text_field!r} (columns: {list(frame.columns)})")
+            for i, text in enumerate(frame[text_field]):
+                yield f"{path}#{i}", text
+        else:
+            yield path, Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def hub_reachable(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:
+    """True when HF_HUB_OFFLINE / HF_DATASETS_OFFLINE are unset and ``host:443`` accepts a TCP connection."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0") or \
+            os.environ.get("HF_DATASETS_OFFLINE", "0") not in ("", "0"):
+        return False
+    try:
+        with socket.create_connection((host, 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def hf_documents(path: str, name: str | None = None, split: str = "train", n_docs: int = 10000,
+                 text_field: str = "text", timeout_s: float = 3.0) -> Iterator[tuple[str, str]]:
+    """(``<path>#<index>``, text) of the first ``n_docs`` rows of a streamed Hugging Face dataset.
+
+    Fails fast: when the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set) or
+    ``huggingface.co:443`` does not answer within ``timeout_s`` seconds, raises SourceUnavailableError
+    naming the dataset, before ``datasets`` gets a chance to retry for minutes.
+    """
+    label = f"{path}" + (f" (config {name})" if name else "")
+    if not hub_reachable(timeout_s=timeout_s):
+        raise SourceUnavailableError(
+            f"Hugging Face dataset {label} is unavailable: the Hub is offline or unreachable from this machine. "
+            f"Use data.source 'stdlib' or 'files', or run where huggingface.co is reachable.")
+    import datasets
+
+    try:
+        stream = datasets.load_dataset(path, name, split=split, streaming=True)
+        for i, row in enumerate(stream):
+            if i >= n_docs:
+                break
+            yield f"{path}#{i}", row[text_field]
+    except KeyError as err:
+        raise ValueError(f"Hugging Face dataset {label} has no field {text_field!r}") from err
+    except Exception as err:  # network errors surface in many types; name the dataset
+        raise SourceUnavailableError(f"Hugging Face dataset {label} failed to stream: {err}") from err
+
+
+def documents(source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
+              max_files: int | None = None, text_field: str = "text") -> Iterator[tuple[str, str]]:
+    """Documents of a named source: ``"stdlib"``, ``"files"`` (globs in ``files``) or ``"hf"`` (``hf`` dict
+    with path, name, split, n_docs). Raises ValueError for an unknown source."""
+    if source == "stdlib":
+        return stdlib_documents(max_files=max_files)
+    if source == "files":
+        return file_documents(files, text_field=text_field, max_files=max_files)
+    if source == "hf":
+        spec = {**FINEWEB_EDU, "n_docs": 10000, **(hf or {})}
+        return hf_documents(spec["path"], spec.get("name"), spec["split"], int(spec["n_docs"]),
+                            spec.get("text_field", text_field))
+    raise ValueError(f"unknown data source {source!r}; expected 'stdlib', 'files' or 'hf'")
+
+
+def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
+                 max_files: int | None = None, val_fraction: float = 0.05, test_fraction: float = 0.05,
+                 overwrite: bool = False) -> dict:
+    """Write ``{train,val,test}.txt`` and ``corpus.json`` into ``data_dir``; return the corpus.json dict.
+
+    Reuses an existing corpus when its corpus.json records the same source settings (unless
+    ``overwrite``). Files are written to temporary names and renamed, so nothing is half-written.
+    Raises ValueError when a split would be empty (too few documents for the fractions).
+    """
+    data_dir = Path(data_dir)
+    settings = {"source": source, "files": list(files), "hf": hf, "max_files": max_files,
+                "val_fraction": val_fraction, "test_fraction": test_fraction}
+    meta_path = data_dir / "corpus.json"
+    if meta_path.exists() and not overwrite and all((data_dir / f"{s}.txt").exists() for s in SPLITS):
+        meta = json.loads(meta_path.read_text())
+        if meta.get("settings") == settings:
+            return meta
+    docs: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
+    for name, text in documents(source, files, hf, max_files):
+        text = text.replace(EOS_TOKEN, "")  # the separator must not occur inside a document
+        if text.strip():
+            docs[split_of(name, val_fraction, test_fraction)].append((name, text))
+    empty = [s for s in SPLITS if not docs[s] and (s == "train" or (s == "val" and val_fraction) or
+                                                    (s == "test" and test_fraction))]
+    if empty:
+        raise ValueError(f"source {source!r} gave no document for split(s) {empty}: "
+                         f"{sum(map(len, docs.values()))} documents in all; use more files")
+    corpus_hash = hashlib.sha256()
+    for name, text in sorted(d for split in docs.values() for d in split):
+        corpus_hash.update(name.encode() + b"\0" + text.encode("utf-8", "replace") + b"\0")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    meta = {"source": source, "python_version": sys.version.split()[0], "separator": DOC_SEPARATOR,
+            "n_docs": {s: len(docs[s]) for s in SPLITS}, "bytes": {}, "sha256": corpus_hash.hexdigest(),
+            "settings": settings, "docs": {s: [name for name, _ in docs[s]] for s in SPLITS}}
+    for split in SPLITS:
+        body = DOC_SEPARATOR.join(text for _, text in docs[split])
+        meta["bytes"][split] = len(body.encode("utf-8", "replace"))
+        _atomic_write(data_dir / f"{split}.txt", body)
+    _atomic_write(meta_path, json.dumps(meta, indent=2))
+    return meta
+
+
+def read_split(data_dir: str | Path, split: str) -> list[str]:
+    """The documents of one split of a built corpus. Raises ValueError naming a missing split file."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    path = Path(data_dir) / f"{split}.txt"
+    if not path.exists():
+        raise ValueError(f"{path} does not exist: build the corpus first (python -m suite.data.corpus)")
+    text = path.read_text(encoding="utf-8")
+    return [d for d in text.split(DOC_SEPARATOR) if d] if text else []
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8", errors="replace")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--config", help="profile name or study-config path; its data section gives the defaults")
+    ap.add_argument("--source", choices=["stdlib", "files", "hf"])
+    ap.add_argument("--files", nargs="*", help="globs for --source files")
+    ap.add_argument("--hf-path", help="Hugging Face dataset for --source hf (default HuggingFaceFW/fineweb-edu)")
+    ap.add_argument("--hf-name", help="dataset config (default sample-10BT)")
+    ap.add_argument("--hf-n-docs", type=int, help="documents to stream (default 10000)")
+    ap.add_argument("--max-files", type=int)
+    ap.add_argument("--overwrite", action="store_true")
+    args = ap.parse_args(argv)
+    data = {}
+    if args.config:
+        from suite.config import load_config
+
+        data = load_config(args.config)["data"]
+    hf = dict(data.get("hf") or {})
+    for key, val in (("path", args.hf_path), ("name", args.hf_name), ("n_docs", args.hf_n_docs)):
+        if val is not None:
+            hf[key] = val
+    meta = build_corpus(args.data_dir, source=args.source or data.get("source", "stdlib"),
+                        files=args.files or data.get("files", []), hf=hf or None,
+                        max_files=args.max_files if args.max_files is not None else data.get("max_files"),
+                        val_fraction=data.get("val_fraction", 0.05), test_fraction=data.get("test_fraction", 0.05),
+                        overwrite=args.overwrite)
+    print(json.dumps({k: meta[k] for k in ("source", "n_docs", "bytes", "sha256")}))
+
+
+if __name__ == "__main__":
+    main()

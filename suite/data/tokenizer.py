@@ -1,0 +1,176 @@
+"""Train the study's tokenizer and encode the corpus splits to flat token arrays.
+
+Two kinds, both byte-level (any UTF-8 text round-trips) and both saved as a
+``transformers.PreTrainedTokenizerFast`` folder (``tokenizer.json`` + ``tokenizer_config.json``) so a
+checkpoint works with ``AutoTokenizer.from_pretrained(dir)`` and lm-eval:
+
+- ``bpe``: byte-level BPE trained with HF ``tokenizers`` on the train split (``vocab_size`` includes the
+  256 byte symbols and the 4 special tokens);
+- ``bytes``: the 256 byte symbols plus the special tokens, no merges (fast, vocab 260).
+
+Special tokens: ``<|bos|>``, ``<|endoftext|>`` (EOS, also the document separator), ``<|pad|>``, ``<|unk|>``.
+
+Encoded splits are ``<data_dir>/tokens/{split}.npy`` (uint16 when the vocabulary fits, else int32), a
+flat array with the EOS id after every document; ``tokens/meta.json`` caches them against the
+tokenizer file and corpus hash. Encoding uses ``encode_batch`` (Rust, all cores).
+
+CLI: ``python -m suite.data.tokenizer --data-dir D [--kind bpe] [--vocab-size 4096]`` trains (if needed)
+and encodes all splits.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from suite.data.corpus import EOS_TOKEN, SPLITS, read_split
+
+BOS_TOKEN, PAD_TOKEN, UNK_TOKEN = "<|bos|>", "<|pad|>", "<|unk|>"
+SPECIAL_TOKENS = [BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN]
+KINDS = ("bpe", "bytes")
+MIN_VOCAB = 256 + len(SPECIAL_TOKENS)
+
+
+def train_tokenizer(data_dir: str | Path, kind: str = "bpe", vocab_size: int = 4096,
+                    out_dir: str | Path | None = None, overwrite: bool = False) -> Path:
+    """Train a byte-level tokenizer on ``<data_dir>/train.txt`` and save it to ``out_dir``
+    (default ``<data_dir>/tokenizer``); return the folder. Reuses a saved tokenizer of the same kind
+    and vocabulary size unless ``overwrite``.
+
+    Raises ValueError for an unknown kind or ``vocab_size`` below 260 (bpe) / above 65536.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; expected one of {KINDS}")
+    if kind == "bpe" and not MIN_VOCAB <= vocab_size <= 65536:
+        raise ValueError(f"vocab_size {vocab_size} out of range [{MIN_VOCAB}, 65536] for a byte-level BPE")
+    out_dir = Path(out_dir or Path(data_dir) / "tokenizer")
+    stamp = {"kind": kind, "vocab_size": vocab_size if kind == "bpe" else MIN_VOCAB}
+    stamp_path = out_dir / "suite_tokenizer.json"
+    if not overwrite and stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp:
+        return out_dir
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=stamp["vocab_size"], special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+                                  min_frequency=2)
+    docs = read_split(data_dir, "train")
+    if kind == "bytes":
+        docs = ["".join(chr(c) for c in range(256))]  # alphabet only: no merges are possible at this size
+    tok.train_from_iterator(docs, trainer=trainer, length=len(docs))
+    save_hf_tokenizer(tok, out_dir)
+    stamp_path.write_text(json.dumps(stamp))
+    return out_dir
+
+
+def save_hf_tokenizer(tok: Tokenizer, out_dir: str | Path) -> None:
+    """Save a ``tokenizers.Tokenizer`` as a PreTrainedTokenizerFast folder with bos/eos/pad/unk set."""
+    from transformers import PreTrainedTokenizerFast
+
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS_TOKEN, eos_token=EOS_TOKEN,
+                                     pad_token=PAD_TOKEN, unk_token=UNK_TOKEN)
+    hf_tok.model_max_length = 1 << 20
+    hf_tok.save_pretrained(str(out_dir))
+
+
+def load_tokenizer(tokenizer_dir: str | Path) -> Tokenizer:
+    """The raw ``tokenizers.Tokenizer`` of a saved folder. Raises ValueError naming a missing/corrupt file."""
+    path = Path(tokenizer_dir) / "tokenizer.json"
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:
+        raise ValueError(f"cannot load tokenizer file {path}: {err}") from err
+
+
+def special_ids(tok: Tokenizer) -> dict[str, int]:
+    """{"bos": id, "eos": id, "pad": id, "unk": id} of a tokenizer trained here."""
+    return {name: tok.token_to_id(t) for name, t in zip(("bos", "eos", "pad", "unk"), SPECIAL_TOKENS)}
+
+
+def encode_documents(tok: Tokenizer, docs: list[str], batch: int = 512) -> np.ndarray:
+    """Flat token ids of ``docs`` with the EOS id after each document; dtype uint16 if the vocabulary
+    fits in 16 bits, else int32. Shape [n_tokens]."""
+    eos = tok.token_to_id(EOS_TOKEN)
+    dtype = np.uint16 if tok.get_vocab_size() <= 65536 else np.int32
+    parts = []
+    for i in range(0, len(docs), batch):
+        for enc in tok.encode_batch(docs[i:i + batch], add_special_tokens=False):
+            parts.append(np.asarray(enc.ids + [eos], dtype=dtype))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def encode_splits(data_dir: str | Path, tokenizer_dir: str | Path | None = None,
+                  splits: tuple[str, ...] = SPLITS) -> dict[str, Path]:
+    """Encode each split to ``<data_dir>/tokens/{split}.npy``; return {split: path}.
+
+    Cached: a split is re-encoded only when the tokenizer file or corpus sha256 changed.
+    """
+    data_dir = Path(data_dir)
+    tokenizer_dir = Path(tokenizer_dir or data_dir / "tokenizer")
+    tok = load_tokenizer(tokenizer_dir)
+    key = {"tokenizer_sha256": hashlib.sha256((tokenizer_dir / "tokenizer.json").read_bytes()).hexdigest(),
+           "corpus_sha256": json.loads((data_dir / "corpus.json").read_text())["sha256"]}
+    out = data_dir / "tokens"
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path = out / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    paths = {}
+    for split in splits:
+        path = out / f"{split}.npy"
+        cached = meta.get(split, {})
+        if any(cached.get(k) != v for k, v in key.items()) or not path.exists():
+            arr = encode_documents(tok, read_split(data_dir, split))
+            tmp = out / f".{split}.tmp.npy"
+            np.save(tmp, arr)
+            os.replace(tmp, path)
+            meta[split] = {**key, "n_tokens": int(arr.size)}
+            meta_path.write_text(json.dumps(meta, indent=2))
+        paths[split] = path
+    return paths
+
+
+def load_tokens(data_dir: str | Path, split: str) -> np.ndarray:
+    """The encoded split as a read-only memory-mapped array [n_tokens]. Raises ValueError naming a
+    missing or corrupt file."""
+    path = Path(data_dir) / "tokens" / f"{split}.npy"
+    try:
+        return np.load(path, mmap_mode="r")
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist: run python -m suite.data.tokenizer --data-dir {data_dir}") from None
+    except (ValueError, OSError) as err:
+        raise ValueError(f"corrupt token file {path}: {err}") from err
+
+
+def prepare(data_dir: str | Path, kind: str = "bpe", vocab_size: int = 4096) -> Path:
+    """Train (if needed) the tokenizer and encode all splits; return the tokenizer folder."""
+    tok_dir = train_tokenizer(data_dir, kind, vocab_size)
+    encode_splits(data_dir, tok_dir)
+    return tok_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Train the tokenizer and encode the corpus splits.")
+    ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--config", help="profile name or study-config path; its data section gives the defaults")
+    ap.add_argument("--kind", choices=KINDS)
+    ap.add_argument("--vocab-size", type=int)
+    args = ap.parse_args(argv)
+    data = {}
+    if args.config:
+        from suite.config import load_config
+
+        data = load_config(args.config)["data"]
+    kind = args.kind or data.get("tokenizer", "bpe")
+    vocab = args.vocab_size or data.get("vocab_size", 4096)
+    tok_dir = prepare(args.data_dir, kind, vocab)
+    meta = json.loads((Path(args.data_dir) / "tokens" / "meta.json").read_text())
+    print(json.dumps({"tokenizer": str(tok_dir), **{s: meta[s]["n_tokens"] for s in SPLITS if s in meta}}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Resumable training checkpoints: an HF model folder plus optimizer / scheduler / RNG state.
+
+Layout of ``<out_dir>/checkpoint/``: ``config.json`` + ``model.safetensors`` (``save_pretrained``, loadable
+with ``from_pretrained``), the tokenizer files (so ``AutoTokenizer.from_pretrained`` works on the same
+folder), ``trainer_state.json`` (step, tokens, wall_s: human-readable) and ``trainer_state.pt``
+(optimizer, scheduler, RNG states). A checkpoint is written to ``checkpoint.tmp/`` and swapped in by
+renames, so a kill at any moment leaves either the old or the new checkpoint complete.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+STATE_JSON, STATE_PT, WEIGHTS = "trainer_state.json", "trainer_state.pt", "model.safetensors"
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(out_dir: str | Path, model, optimizer, scheduler, info: dict,
+                    tokenizer_dir: str | Path | None = None) -> Path:
+    """Atomically (re)write ``<out_dir>/checkpoint``. ``info`` (JSON-serialisable: step, tokens, wall_s,
+    ...) goes to trainer_state.json. Returns the checkpoint folder."""
+    out_dir = Path(out_dir)
+    final, tmp, old = out_dir / "checkpoint", out_dir / "checkpoint.tmp", out_dir / "checkpoint.old"
+    shutil.rmtree(tmp, ignore_errors=True)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Writing model shards" bars would interleave with the training bar
+    model.save_pretrained(tmp)
+    if tokenizer_dir is not None:
+        for f in Path(tokenizer_dir).iterdir():
+            if f.is_file():
+                shutil.copy2(f, tmp / f.name)
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
+               tmp / STATE_PT)
+    info = {**info, "files_sha256": {f.name: file_sha256(f) for f in sorted(tmp.iterdir()) if f.name != STATE_JSON}}
+    (tmp / STATE_JSON).write_text(json.dumps(info, indent=2))
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_checkpoint(ckpt: str | Path) -> dict:
+    """Check every file listed in trainer_state.json against its recorded sha256; return the info dict.
+    Raises ValueError naming the first missing or corrupt file."""
+    ckpt = Path(ckpt)
+    info = read_info(ckpt)
+    for name, digest in info.get("files_sha256", {}).items():
+        path = ckpt / name
+        if not path.exists():
+            raise ValueError(f"checkpoint file {path} is missing")
+        if file_sha256(path) != digest:
+            raise ValueError(f"corrupt checkpoint file {path}: sha256 differs from the one recorded in "
+                             f"{ckpt / STATE_JSON}")
+    return info
+
+
+def find_checkpoint(out_dir: str | Path) -> Path | None:
+    """The complete checkpoint folder of a run, or None. A kill between the two renames of
+    ``save_checkpoint`` leaves only ``checkpoint.old``, which is then used."""
+    for name in ("checkpoint", "checkpoint.old"):
+        path = Path(out_dir) / name
+        if (path / STATE_JSON).exists():
+            return path
+    return None
+
+
+def read_info(ckpt: str | Path) -> dict:
+    """trainer_state.json of a checkpoint. Raises ValueError naming the file when corrupt."""
+    path = Path(ckpt) / STATE_JSON
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"corrupt checkpoint file {path}: {err}") from err
+
+
+def load_weights(model_cls, ckpt: str | Path, **kwargs):
+    """``model_cls.from_pretrained(ckpt)``; raises ValueError naming the checkpoint when loading fails."""
+    ckpt = Path(ckpt)
+    try:
+        return model_cls.from_pretrained(str(ckpt), **kwargs)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise ValueError(f"cannot load checkpoint {ckpt} (files: {sorted(p.name for p in ckpt.iterdir())}): "
+                         f"{err}") from err
+
+
+def load_training_state(ckpt: str | Path, optimizer, scheduler) -> None:
+    """Restore optimizer, scheduler and RNG state from trainer_state.pt. Raises ValueError naming the
+    file when it is missing or corrupt."""
+    path = Path(ckpt) / STATE_PT
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+    except Exception as err:
+        raise ValueError(f"corrupt checkpoint file {path}: {err}") from err
+    set_rng_state(state["rng"])

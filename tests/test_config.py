@@ -1,0 +1,79 @@
+"""Study config: every profile validates; bad keys and values stop with a message naming them."""
+import copy
+
+import pytest
+import yaml
+
+from suite.config import PROFILES_DIR, ConfigError, load_config, validate
+
+PROFILES = ["default", "ci", "gpu", "slurm"]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_profiles_load(profile):
+    cfg = load_config(profile)
+    assert cfg["profile"] == profile
+    assert set(cfg["archs"]) == {"orthros", "transformer", "swa", "gdn", "gla", "retnet"}
+    assert cfg["window"] <= cfg["train"]["seq_len"]
+
+
+def test_default_meets_study_shape():
+    cfg = load_config("default")
+    assert cfg["device"] == "cpu" and cfg["data"]["source"] == "stdlib"
+    assert len(cfg["ablation_sizes"]) >= 3
+    assert max(cfg["niah"]["lengths"]) >= 16384
+
+
+def _base():
+    return yaml.safe_load((PROFILES_DIR / "ci.yaml").read_text())
+
+
+def test_unknown_key_is_named():
+    cfg = _base()
+    cfg["train"]["learning_rate"] = 0.1
+    with pytest.raises(ConfigError, match=r"train\.learning_rate: unknown key \(value 0\.1\)"):
+        validate(cfg)
+
+
+def test_unknown_top_level_key_is_named():
+    cfg = _base()
+    cfg["epochs"] = 3
+    with pytest.raises(ConfigError, match=r"epochs: unknown key \(value 3\)"):
+        validate(cfg)
+
+
+@pytest.mark.parametrize("path,value,pattern", [
+    (("train", "lr"), -1.0, r"train\.lr: .*\(value -1\.0\)"),
+    (("train", "steps"), "many", r"train\.steps: .*\(value 'many'\)"),
+    (("archs",), ["orthros", "mamba"], r"archs\.1: .*\(value 'mamba'\)"),
+    (("data", "tokenizer"), "wordpiece", r"data\.tokenizer: .*\(value 'wordpiece'\)"),
+    (("niah", "depths"), [0.5, 1.5], r"niah\.depths\.1: .*\(value 1\.5\)"),
+])
+def test_bad_value_is_named(path, value, pattern):
+    cfg = _base()
+    node = cfg
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError, match=pattern):
+        validate(cfg)
+
+
+def test_cross_field_checks():
+    cfg = _base()
+    cfg["window"] = cfg["train"]["seq_len"] * 2
+    with pytest.raises(ConfigError, match=r"window: \d+ is larger than train\.seq_len"):
+        validate(copy.deepcopy(cfg))
+    cfg = _base()
+    cfg["main_size"] = "7T"
+    with pytest.raises(ConfigError, match=r"main_size: unknown size '7T'"):
+        validate(cfg)
+
+
+def test_missing_profile_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="no study config"):
+        load_config("nonexistent_profile")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile: [unclosed\n")
+    with pytest.raises(ConfigError, match="bad YAML"):
+        load_config(bad)

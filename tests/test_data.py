@@ -1,0 +1,179 @@
+"""Corpus split, tokenizer, retrieval sequences and batches, on a small stdlib subset."""
+import hashlib
+import itertools
+import json
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from suite.data import corpus as corpus_mod
+from suite.data.batches import TokenBatches, eval_windows
+from suite.data.corpus import DOC_SEPARATOR, SourceUnavailableError, build_corpus, read_split
+from suite.data.retrieval import ANSWER_TEMPLATE, NEEDLE_TEMPLATE, QUESTION_TEMPLATE, RetrievalSampler
+from suite.data.tokenizer import encode_splits, load_tokenizer, load_tokens, prepare, train_tokenizer
+
+N_FILES, FRACTIONS = 30, dict(val_fraction=0.2, test_fraction=0.2)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    build_corpus(d, "stdlib", max_files=N_FILES, **FRACTIONS)
+    prepare(d, "bpe", 512)
+    return d
+
+
+def _expected_split(name):  # independent re-derivation of the documented rule
+    u = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") / 2**64
+    return "val" if u < 0.2 else "test" if u < 0.4 else "train"
+
+
+def test_split_is_deterministic_and_disjoint_by_file(data_dir, tmp_path):
+    meta = json.loads((data_dir / "corpus.json").read_text())
+    names = {s: meta["docs"][s] for s in ("train", "val", "test")}
+    all_names = [n for s in names.values() for n in s]
+    nonempty = [n for n, text in corpus_mod.stdlib_documents(max_files=N_FILES) if text.strip()]
+    assert len(all_names) == len(set(all_names)) and sorted(all_names) == sorted(nonempty)
+    assert all(names[s] for s in names), "every split holds at least one file"
+    for split, members in names.items():
+        assert all(_expected_split(n) == split for n in members)
+    root = Path(sysconfig.get_paths()["stdlib"])
+    for split, members in names.items():
+        docs = read_split(data_dir, split)
+        assert len(docs) == len(members)
+        assert docs[0] == (root / members[0]).read_text(encoding="utf-8", errors="replace")
+    again = tmp_path / "again"
+    meta2 = build_corpus(again, "stdlib", max_files=N_FILES, **FRACTIONS)
+    assert meta2["sha256"] == meta["sha256"]
+    for split in names:
+        assert (again / f"{split}.txt").read_bytes() == (data_dir / f"{split}.txt").read_bytes()
+
+
+def test_stdlib_excludes_tests_and_caches():
+    names = [n for n, _ in corpus_mod.stdlib_documents()]
+    assert len(names) > 300
+    bad = [n for n in names if {"test", "tests", "idle_test", "site-packages", "__pycache__"} & set(n.split("/")[:-1])]
+    assert not bad
+    assert "os.py" in names and "json/decoder.py" in names
+
+
+def test_tokenizer_round_trip_and_autotokenizer(data_dir):
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(data_dir / "tokenizer"))
+    assert len(hf) == 512
+    ids = {hf.bos_token, hf.eos_token, hf.pad_token, hf.unk_token}
+    assert ids == {"<|bos|>", "<|endoftext|>", "<|pad|>", "<|unk|>"}
+    text = "def f(x):\n\treturn x ** 2  # ünïcode ✓ 中文 \r\n  trailing  "
+    enc = hf.encode(text, add_special_tokens=False)
+    assert hf.decode(enc) == text
+    assert len(enc) < len(text.encode()), "BPE merges compress below one token per byte"
+
+
+def test_bytes_tokenizer(data_dir, tmp_path):
+    out = train_tokenizer(data_dir, "bytes", out_dir=tmp_path / "bytes_tok")
+    tok = load_tokenizer(out)
+    assert tok.get_vocab_size() == 260
+    text = "naïve £ 🙂"
+    assert len(tok.encode(text).ids) == len(text.encode())
+    assert tok.decode(tok.encode(text).ids) == text
+    with pytest.raises(ValueError, match="unknown tokenizer kind 'words'"):
+        train_tokenizer(data_dir, "words")
+
+
+def test_encoded_split_matches_text_and_is_cached(data_dir):
+    tok = load_tokenizer(data_dir / "tokenizer")
+    eos = tok.token_to_id("<|endoftext|>")
+    val = load_tokens(data_dir, "val")
+    docs = read_split(data_dir, "val")
+    assert val.dtype == np.uint16 and int((val == eos).sum()) == len(docs)
+    assert val[-1] == eos
+    pieces = np.split(np.asarray(val), np.flatnonzero(val == eos) + 1)[:-1]
+    assert tok.decode(pieces[0][:-1].tolist()) == docs[0]
+    mtime = (data_dir / "tokens" / "val.npy").stat().st_mtime_ns
+    encode_splits(data_dir)
+    assert (data_dir / "tokens" / "val.npy").stat().st_mtime_ns == mtime
+
+
+def test_retrieval_sequence(data_dir):
+    tok = load_tokenizer(data_dir / "tokenizer")
+    train = load_tokens(data_dir, "train")
+    sampler = RetrievalSampler.from_tokenizer_dir(train, data_dir / "tokenizer", max_keys=3)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        seq = sampler.sample(rng, 256)
+        assert seq.shape == (256,) and seq.dtype == np.int64
+        text = tok.decode(seq.tolist())
+        question_head = QUESTION_TEMPLATE.split("{key}")[0]
+        assert text.count(question_head) == 1
+        key = text.split(question_head)[1].split(" mentioned")[0]
+        answer = text.rsplit("is ", 1)[1].rstrip(".")
+        assert answer.isdigit() and len(answer) == 7
+        assert NEEDLE_TEMPLATE.format(key=key, value=answer) in text
+        assert text.endswith(QUESTION_TEMPLATE.format(key=key) + ANSWER_TEMPLATE.format(value=answer))
+    with pytest.raises(ValueError, match="seq_len 20 too short"):
+        sampler.sample(rng, 20)
+
+
+def test_batches_deterministic_and_resumable(data_dir):
+    train = load_tokens(data_dir, "train")
+    a = TokenBatches(train, 4, 32, seed=7)
+    first = [b.clone() for b in itertools.islice(a, 6)]
+    assert all(b.shape == (4, 32) and b.dtype == torch.int64 for b in first)
+    resumed = TokenBatches(train, 4, 32, seed=7, start_step=3)
+    assert all(torch.equal(b, first[3 + i]) for i, b in enumerate(itertools.islice(resumed, 3)))
+    assert a.state_dict() == {"step": 6, "seed": 7}
+    assert not torch.equal(TokenBatches(train, 4, 32, seed=8).batch(0), first[0])
+    windows = np.lib.stride_tricks.sliding_window_view(np.asarray(train, dtype=np.int64), 32)
+    assert all((windows == row.numpy()).all(axis=1).any() for row in first[0]), "rows are crops of the train array"
+
+
+def test_retrieval_fraction_in_batches(data_dir):
+    train = load_tokens(data_dir, "train")
+    tok = load_tokenizer(data_dir / "tokenizer")
+    sampler = RetrievalSampler.from_tokenizer_dir(train, data_dir / "tokenizer", max_keys=2)
+    batches = TokenBatches(train, 4, 192, seed=1, retrieval=sampler, retrieval_fraction=0.5)
+    for step in range(3):
+        texts = [tok.decode(r.tolist()) for r in batches.batch(step)]
+        assert sum("What is the special magic number" in t for t in texts) == 2
+    with pytest.raises(ValueError, match="retrieval_fraction 1.5"):
+        TokenBatches(train, 4, 64, seed=1, retrieval=sampler, retrieval_fraction=1.5)
+
+
+def test_eval_windows_fixed(data_dir):
+    val = load_tokens(data_dir, "val")
+    w1, w2 = eval_windows(val, 2, 16, 3), eval_windows(val, 2, 16, 3)
+    assert len(w1) == 3 and all(torch.equal(a, b) for a, b in zip(w1, w2))
+    assert torch.equal(w1[0][0], torch.from_numpy(np.asarray(val[:16], dtype=np.int64)))
+
+
+def test_hf_source_fails_fast_offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    with pytest.raises(SourceUnavailableError, match="HuggingFaceFW/fineweb-edu"):
+        build_corpus(tmp_path, "hf", hf={"path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "n_docs": 10})
+    assert time.perf_counter() - t0 < 5
+    assert not (tmp_path / "train.txt").exists()
+
+
+def test_file_sources(tmp_path):
+    (tmp_path / "a.txt").write_text("alpha text")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "beta"}) + "\n" + json.dumps({"text": "gamma"}) + "\n")
+    docs = dict(corpus_mod.file_documents([str(tmp_path / "*.txt"), str(tmp_path / "*.jsonl")]))
+    assert sorted(docs.values()) == ["alpha text", "beta", "gamma"]
+    (tmp_path / "c.jsonl").write_text(json.dumps({"body": "x"}) + "\n")
+    with pytest.raises(ValueError, match=r"c\.jsonl line 1: no field 'text'"):
+        list(corpus_mod.file_documents([str(tmp_path / "c.jsonl")]))
+    with pytest.raises(ValueError, match="no file matches"):
+        list(corpus_mod.file_documents([str(tmp_path / "*.parquet")]))
+    with pytest.raises(ValueError, match="unknown data source 'ftp'"):
+        build_corpus(tmp_path / "d", "ftp")
+
+
+def test_separator_never_inside_documents(data_dir):
+    for split in ("train", "val", "test"):
+        assert all(DOC_SEPARATOR not in d for d in read_split(data_dir, split))

@@ -1,0 +1,214 @@
+"""Training loop on a tiny Llama and a small stdlib corpus: learning, determinism, resume, NaN, checkpoints."""
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from suite.data.corpus import build_corpus
+from suite.data.tokenizer import prepare
+from suite.provenance import PROVENANCE_COLUMNS
+from suite.train.run import TrainingDivergedError, main, train
+
+VOCAB = 512
+HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=3, min_lr_ratio=0.1, weight_decay=0.05, seed=3,
+          progress=False, val_batches=2)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny matmuls run far faster on one thread, above all on a shared 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    build_corpus(d, "stdlib", max_files=30, val_fraction=0.2, test_fraction=0.2)
+    prepare(d, "bpe", VOCAB)
+    return d
+
+
+def tiny_llama():
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256)
+    return LlamaForCausalLM(cfg)
+
+
+class Counting:
+    """A model factory that counts how often it was called."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        return tiny_llama()
+
+
+def losses(out_dir):
+    return pd.read_csv(out_dir / "loss.csv")["loss"].tolist()
+
+
+def test_training_reduces_loss_and_writes_outputs(data_dir, tmp_path):
+    row = train(tiny_llama, data_dir, tmp_path, steps=30, arch="llama", size="tiny", **HP)
+    curve = losses(tmp_path)
+    assert len(curve) == 30
+    assert sum(curve[-5:]) / 5 < sum(curve[:5]) / 5 - 0.5
+    assert curve[0] == pytest.approx(math.log(VOCAB), abs=0.3), "untrained loss is about ln(vocab)"
+    frame = pd.read_csv(tmp_path / "loss.csv")
+    assert list(frame.columns) == ["step", "tokens", "loss", "lr", "tok_s", "wall_s"]
+    assert frame["tokens"].iloc[-1] == 30 * 4 * 64
+    assert frame["lr"].max() == pytest.approx(3e-3, rel=0.02)  # warmup reaches the peak
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert set(PROVENANCE_COLUMNS) <= set(metrics.columns)
+    assert metrics["tokens"][0] == 30 * 4 * 64 and metrics["n_params"][0] == row["n_params"]
+    assert metrics["val_ppl"][0] == pytest.approx(math.exp(metrics["val_loss"][0]))
+    ckpt = tmp_path / "checkpoint"
+    model = AutoModelForCausalLM.from_pretrained(ckpt)
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    assert tok.eos_token == "<|endoftext|>" and model.config.eos_token_id == tok.eos_token_id
+    assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 30
+
+
+def test_same_seed_same_losses(data_dir, tmp_path):
+    train(tiny_llama, data_dir, tmp_path / "a", steps=6, **HP)
+    train(tiny_llama, data_dir, tmp_path / "b", steps=6, **HP)
+    train(tiny_llama, data_dir, tmp_path / "c", steps=6, **{**HP, "seed": 4})
+    assert losses(tmp_path / "a") == losses(tmp_path / "b")
+    assert losses(tmp_path / "a") != losses(tmp_path / "c")
+
+
+class Interrupt(Exception):
+    pass
+
+
+def interrupting(at_call, exc):
+    """Factory whose model raises ``exc`` (or returns NaN loss) on its ``at_call``-th training forward."""
+    def factory():
+        model = tiny_llama()
+        count = {"n": 0}
+
+        def hook(module, args, kwargs, output):
+            if module.training:
+                count["n"] += 1
+                if count["n"] == at_call:
+                    if exc is None:
+                        output.loss = output.loss * float("nan")
+                        return output
+                    raise exc("killed")
+            return output
+
+        model.register_forward_hook(hook, with_kwargs=True)
+        return model
+    return factory
+
+
+def test_resume_after_interruption_matches_uninterrupted(data_dir, tmp_path):
+    full = train(tiny_llama, data_dir, tmp_path / "full", steps=12, save_every=4,
+                 retrieval_fraction=0.25, **{**HP, "seq_len": 192})
+    with pytest.raises(Interrupt):
+        train(interrupting(7, Interrupt), data_dir, tmp_path / "cut", steps=12, save_every=4,
+              retrieval_fraction=0.25, **{**HP, "seq_len": 192})
+    assert json.loads((tmp_path / "cut" / "checkpoint" / "trainer_state.json").read_text())["step"] == 4
+    assert not (tmp_path / "cut" / "metrics.csv").exists()
+    factory = Counting()
+    resumed = train(factory, data_dir, tmp_path / "cut", steps=12, save_every=4, retrieval_fraction=0.25,
+                    **{**HP, "seq_len": 192})
+    assert factory.calls == 1
+    assert losses(tmp_path / "cut") == losses(tmp_path / "full")
+    assert resumed["val_loss"] == full["val_loss"] and resumed["tokens"] == full["tokens"]
+    again = Counting()
+    done = train(again, data_dir, tmp_path / "cut", steps=12, save_every=4, retrieval_fraction=0.25,
+                 **{**HP, "seq_len": 192})
+    assert again.calls == 0, "a finished run is not recomputed"
+    assert done["val_loss"] == resumed["val_loss"]
+    with pytest.raises(ValueError, match=r"other settings.*'lr'"):
+        train(tiny_llama, data_dir, tmp_path / "cut", steps=12, save_every=4, retrieval_fraction=0.25,
+              **{**HP, "seq_len": 192, "lr": 1e-3})
+
+
+def test_nan_loss_names_step(data_dir, tmp_path):
+    with pytest.raises(TrainingDivergedError, match=r"loss is nan at step 5 of 10"):
+        train(interrupting(5, None), data_dir, tmp_path, steps=10, **HP)
+
+
+def test_corrupt_checkpoint_names_file(data_dir, tmp_path):
+    with pytest.raises(Interrupt):
+        train(interrupting(4, Interrupt), data_dir, tmp_path, steps=6, save_every=2, **HP)
+    weights = tmp_path / "checkpoint" / "model.safetensors"
+    blob = bytearray(weights.read_bytes())
+    blob[-10:] = b"\xff" * 10
+    weights.write_bytes(bytes(blob))
+    with pytest.raises(ValueError, match=r"corrupt checkpoint file .*model\.safetensors"):
+        train(tiny_llama, data_dir, tmp_path, steps=6, save_every=2, **HP)
+    (tmp_path / "checkpoint" / "trainer_state.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"corrupt checkpoint file .*trainer_state\.json"):
+        train(tiny_llama, data_dir, tmp_path, steps=6, save_every=2, **HP)
+
+
+def test_continued_pretraining_cli_and_init_from(data_dir, tmp_path):
+    train(tiny_llama, data_dir, tmp_path / "base", steps=20, **HP)
+    base_final = losses(tmp_path / "base")[-1]
+    main(["--model", str(tmp_path / "base" / "checkpoint"), "--data-dir", str(data_dir),
+          "--out-dir", str(tmp_path / "cpt"), "--steps", "3", "--batch-size", "4", "--seq-len", "64",
+          "--lr", "1e-4", "--warmup", "1", "--no-progress"])
+    cpt = losses(tmp_path / "cpt")
+    fresh_first = losses(tmp_path / "base")[0]
+    assert len(cpt) == 3 and abs(cpt[0] - base_final) < 0.3 < fresh_first - cpt[0], "CPT starts from trained weights"
+    train(tiny_llama, data_dir, tmp_path / "conv", steps=2, init_from=tmp_path / "base" / "checkpoint", **HP)
+    assert abs(losses(tmp_path / "conv")[0] - base_final) < 0.3 < fresh_first - losses(tmp_path / "conv")[0]
+    with pytest.raises(ValueError, match="shares no parameter"):
+        def other():
+            return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=48, intermediate_size=64,
+                                                num_hidden_layers=1, num_attention_heads=2))
+        train(other, data_dir, tmp_path / "bad", steps=2, init_from=tmp_path / "base" / "checkpoint", **HP)
+
+
+def test_bad_arguments(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="steps must be a positive integer, got 0"):
+        train(tiny_llama, data_dir, tmp_path, steps=0, **HP)
+    with pytest.raises(ValueError, match="dtype 'float8'"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, dtype="float8", **HP)
+
+
+def test_first_step_loss_matches_independent_forward(data_dir, tmp_path):
+    """Step 1 trains on batch ``data_offset`` of the seed's stream, with the model built right after seeding."""
+    from suite.data.batches import TokenBatches
+    from suite.data.tokenizer import load_tokens
+
+    train(tiny_llama, data_dir, tmp_path, steps=1, data_offset=5, **HP)
+    torch.manual_seed(HP["seed"])
+    model = tiny_llama()
+    x = TokenBatches(load_tokens(data_dir, "train"), HP["batch_size"], HP["seq_len"], HP["seed"]).batch(5)
+    with torch.no_grad():
+        expected = model(input_ids=x, labels=x).loss.item()
+    assert losses(tmp_path)[0] == pytest.approx(expected, rel=1e-6)
+
+
+def test_window_overrides():
+    from suite.config import load_config
+    from suite.train.run import window_overrides
+
+    cfg = load_config("default")
+    assert window_overrides("orthros", cfg, 256) == {"window_size": cfg["window"]}
+    assert window_overrides("orthros_noso", cfg, 256) == {"window_size": cfg["window"]}
+    assert window_overrides("swa", cfg, 256) == {"window_size": 64}
+    assert window_overrides("transformer", cfg, 256) == {} and window_overrides("swa", {}, 256) == {}
+
+
+def test_busy_run_dir_and_missing_data(data_dir, tmp_path):
+    import fcntl
+
+    with pytest.raises(ValueError, match="corpus.json does not exist"):
+        train(tiny_llama, tmp_path / "nodata", tmp_path / "run", steps=2, **HP)
+    (tmp_path / "run").mkdir()
+    with open(tmp_path / "run" / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        with pytest.raises(ValueError, match="another process is training in"):
+            train(tiny_llama, data_dir, tmp_path / "run", steps=2, **HP)

@@ -1,0 +1,54 @@
+# Benchmarks: the CPU prefill-latency sweep of the trained small models, a 128K-token CPU Prefill of a tiny
+# Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose committed CSVs in results/gpu/
+# feed the renderers in every profile.
+
+BENCH_CODE = MODEL_CODE + code("suite/bench")
+PREFILL = STUDY["prefill_cpu"]
+
+
+rule prefill_cpu:
+    input:
+        checkpoints=[run_dir(a, MAIN) + "/checkpoint" for a in ARCHS],
+        code=BENCH_CODE,
+    output:
+        RES + "/prefill_cpu.csv",
+    threads: THREADS
+    log:
+        WORK + "/logs/prefill_cpu.log",
+    params:
+        checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in ARCHS),
+        lengths=",".join(str(n) for n in PREFILL["lengths"]),
+    shell:
+        "{PY} suite.bench.prefill_cpu --mode sweep --profile {PROFILE} --archs {ARCH_LIST} --size {MAIN} "
+        "{params.checkpoints} --lengths {params.lengths} --repeats {PREFILL[repeats]} --threads {THREADS} "
+        "--out {output} > {log} 2>&1"
+
+
+rule prefill_cpu_128k:
+    """A 128K-token Prefill (T_out = 1) of a tiny random-weight Orthros on the CPU: time and peak memory."""
+    input:
+        BENCH_CODE,
+    output:
+        RES + "/prefill_128k.csv",
+    threads: THREADS
+    log:
+        WORK + "/logs/prefill_128k.log",
+    shell:
+        "{PY} suite.bench.prefill_cpu --mode 128k --profile {PROFILE} --threads {THREADS} --out {output} > {log} 2>&1"
+
+
+GPU_OUT = "results/gpu"
+
+
+rule gpu_benchmarks:
+    """Qwen3-8B shape, random bf16 weights, one GPU: prefill sweep (Fig. 4), E2E (Table 4), cost model."""
+    input:
+        BENCH_CODE,
+    output:
+        prefill=GPU_OUT + "/prefill.csv",
+        e2e=GPU_OUT + "/e2e.csv",
+        cost=GPU_OUT + "/cost_model.csv",
+    log:
+        WORK + "/logs/gpu_benchmarks.log",
+    shell:
+        "bash suite/bench/gpu_all.sh {GPU_OUT} > {log} 2>&1"

@@ -1,0 +1,28 @@
+# Rendering: every paper table and figure, reported beside measured, with the diff and the measured scale.
+
+GPU_CSVS = [GPU_OUT + "/prefill.csv", GPU_OUT + "/e2e.csv"] if PROFILE == "gpu" else []
+TABLES = [f"{RENDER}/paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
+FIGURES = [f"{RENDER}/figures/fig{n}.{ext}" for n in (2, 3, 4) for ext in ("png", "pdf")]
+
+
+rule render:
+    input:
+        RES + "/quality.csv",
+        RES + "/ablation.csv",
+        RES + "/conversion.csv",
+        RES + "/niah.csv",
+        RES + "/mqar.csv",
+        RES + "/prefill_cpu.csv",
+        RES + "/prefill_128k.csv",
+        GPU_CSVS,
+        code("suite/report"),
+        "paper_tables/claims.yaml",
+        "paper_tables/reported",
+    output:
+        tables=[report(p, category="Tables") for p in TABLES],
+        audit=report(f"{RENDER}/paper_tables/claims_audit.md", category="Claims audit"),
+        figures=[report(p, category="Figures") for p in FIGURES if p.endswith(".png")],
+        pdfs=[p for p in FIGURES if p.endswith(".pdf")],
+    shell:
+        "{PY} suite.report.render --results {RES} --gpu-results {GPU_OUT} "
+        "--out-tables {RENDER}/paper_tables --out-figures {RENDER}/figures"
