@@ -97,9 +97,10 @@ rule mqar:
     params:
         seq=csv_list(MQAR["seq_lens"]),
         kv=csv_list(MQAR["num_kv_pairs"]),
+        vocab=MQAR.get("vocab_size", 8192),
     shell:
         "{PY} suite.eval.mqar --arch {wildcards.arch} --size {wildcards.size} --seq-len {params.seq} "
-        "--kv-pairs {params.kv} --steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} "
+        "--kv-pairs {params.kv} --vocab-size {params.vocab} --steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} "
         "--seed {wildcards.seed} --profile {PROFILE} --out {output} > {log} 2>&1"
 
 
