@@ -185,7 +185,8 @@ def main(argv=None) -> None:
                         "work_dirs/fla_vs_naive_dry_run)")
     parser.add_argument("--seq-len", type=int, default=2048, help="cross-check length T (default 2048)")
     parser.add_argument("--size", default="25M", help="model size for both parts (default 25M)")
-    parser.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"], choices=list(DTYPES))
+    parser.add_argument("--dtypes", nargs="*", default=["bf16", "fp32"], choices=list(DTYPES),
+                        help="cross-check dtypes; none skips the cross-check")
     parser.add_argument("--batch", type=int, default=8, help="throughput batch (default 8)")
     parser.add_argument("--train-seq-len", type=int, default=2048, help="throughput sequence length (default 2048)")
     parser.add_argument("--steps", type=int, default=5, help="timed training steps (default 5)")
@@ -223,11 +224,10 @@ def main(argv=None) -> None:
             found = crosscheck(mixer, args.size, args.seq_len, dtype_name, device, args.dry_run, args.seed)
             prov = provenance(profile, args.seed, dtype_name, backend, device, time.time() - start)
             rows += [{**row, **prov, **env} for row in found]
+            write_csv(rows, os.path.join(out_dir, "fla_crosscheck.csv"))  # row by row: a cut run keeps its rows
             for row in found:
                 print(f"{mixer:7s} {row['direction']:8s} {dtype_name}: rel_err={row['rel_err']} pass={row['pass']} "
                       f"{row['status']}")
-    write_csv(rows, os.path.join(out_dir, "fla_crosscheck.csv"))
-
     rows = []
     dtype = "bf16-autocast" if device == "cuda" else "fp32"
     for arch in args.archs:
@@ -237,8 +237,8 @@ def main(argv=None) -> None:
         if arch not in ("transformer", "swa", "orthros"):
             kernels += "+fla-triton" if device == "cuda" else "+fla-naive"
         rows.append({**row, **provenance(profile, args.seed, dtype, kernels, device, time.time() - start), **env})
+        write_csv(rows, os.path.join(out_dir, "baseline_throughput.csv"))
         print(f"{arch:14s} {row['tokens_per_s']} tok/s {row['status']}")
-    write_csv(rows, os.path.join(out_dir, "baseline_throughput.csv"))
     print(f"wrote {out_dir}/fla_crosscheck.csv and {out_dir}/baseline_throughput.csv")
 
 

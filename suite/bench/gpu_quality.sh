@@ -29,7 +29,8 @@ done
 python3 -m suite.collect concat --inputs "$RES"/niah/*.csv --out "$RES/niah.csv"
 
 echo "== fla_vs_naive ($(left)s left)"
-timeout "$(( $(left) > 20 ? $(left) - 10 : 10 ))" python3 -m suite.bench.fla_vs_naive --out-dir "$RES" 2>&1 \
+cp "$RES/niah.csv" "$OUT/" 2>/dev/null
+timeout "$(( $(left) > 20 ? $(left) - 10 : 10 ))" python3 -m suite.bench.fla_vs_naive --out-dir "$RES" ${FLA_ARGS:-} 2>&1 \
   | grep -v Warning | tail -n 40
 for f in niah.csv fla_crosscheck.csv baseline_throughput.csv; do
   [[ -f "$RES/$f" && "$(realpath "$RES")" != "$(realpath "$OUT")" ]] && cp "$RES/$f" "$OUT/"

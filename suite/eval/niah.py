@@ -125,9 +125,8 @@ def load_model(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, 
     """``(model, tokenizer)`` from a checkpoint dir, with the project's Auto classes registered first."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from suite.eval.harness import import_project_models
-
-    import_project_models()
+    import baselines  # noqa: F401  (registers the project's Auto classes; no lm-eval needed here)
+    import models  # noqa: F401
     model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=getattr(torch, dtype)).to(device).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir or checkpoint))
     return model, tokenizer
