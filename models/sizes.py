@@ -34,6 +34,7 @@ class Size:
 SIZES: dict[str, Size] = {
     # CPU / single-GPU sizes (4K BPE vocabulary)
     "1M": Size(96, 2, 4, 4, 256, 4096),
+    "2M": Size(128, 4, 4, 4, 384, 4096),
     "3M": Size(192, 4, 4, 4, 448, 4096),
     "6M": Size(256, 5, 4, 4, 704, 4096),
     "12M": Size(384, 5, 6, 6, 1024, 4096),

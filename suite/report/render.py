@@ -85,10 +85,18 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     write_audit(out_t, results, gpu_results, reported_dir, claims_path)
     written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
     written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"))
-    written["figures"] += fig3(m["niah"], out_f, miss("niah"))
+    written["figures"] += fig3(_with_gpu_niah(m["niah"], m["gpu_niah"]), out_f, miss("niah"))
     written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"))
     return written
+
+
+def _with_gpu_niah(niah: pd.DataFrame | None, gpu_niah: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Profile NIAH rows plus the GPU rows (longer contexts), the latter labelled by their device."""
+    if gpu_niah is None:
+        return niah
+    gpu_niah = gpu_niah.assign(arch=gpu_niah["arch"] + " (" + gpu_niah["device"].astype(str) + ")")
+    return gpu_niah if niah is None else pd.concat([niah, gpu_niah], ignore_index=True)
 
 
 def main(argv: list[str] | None = None) -> None:
