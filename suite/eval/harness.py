@@ -77,6 +77,9 @@ TASKS: dict[str, TaskSpec] = {
     "nq": TaskSpec("based_nq", ("contains",),
                    f"suite based_nq (hazyresearch/based_nq_2048, Natural Questions, answer-centred window); "
                    f"{_RECALL_CUT}"),
+    # NarrativeQA, the seed notes' (000, 001) reading of the "NQ" column; SCROLLS full stories, scored by F1.
+    "narrativeqa": TaskSpec("scrolls_narrativeqa", ("f1",),
+                            f"{_LM} scrolls_narrativeqa (SCROLLS NarrativeQA, full story; F1, not contains-match)"),
     "swde": TaskSpec("swde", ("contains",), f"{_LM} swde (hazyresearch/based-swde-v2); {_BASED_CHUNKED}"),
     "triviaqa": TaskSpec("based_triviaqa", ("contains",),
                          f"suite based_triviaqa (hazyresearch/based_triviaqa, JRT cloze form, head window); "
@@ -85,10 +88,10 @@ TASKS: dict[str, TaskSpec] = {
     "squad": TaskSpec("squad_completion", ("contains",),
                       f"{_LM} squad_completion (hazyresearch/based-squad); {_BASED_CHUNKED}"),
 }
-LM_EVAL_TASK_DIRS = ["arc", "hellaswag", "openbookqa", "piqa", "siqa", "winogrande", "mmlu/default", "swde", "fda",
+LM_EVAL_TASK_DIRS = ["arc", "hellaswag", "openbookqa", "piqa", "siqa", "winogrande", "mmlu/default", "scrolls", "swde", "fda",
                      "squad_completion"]
 COMMONSENSE = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande", "mmlu"]
-RECALL = ["drop", "nq", "swde", "triviaqa", "fda", "squad"]
+RECALL = ["drop", "nq", "narrativeqa", "swde", "triviaqa", "fda", "squad"]  # nq and narrativeqa: both readings
 PPL_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 
 
