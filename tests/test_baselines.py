@@ -16,15 +16,6 @@ BASELINES = ["transformer", "swa", "gdn", "gla", "retnet", "linear_hybrid", "ort
 VOCAB = 512
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models are overhead-bound: one intra-op thread is ~20x faster on a busy 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny(arch: str, **overrides):
     """1M shape, 512-token vocab; hybrids alternate (interval 2) so both layer kinds exist in 2 layers."""
     kw = dict(vocab_size=VOCAB, max_position_embeddings=64)

@@ -26,15 +26,6 @@ CHOICES = [["Paris", "Rome", "a blue whale"], ["100 degrees", "ten", "the sea"],
            ["language", "snake", "the module"], ["earth", "sun", "a cold star"], ["flour", "stone", "a river"]]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # 2 shared cores: one intra-op thread avoids oversubscription stalls when other jobs run
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("lmeval")

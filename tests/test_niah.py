@@ -12,15 +12,6 @@ from suite.eval.tiny import make_tiny_checkpoint, stdlib_text
 from suite.provenance import PROVENANCE_COLUMNS
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # 2 shared cores: one intra-op thread avoids oversubscription stalls when other jobs run
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("niah")

@@ -17,15 +17,6 @@ HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=3, min_lr_ratio=0.1, weight_
           progress=False, val_batches=2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matmuls run far faster on one thread, above all on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("data")

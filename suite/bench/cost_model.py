@@ -1,7 +1,7 @@
 """Analytic cost model of prefill, decode and E2E generation (paper Sec. 4.5-4.6, Fig. 4, Table 4).
 
 Times are predicted from FLOPs and bytes with *measured* kernel rates (:class:`Rates`; defaults are
-the H200 figures of ``/work/shared/notes/platform-facts.md``, overridable by what a GPU run measures):
+the H200 figures of the shared platform notes (``platform-facts.md``), overridable by what a GPU run measures):
 
 * dense projections, FFN and LM head: FLOPs / dense-GEMM rate;
 * full causal attention (Transformer): FLOPs / SDPA-flash rate; FLOPs = 4 * Hq * d * (causal query-key pairs);
