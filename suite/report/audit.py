@@ -169,9 +169,17 @@ def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
              "Reported values: `paper_tables/reported/` (transcribed from the seed notes). Recomputed values: "
              "`paper_tables/derived.csv` (formulas in `suite/report/derived.py`). Measured values: results CSVs of "
              "this suite, at its own (much smaller) scale; their conditions are printed beside the paper's.", "",
+             "Two verdicts per claim: `verdict` judges the claim itself (against the paper's own tables, or against a "
+             "measurement of the same quantity); `measured_proxy` judges a smaller-scale proxy this suite measures "
+             "instead (e.g. held-out perplexity for accuracy, MQAR for the recall tasks). A claim can therefore be "
+             "consistent with the paper's tables and not reproduced by the proxy. `measured` is in the proxy's unit "
+             "(ratio or difference, as the proxy text says), not the claim's; pass thresholds are in `claims.yaml`.", "",
              "## Verdict counts", ""]
     for verdict, n in audit["verdict"].str.replace(r" \(.*", "", regex=True).value_counts().items():
         lines.append(f"- {verdict}: {n}")
+    proxies = audit["measured_proxy"].fillna("").str.extract(r"^(reproduced here|not reproduced here|not run)")[0]
+    for verdict, n in proxies.dropna().value_counts().items():
+        lines.append(f"- measured proxy, {verdict}: {n}")
     lines += ["", "## Claims", "", to_markdown(view[cols]), "",
               "## Internal inconsistencies of the reported tables", "",
               "Reported numbers that do not follow from the others (diff = reported - recomputed; tolerance from "

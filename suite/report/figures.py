@@ -144,7 +144,8 @@ def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: p
             t, o = at[at["model"] == "transformer"], at[at["model"] == "orthros"]
             if len(t) and len(o):
                 kind = "/".join(sorted(set(t["method"]) | set(o["method"])))
-                notes.append(f"measured {t['ms'].mean() / o['ms'].mean():.2f}x at {tokens_label(rep['seq_len'])} ({kind}); "
+                label = "predicted" if kind == "cost-model prediction" else "measured"
+                notes.append(f"{label} {t['ms'].mean() / o['ms'].mean():.2f}x at {tokens_label(rep['seq_len'])} ({kind}); "
                              f"{scale_text(at)}")
             elif g.empty:
                 notes.append(f"GPU: not run ({'no rows for this GPU count' if len(gpu_prefill) else missing_gpu})")
