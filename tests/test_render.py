@@ -41,6 +41,14 @@ def test_table4_diff_is_measured_minus_reported(rendered):
     assert _row(t4, model="orthros", task="127K/1K", metric="e2e_s")["status"].startswith("not run")
 
 
+def test_table4_speedups_are_transformer_over_orthros(rendered):
+    t4 = pd.read_csv(rendered / "tables" / "table4.csv")
+    r = _row(t4, model="orthros vs transformer", task="128K/128", metric="e2e_speedup")
+    assert r["reported"] == pytest.approx(84.911 / 24.647) and r["measured"] == pytest.approx(25.0 / 10.0)
+    assert r["diff"] == pytest.approx(2.5 - 84.911 / 24.647)
+    assert _row(t4, model="orthros vs transformer", task="127K/1K", metric="e2e_speedup")["status"].startswith("not run")
+
+
 def test_table1_fraction_converted_to_percent(rendered):
     t1 = pd.read_csv(rendered / "tables" / "table1.csv")
     r = _row(t1, model="orthros", task="ARC-E")

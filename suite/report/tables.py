@@ -134,6 +134,32 @@ def e2e_table(reported: pd.DataFrame, e2e: pd.DataFrame | None, *, paper_cond: s
                 base.update(status=str(hits["status"].iloc[0]) if len(hits) else
                             "not run: this model/config is not in results/gpu/e2e.csv")
         rows.append(base)
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return pd.concat([table, _speedup_rows(table)], ignore_index=True)
+
+
+SPEEDUP_PAIRS = [("transformer", "orthros"), ("linear_hybrid", "orthros_h")]
+
+
+def _speedup_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """TTFT and E2E speedups (baseline s / efficient s) per setting, reported and measured: the ratios are what
+    compare across hardware and serving stacks, absolute seconds do not."""
+    rows = []
+    for (slow, fast), setting, metric in ((p, s, m) for p in SPEEDUP_PAIRS for s in table["task"].unique()
+                                          for m in ("ttft_s", "e2e_s")):
+        a = table[(table["model"] == slow) & (table["task"] == setting) & (table["metric"] == metric)]
+        b = table[(table["model"] == fast) & (table["task"] == setting) & (table["metric"] == metric)]
+        if a.empty or b.empty:
+            continue
+        a, b = a.iloc[0], b.iloc[0]
+        ratio = lambda x, y: None if x is None or y is None or pd.isna(x) or pd.isna(y) else x / y  # noqa: E731
+        rep, meas = ratio(a["reported"], b["reported"]), ratio(a["measured"], b["measured"])
+        rows.append(dict(model=f"{fast} vs {slow}", variant="speedup", scale=b["scale"], task=setting,
+                         metric=metric.replace("_s", "_speedup"), reported=rep, measured=meas,
+                         diff=None if rep is None or meas is None else meas - rep, unit="x",
+                         paper_scale_conditions=b["paper_scale_conditions"],
+                         measured_scale_conditions=b["measured_scale_conditions"],
+                         status="ok" if meas is not None else b["status"]))
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
