@@ -107,8 +107,13 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str) -> list[P
         ax.set_title(note, fontsize=8)
         return _save(fig, Path(out_dir), "fig3")
     archs = list(dict.fromkeys(ok["arch"]))
-    fig, axes = plt.subplots(1, len(archs), figsize=(4.2 * len(archs) + 1, 4), squeeze=False)
-    for ax, arch in zip(axes[0], archs):
+    ncols = min(4, len(archs))
+    nrows = -(-len(archs) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols + 1, 4.8 * nrows), squeeze=False)
+    fig.subplots_adjust(hspace=0.75, wspace=0.3)
+    for ax in axes.flat[len(archs):]:
+        ax.set_visible(False)
+    for ax, arch in zip(axes.flat, archs):
         g = ok[ok["arch"] == arch]
         grid = g.pivot_table(index="depth", columns="context_len", values="accuracy", aggfunc="mean").sort_index()
         im = ax.imshow(grid.values, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", origin="upper")
@@ -119,8 +124,8 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str) -> list[P
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("needle depth")
-        ax.set_title(f"{arch}\n" + textwrap.fill(scale_text(g), 55), fontsize=7)
-    fig.colorbar(im, ax=axes[0].tolist(), label="accuracy")
+        ax.set_title(f"{arch}\n" + textwrap.fill(scale_text(g), 45), fontsize=7)
+    fig.colorbar(im, ax=axes.ravel().tolist(), label="accuracy")
     fig.suptitle(f"Measured NIAH (this suite)\n{note}", fontsize=8, y=1.1)
     return _save(fig, Path(out_dir), "fig3")
 
