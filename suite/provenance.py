@@ -59,8 +59,8 @@ def software_versions(device: str = "cpu") -> dict:
     if str(device).startswith("cuda"):
         try:
             versions["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                                capture_output=True, text=True, check=True).stdout.split()[0]
-        except (OSError, subprocess.CalledProcessError, IndexError):
+                                                capture_output=True, text=True, check=True, timeout=20).stdout.split()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
             versions["driver"] = "unknown"
         versions["cuda"] = torch.version.cuda
     return versions

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pandas as pd
 import torch
 
 from models import backend
-from suite.provenance import provenance, read_csv, write_csv
+from suite.provenance import provenance, read_csv, software_versions, write_csv
 
 
 def sync(device) -> None:
@@ -71,21 +70,10 @@ def kernels_summary() -> str:
 
 
 def env_info(device) -> dict:
-    """GPU name, driver, torch and triton versions (columns gpu_name, driver, torch, triton)."""
-    info = {"torch": torch.__version__}
-    try:
-        import triton
-
-        info["triton"] = triton.__version__
-    except Exception:
-        info["triton"] = "absent"
+    """Software versions and the GPU (columns gpu_name, driver, torch, triton, transformers, fla[, cuda])."""
+    info = software_versions(str(device))
     if torch.device(device).type == "cuda":
         info["gpu_name"] = torch.cuda.get_device_name(device)
-        try:
-            info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                            capture_output=True, text=True, timeout=20).stdout.split("\n")[0].strip()
-        except (OSError, subprocess.SubprocessError):
-            info["driver"] = "unknown"
     else:
         info["gpu_name"], info["driver"] = "none (cpu)", "none"
     return info
