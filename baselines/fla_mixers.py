@@ -133,6 +133,8 @@ class GDNTwoStreamMixer(FLAMixer):
 
     The read is exact: the same gated-delta-rule op runs a second time with the base keys, values,
     gates and initial state and the output queries placed at their positions (zeros elsewhere).
+    When the only output row sits at the last base position (prefill and decode, Sec. 3.2), the
+    read is ``S_T q'`` from the op's final state instead, so that second pass is skipped.
 
     Raises:
         ValueError: on a padded batch (key_mask with False entries), not supported here.
@@ -166,14 +168,27 @@ class GDNTwoStreamMixer(FLAMixer):
                       use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
                       allow_neg_eigval=L.allow_neg_eigval, state_v_first=True, use_gate_in_kernel=True,
                       A_log=L.A_log, dt_bias=L.dt_bias)
-        o_base, new_state = op(q=q, output_final_state=use_cache, **common)
-        o_cross, _ = op(q=q_out, output_final_state=False, **common)
-        o = torch.cat([o_base, o_cross[:, ctx.out_index]], dim=1)
+        last_only = ctx.out_is_last and xo.shape[1] == 1
+        o_base, new_state = op(q=q, output_final_state=use_cache or last_only, **common)
+        if last_only:
+            o_cross = read_state(new_state, q_cross).to(o_base.dtype)
+        else:
+            o_cross = op(q=q_out, output_final_state=False, **common)[0][:, ctx.out_index]
+        o = torch.cat([o_base, o_cross], dim=1)
         if use_cache:
             SlotCache(slot, self.layer_idx).update(self.layer_idx, recurrent_state=new_state, conv_state=conv,
                                                    offset=T)
         g = rearrange(L.g_proj(x), "... (h d) -> ... h d", d=L.head_v_dim)
         return L.o_proj(rearrange(L.o_norm(o, g), "b t h d -> b t (h d)"))
+
+
+def read_state(state: torch.Tensor, q: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """GDN output of queries q [B, 1, H, K] reading the state [B, H, V, K] (state_v_first layout):
+    ``S (q / ||q|| * K^-0.5)`` in fp32, as FLA's kernels with ``use_qk_l2norm_in_kernel`` -> [B, 1, H, V]."""
+    q = q.float() * torch.rsqrt(q.float().pow(2).sum(-1, keepdim=True) + eps) * q.shape[-1] ** -0.5
+    if state.shape[1] != q.shape[2]:  # grouped value heads: value head i reads query head i // (HV / H)
+        q = q.repeat_interleave(state.shape[1] // q.shape[2], dim=2)
+    return torch.einsum("bhvk,bthk->bthv", state.float(), q)
 
 
 def make_gdn_two_stream(config, layer_idx: int) -> GDNTwoStreamMixer:

@@ -140,6 +140,8 @@ class MixerContext:
     attention_mask: [B, past + T] 0/1 as given by the caller, or None.
     cache: the generation's SuiteCache, or None.
     rope: (cos, sin), each [B, T, head_dim].
+    out_is_last: True when out_index is known (on the host) to be just the last new token, T_out = 1
+        (prefill and decode); lets a mixer skip work without reading out_index from the device.
     """
 
     positions: torch.Tensor
@@ -149,6 +151,7 @@ class MixerContext:
     attention_mask: torch.Tensor | None
     cache: SuiteCache | None
     rope: tuple[torch.Tensor, torch.Tensor] = field(default=None)
+    out_is_last: bool = False
 
     @property
     def n_base(self) -> int:
@@ -305,7 +308,9 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
                            out_index=out_index, key_mask=key_mask,
                            attention_mask=None if attention_mask is None else attention_mask[:, -(past + T):],
                            cache=cache if use_cache else None,
-                           rope=rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta, h.dtype))
+                           rope=rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta, h.dtype),
+                           out_is_last=T == 1 or (output_mask is None and isinstance(logits_to_keep, int)
+                                                  and logits_to_keep == 1))
         if self.two_stream:
             h = torch.cat([h, h[:, out_index]], dim=1)  # output stream starts from the same embedding
         for layer in self.model.layers:

@@ -293,3 +293,30 @@ def test_fla_vs_naive_dry_run_writes_csvs(tmp_path):
     assert {"commit", "device", "backend", "dtype", "seed", "wall_s"} <= set(check.columns)
     speed = read_csv(tmp_path / "baseline_throughput.csv")
     assert list(speed["arch"]) == ["gdn"] and (speed["tokens_per_s"] > 0).all()
+
+
+def test_orthros_h_gdn_last_row_read_equals_general_path():
+    """Prefill/decode read S_T q' from the final state; it must equal the general (second pass) route."""
+    from baselines.fla_mixers import make_gdn_two_stream
+    from models.backbone import MixerContext
+    from models.registry import make_config
+
+    config = make_config("orthros_h", "1M", vocab_size=VOCAB, max_position_embeddings=64, window_size=8)
+    torch.manual_seed(1)
+    mixer = make_gdn_two_stream(config, 0).eval()
+    T = 13
+    x = torch.randn(2, T + 1, config.hidden_size)
+    outs = []
+    for last in (False, True):
+        ctx = MixerContext(positions=torch.arange(T).expand(2, T), q_index=torch.arange(T),
+                           out_index=torch.tensor([T - 1]), key_mask=None, attention_mask=None, cache=None,
+                           out_is_last=last)
+        with torch.no_grad():
+            outs.append(mixer(x, ctx))
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)
+    # and the flag matters only for the output row: a wrong route would change it
+    ctx = MixerContext(positions=torch.arange(T).expand(2, T), q_index=torch.arange(T),
+                       out_index=torch.tensor([T - 2]), key_mask=None, attention_mask=None, cache=None)
+    with torch.no_grad():
+        other = mixer(x, ctx)
+    assert (other[:, T] - outs[0][:, T]).abs().max() > 1e-4

@@ -37,6 +37,25 @@ def test_engine_decode_matches_uncached_forward(arch, kw):
             torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("arch, kw", [("linear_hybrid", {}), ("orthros_h", dict(window_size=4)), ("gdn", {}),
+                                      ("gla", {})])
+def test_engine_recurrent_layers_match_uncached_forward(arch, kw):
+    """GDN/GLA layers keep their state in the engine's buffers; the reference is the uncached PT forward
+    (all positions, so Orthros-H's GDN output rows take the general second-pass route, not the S_T read)."""
+    model = tiny(arch, num_hidden_layers=4, intermediate_size=256, **kw)
+    prompt = torch.randint(0, 67, (2, 11))
+    engine = Engine(model, batch=2, max_len=32, bucket=8, chunk=4)
+    logits = [engine.prefill(prompt)] + engine.decode(12, keep_logits=True)
+    seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+    assert engine.state_bytes() > 0 and (engine.kv_bytes() > 0) == (arch in ("linear_hybrid", "orthros_h"))
+    with torch.no_grad():
+        for n in (0, 1, 6, 12):
+            ref = model(seq[:, :11 + n]).logits[:, -1]
+            torch.testing.assert_close(logits[n], ref, atol=1e-5, rtol=0)
+    engine.prefill(prompt)  # a second prefill resets the state in place
+    torch.testing.assert_close(engine.decode(1, keep_logits=True)[0], logits[1], atol=1e-6, rtol=0)
+
+
 def test_engine_sees_the_window():
     """Guard: a model whose window differs must disagree with the engine's logits (the test can fail)."""
     model = tiny("orthros", window_size=4)
@@ -71,6 +90,8 @@ def test_engine_refuses_non_attention_mixer():
     model.model.layers[1].mixer = torch.nn.Identity()
     with pytest.raises(ValueError, match="layer 1"):
         Engine(model, batch=1, max_len=16)
+    with pytest.raises(ValueError, match="layer 0 mixer FLAMixer"):
+        Engine(tiny("retnet"), batch=1, max_len=16)
 
 
 def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
@@ -103,6 +124,25 @@ def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
     assert ((rows.decode_tok_s - rows.batch * rows.output_len / (rows.e2e_s - rows.ttft_s)).abs() < 1e-6).all()
     assert set(rows.method) == {"measured", "measured TTFT + timed decode steps x output_len"}
     check = e2e[e2e.model == "engine"]
+    assert check.status.tolist() == ["pass"] and check.value.iloc[0] < 1e-4
+
+    # the Table 4 hybrid rows, appended (the rows above stay)
+    prefill_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--lengths", "32", "--layer-lengths", "",
+                      "--matmul-n", "64", "--window", "8", "--repeats", "1", "--archs", "linear_hybrid,orthros_h",
+                      "--append", "--out-dir", str(tmp_path)])
+    pre = pd.read_csv(tmp_path / "prefill.csv")
+    hyb = pre[pre.model.isin(["linear_hybrid", "orthros_h"]) & (pre.status == "ok") & (pre.method == "full-model")]
+    assert len(hyb) == 2 and hyb.kernel.str.contains("fla-naive:GatedDeltaNet").all()
+    assert {"transformer", "orthros"} <= set(pre[pre.status == "ok"].model)
+    e2e_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--configs", "40/3", "--archs",
+                  "linear_hybrid,orthros_h", "--bucket", "16", "--chunk", "8", "--window", "8", "--check-steps", "6",
+                  "--rates", str(tmp_path / "rates.json"), "--out-dir", str(tmp_path), "--append"])
+    e2e = pd.read_csv(tmp_path / "e2e.csv")
+    rows = e2e[(e2e.status == "ok")]
+    assert set(rows.model) == {"transformer", "orthros", "linear_hybrid", "orthros_h"}
+    hyb = rows[rows.model.isin(["linear_hybrid", "orthros_h"])]
+    assert (hyb.state_gib > 0).all() and (hyb.hbm_bound_ms > 0).all()
+    check = e2e[e2e.model == "engine:linear_hybrid+orthros_h"]
     assert check.status.tolist() == ["pass"] and check.value.iloc[0] < 1e-4
 
     out = prefill_cpu.main(["--profile", "ci", "--archs", "orthros,transformer", "--lengths", "32", "--repeats", "1",

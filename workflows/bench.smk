@@ -51,4 +51,4 @@ rule gpu_benchmarks:
     log:
         WORK + "/logs/gpu_benchmarks.log",
     shell:
-        "bash suite/bench/gpu_all.sh {GPU_OUT} > {log} 2>&1"
+        "OUT={GPU_OUT} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"

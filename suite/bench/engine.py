@@ -11,6 +11,11 @@ An Orthros decode step feeds the last generated token as one base row (writes it
 last w keys) and one output row (attends every key, gives the logits). A single-stream model
 (Transformer, SWA) feeds one row that writes K/V and gives the logits.
 
+Recurrent layers (GDN and the other FLA mixers; the GDN layers of Linear Hybrid and Orthros-H) keep
+their state in static buffers: prefill and every decode step call the mixer itself with a cache slot
+holding those buffers (FLA's fused-recurrent decode route) and copy the new state back in place, so
+the step stays capturable. They hold no K/V.
+
 Decode attention is written with static shapes so it can be captured: the output row attends the
 first ``L`` cache slots (``L`` = position rounded up to a bucket) with a mask ``key <= position``,
 scores by one GEMM per (sequence, KV head), the value product split into chunks (split-K, the
@@ -27,12 +32,22 @@ from models import backend
 from models.backbone import apply_rope, rope_cos_sin
 
 
-def _attention_mixers(model):
+RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
+
+
+def _is_attention(mix) -> bool:
+    return all(hasattr(mix, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "window"))
+
+
+def _check_mixers(model):
+    """The layers' mixers; each must be attention or a recurrent FLA mixer (:class:`baselines.fla_mixers.FLAMixer`)."""
     mixers = [layer.mixer for layer in model.model.layers]
     for i, m in enumerate(mixers):
-        if not all(hasattr(m, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "window")):
-            raise ValueError(f"layer {i} mixer {type(m).__name__} is not an attention mixer; the engine "
-                             f"supports attention models only (transformer, swa, orthros)")
+        # RetNet is left out: its rotary offset is a host integer that a captured graph would freeze
+        if not _is_attention(m) and type(getattr(m, "layer", None)).__name__ not in RECURRENT_LAYERS:
+            raise ValueError(f"layer {i} mixer {type(m).__name__} is neither attention nor one of the FLA layers "
+                             f"{RECURRENT_LAYERS}; the engine supports transformer, swa, orthros, gdn, gla, "
+                             f"linear_hybrid and orthros_h")
     return mixers
 
 
@@ -53,8 +68,9 @@ class Engine:
     """Greedy generation with a static KV cache.
 
     Args:
-        model: a :class:`models.backbone.SuiteForCausalLM` whose mixers are attention (``two_stream``
-            decides Orthros vs single-stream decoding), in eval mode, on its target device and dtype.
+        model: a :class:`models.backbone.SuiteForCausalLM` whose mixers are attention or recurrent FLA
+            mixers (``two_stream`` decides Orthros / Orthros-H vs single-stream decoding), in eval mode,
+            on its target device and dtype.
         batch: sequences per batch B.
         max_len: most tokens per sequence (prompt + generated); rounded up to ``bucket``.
         bucket: key-length granularity of decode attention (and of CUDA graphs).
@@ -64,7 +80,7 @@ class Engine:
     The engine snapshots Orthros's scale-offset parameters at construction (build it after loading weights).
 
     Raises:
-        ValueError: non-attention mixers, bad sizes.
+        ValueError: unsupported mixers, bad sizes.
     """
 
     def __init__(self, model, batch: int, max_len: int, bucket: int = 2048, chunk: int = 1024,
@@ -73,7 +89,8 @@ class Engine:
             raise ValueError(f"batch must be >= 1 and max_len >= 2, got batch={batch}, max_len={max_len}")
         if bucket < 1 or chunk < 1 or bucket % chunk:
             raise ValueError(f"chunk={chunk} must divide bucket={bucket}")
-        self.model, self.mixers = model, _attention_mixers(model)
+        self.model, self.mixers = model, _check_mixers(model)
+        self.attention = [_is_attention(m) for m in self.mixers]
         cfg = model.config
         if max_len > cfg.max_position_embeddings:
             raise ValueError(f"max_len={max_len} exceeds max_position_embeddings={cfg.max_position_embeddings}")
@@ -86,9 +103,11 @@ class Engine:
         Hkv, d = cfg.num_key_value_heads, cfg.head_dim
         # K: [B, Hkv, capacity, d]; V chunk-major: [capacity / chunk, B, Hkv, chunk, d], so that the first
         # S chunks are one uniformly strided batch for the split-K value product (no copy of V)
-        self.k = [torch.zeros(batch, Hkv, self.capacity, d, device=self.device, dtype=self.dtype) for _ in self.mixers]
+        self.k = [torch.zeros(batch, Hkv, self.capacity, d, device=self.device, dtype=self.dtype) if a else None
+                  for a in self.attention]
         self.v = [torch.zeros(self.capacity // chunk, batch, Hkv, chunk, d, device=self.device, dtype=self.dtype)
-                  for _ in self.mixers]
+                  if a else None for a in self.attention]
+        self.states: list[dict | None] = [None] * len(self.mixers)  # recurrent layers: static state buffers
         self.tok = torch.zeros(batch, 1, dtype=torch.long, device=self.device)  # next input token
         self.pos = torch.zeros(1, dtype=torch.long, device=self.device)  # its position
         self.next_tok = torch.zeros_like(self.tok)
@@ -96,14 +115,68 @@ class Engine:
         self.length = 0  # tokens in the cache (host copy of pos)
         # decode rows are [base, output]: their scale-offsets stacked once (a snapshot of the parameters)
         self._so = [(torch.stack([m.alpha, m.alpha_out]).detach(), torch.stack([m.beta, m.beta_out]).detach())
-                    if self.two_stream and m.scale_offset else None for m in self.mixers]
+                    if self.two_stream and a and m.scale_offset else None for m, a in zip(self.mixers, self.attention)]
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
         self._graphs: dict[int, tuple] = {}
         self._pool = None
 
     def kv_bytes(self) -> int:
-        """Bytes of the preallocated K/V cache."""
-        return sum(t.numel() * t.element_size() for t in self.k + self.v)
+        """Bytes of the preallocated K/V cache (attention layers)."""
+        return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
+
+    def state_bytes(self) -> int:
+        """Bytes of the recurrent layers' states (recurrent + short-conv), 0 before the first prefill."""
+        return sum(t.numel() * t.element_size() for st in self.states if st for t in st.values())
+
+    def decode_bytes(self, context: int) -> int:
+        """HBM bytes one decode step must move with ``context`` tokens cached: every weight but the
+        embedding table once, K/V of ``context + 1`` keys per attention layer (plus the windowed base
+        row's keys in a two-stream model), and each recurrent state read and written."""
+        m = self.model
+        weights = sum(p.numel() * p.element_size() for name, p in m.named_parameters() if "embed_tokens" not in name)
+        kv_row = 2 * self.model.config.num_key_value_heads * self.model.config.head_dim * self.k[self.attention.index(
+            True)].element_size() * self.batch if any(self.attention) else 0
+        keys = 0
+        for mix, a in zip(self.mixers, self.attention):
+            if a:
+                keys += context + 1
+                if self.two_stream and mix.window is not None:
+                    keys += min(mix.window, context + 1)
+        return weights + keys * kv_row + 2 * self.state_bytes()
+
+    def _slot_ctx(self, i: int, slot: dict, q_index: torch.Tensor):
+        """Context for recurrent layer i on the new tokens at ``q_index`` [n] (T_out = 1, the last)."""
+        from types import SimpleNamespace
+
+        from models.backbone import MixerContext
+
+        n = q_index.shape[0]
+        return MixerContext(positions=q_index.expand(self.batch, n), q_index=q_index,
+                            out_index=q_index.new_tensor([n - 1]), key_mask=None, attention_mask=None,
+                            cache=SimpleNamespace(layers={i: slot}), out_is_last=True)
+
+    def _recurrent(self, i: int, mix, x, start: int):
+        """Run recurrent layer i on rows x with its state; prefill (start == 0) (re)fills the static buffers.
+
+        Decode (start > 0) reads positions from ``self.pos`` so that a captured graph stays valid.
+        """
+        n = x.shape[1] - (1 if self.two_stream else 0)
+        if start == 0:
+            slot = {}
+            out = mix(x, self._slot_ctx(i, slot, torch.arange(n, device=self.device)))
+            fresh = {k: v for k, v in slot.items() if isinstance(v, torch.Tensor)}
+            if self.states[i] is None:
+                self.states[i] = {k: v.clone() for k, v in fresh.items()}
+            else:
+                for k, v in fresh.items():
+                    self.states[i][k].copy_(v)
+            return out
+        slot = dict(self.states[i], seen=start)
+        out = mix(x, self._slot_ctx(i, slot, self.pos))
+        for k, buf in self.states[i].items():
+            if slot[k] is not buf:
+                buf.copy_(slot[k])
+        return out
 
     @torch.inference_mode()
     def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -124,6 +197,10 @@ class Engine:
             h = torch.cat([h, h[:, -1:]], dim=1)
         for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
             x = layer.input_layernorm(h)
+            if not self.attention[i]:
+                h = h + self._recurrent(i, mix, x, 0)
+                h = h + layer.mlp(layer.post_attention_layernorm(h))
+                continue
             q, k, v = _project(mix, x, T)
             k = apply_rope(k, cos, sin)
             self.k[i][:, :, :T].copy_(k)
@@ -207,12 +284,16 @@ class Engine:
         full_out = torch.arange(L, device=self.device) > self.pos  # keys after pos: masked out
         pos_chunk, pos_off = self.pos // c, self.pos % c
         windows = {}
-        for w in {mix.window for mix in self.mixers if mix.window is not None}:
+        for w in {mix.window for mix, a in zip(self.mixers, self.attention) if a and mix.window is not None}:
             idx = self.pos - w + 1 + torch.arange(w, device=self.device)
             safe = idx.clamp(min=0)
             windows[w] = (safe, safe // c, safe % c, idx < 0)
         for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
             x = layer.input_layernorm(h)
+            if not self.attention[i]:
+                h = h + self._recurrent(i, mix, x, self.length)
+                h = h + layer.mlp(layer.post_attention_layernorm(h))
+                continue
             q, k, v = self._project_decode(i, mix, x)
             kcache, vcache = self.k[i], self.v[i]
             kcache.index_copy_(2, self.pos, k)

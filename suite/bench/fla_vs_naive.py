@@ -131,6 +131,15 @@ def _triton_version() -> str:
         return "absent"
 
 
+def _tilelang_version() -> str:
+    try:
+        import tilelang
+
+        return tilelang.__version__
+    except Exception:  # absent, or present without its dependencies (z3, tvm-ffi)
+        return "absent"
+
+
 def throughput(arch: str, size: str, batch: int, seq_len: int, steps: int, warmup: int, device: str,
                seed: int = 0) -> dict:
     """Training tokens/s of ``arch`` at ``size`` (AdamW; bf16 autocast on CUDA)."""
@@ -191,12 +200,16 @@ def main(argv=None) -> None:
     parser.add_argument("--train-seq-len", type=int, default=2048, help="throughput sequence length (default 2048)")
     parser.add_argument("--steps", type=int, default=5, help="timed training steps (default 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up steps (default 2)")
-    parser.add_argument("--archs", nargs="+", default=list(THROUGHPUT_ARCHS), help="throughput architectures")
+    parser.add_argument("--archs", nargs="*", default=list(THROUGHPUT_ARCHS),
+                        help="throughput architectures; none skips the throughput part")
+    parser.add_argument("--mixers", nargs="*", default=list(MIXERS), choices=list(MIXERS), help="cross-checked mixers")
+    parser.add_argument("--append", action="store_true",
+                        help="keep the rows of other mixers/dtypes and archs already in the two CSVs")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
     from models import backend as attention_backend
-    from suite.provenance import provenance, write_csv
+    from suite.provenance import provenance, read_csv, write_csv
 
     from .gpu_common import env_info
 
@@ -217,18 +230,25 @@ def main(argv=None) -> None:
     env = env_info(device)
     backend = "fla-triton vs fla-naive" if device == "cuda" else "fla-naive (cpu)"
 
-    rows = []
+    def kept(name: str, replaced) -> list[dict]:
+        path = os.path.join(out_dir, name)
+        if not (args.append and os.path.exists(path)):
+            return []
+        return [r for r in read_csv(path).to_dict("records") if not replaced(r)]
+
+    rows = kept("fla_crosscheck.csv", lambda r: r["mixer"] in args.mixers and r["dtype"] in args.dtypes)
     for dtype_name in args.dtypes:
-        for mixer in MIXERS:
+        for mixer in args.mixers:
             start = time.time()
             found = crosscheck(mixer, args.size, args.seq_len, dtype_name, device, args.dry_run, args.seed)
-            prov = provenance(profile, args.seed, dtype_name, backend, device, time.time() - start)
+            used = backend + (f" (tilelang {_tilelang_version()})" if mixer == "gdn" and device == "cuda" else "")
+            prov = provenance(profile, args.seed, dtype_name, used, device, time.time() - start)
             rows += [{**row, **prov, **env} for row in found]
             write_csv(rows, os.path.join(out_dir, "fla_crosscheck.csv"))  # row by row: a cut run keeps its rows
             for row in found:
                 print(f"{mixer:7s} {row['direction']:8s} {dtype_name}: rel_err={row['rel_err']} pass={row['pass']} "
                       f"{row['status']}")
-    rows = []
+    rows = kept("baseline_throughput.csv", lambda r: r["arch"] in args.archs)
     dtype = "bf16-autocast" if device == "cuda" else "fp32"
     for arch in args.archs:
         start = time.time()
@@ -236,6 +256,8 @@ def main(argv=None) -> None:
         kernels = attention_backend.describe(device)
         if arch not in ("transformer", "swa", "orthros"):
             kernels += "+fla-triton" if device == "cuda" else "+fla-naive"
+            if arch in ("gdn", "linear_hybrid", "orthros_h") and device == "cuda":
+                kernels += f"+tilelang-{_tilelang_version()}"
         rows.append({**row, **provenance(profile, args.seed, dtype, kernels, device, time.time() - start), **env})
         write_csv(rows, os.path.join(out_dir, "baseline_throughput.csv"))
         print(f"{arch:14s} {row['tokens_per_s']} tok/s {row['status']}")

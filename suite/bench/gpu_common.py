@@ -69,6 +69,14 @@ def kernels_summary() -> str:
     return "+".join(sorted(backend.kernels_used())) or "none"
 
 
+def model_kernels(model, device) -> str:
+    """:func:`kernels_summary` plus the FLA layers the model runs, e.g. ``sdpa-flash+fla-triton:GatedDeltaNet``."""
+    layers = sorted({type(m.layer).__name__ for m in model.modules() if hasattr(m, "layer") and hasattr(m, "layer_idx")
+                     and type(m.layer).__module__.startswith("fla.")})
+    route = "fla-triton" if torch.device(device).type == "cuda" else "fla-naive"
+    return "+".join([kernels_summary()] + [f"{route}:{name}" for name in layers])
+
+
 def env_info(device) -> dict:
     """Software versions and the GPU (columns gpu_name, driver, torch, triton, transformers, fla[, cuda])."""
     info = software_versions(str(device))

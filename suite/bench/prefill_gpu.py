@@ -34,7 +34,8 @@ from models import backend
 from models.backbone import MixerContext, rope_cos_sin
 from suite.bench import cost_model as cm
 from suite.bench.engine import build_bench_model
-from suite.bench.gpu_common import (RowWriter, common_columns, copy_bandwidth, free, kernels_summary, peak_gib, reset_peak,
+from suite.bench.gpu_common import (RowWriter, common_columns, copy_bandwidth, free, kernels_summary, model_kernels,
+                                    peak_gib, reset_peak,
                                     time_ms)
 
 PAIRS = {"transformer": "orthros", "linear_hybrid": "orthros_h"}  # baseline -> its Orthros counterpart
@@ -108,7 +109,7 @@ def full_prefill(model, T: int, device, repeats: int, warmup: int) -> dict:
     backend.reset_usage()
     ms = time_ms(run, device, repeats, warmup)
     result = {"ms": ms, "peak_mem_gib": peak_gib(device), "kv_cache_gib": kv["cache"].memory_bytes() / 2**30,
-              "kernel": kernels_summary()}
+              "kernel": model_kernels(model, device)}
     kv.clear()
     free(device)
     return result
