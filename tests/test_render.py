@@ -110,3 +110,17 @@ def test_corrupt_results_csv_raises(tmp_path):
     (tmp_path / "default" / "quality.csv").write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(ValueError, match="quality.csv"):
         render(tmp_path / "default", None, tmp_path / "t", tmp_path / "f")
+
+
+def test_ttft_outlier_is_flagged_as_suspect():
+    """A TTFT whose per-token cost is far off the same model's other configs is flagged; consistent ones are not."""
+    import pandas as pd
+
+    from suite.report.tables import ttft_suspects
+
+    rows = [dict(model=m, input_len=i, output_len=o, ttft_s=t, status="ok")
+            for m, ts in (("a", (12.2, 7.3, 11.2)), ("b", (24.8, 24.5, 22.0)))
+            for (i, o), t in zip(((131072, 128), (130048, 1024), (122880, 8192)), ts)]
+    rows.append(dict(model="c", input_len=131072, output_len=128, ttft_s=1.0, status="ok"))  # one config: no median
+    flags = ttft_suspects(pd.DataFrame(rows))
+    assert list(flags) == [("a", 130048.0, 1024.0)] and 0.6 < flags[("a", 130048.0, 1024.0)] < 0.7

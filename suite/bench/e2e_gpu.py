@@ -123,6 +123,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--rates", default=None, help="rates.json with hbm_bytes_per_s (else measured here)")
     ap.add_argument("--out-dir", default="results/gpu")
     ap.add_argument("--append", action="store_true", help="keep the rows of other models in e2e.csv")
+    ap.add_argument("--check-only", action="store_true", help="only (re)run the engine check row of --archs")
     args = ap.parse_args(argv)
     configs = parse_configs(args.configs)
     if args.batch < 1 or args.sample_steps < 1 or args.check_steps < 2:
@@ -138,6 +139,8 @@ def main(argv=None) -> list[dict]:
     recurrent = [a for a in archs if a not in ("transformer", "swa", "orthros")]
     check = "engine" if not recurrent else "engine:" + "+".join(recurrent)
     keep = (lambda r: r["model"] not in archs + [check]) if args.append else None
+    if args.check_only:
+        keep = lambda r: r["model"] != check  # noqa: E731
     writer = RowWriter(out_dir / "e2e.csv", common_columns(device, args.dtype), keep=keep)
     # FLA's chunked prefill kernels use TF32 dot products, so the recurrent models' check gets a looser bound
     limit = 1e-2 if recurrent else 1e-3
@@ -149,7 +152,9 @@ def main(argv=None) -> list[dict]:
         err, status = float("nan"), f"fail: {type(exc).__name__}: {exc}"[:300]
     writer.add(model=check, shape="1M", batch=2, method="target", target=target, value=err, threshold=limit,
                status=status)
-    print(f"[e2e_gpu] {check} check: max |logit diff| {err:.2e}", flush=True)
+    print(f"[e2e_gpu] {check} check: max |logit diff| {err:.2e} {status}", flush=True)
+    if args.check_only:
+        return writer.rows
     max_len = max(i + o for i, o in configs)
     results = {}
     torch.manual_seed(0)

@@ -152,7 +152,7 @@ class Engine:
 
         n = q_index.shape[0]
         return MixerContext(positions=q_index.expand(self.batch, n), q_index=q_index,
-                            out_index=q_index.new_tensor([n - 1]), key_mask=None, attention_mask=None,
+                            out_index=q_index[-1:] - q_index[:1], key_mask=None, attention_mask=None,
                             cache=SimpleNamespace(layers={i: slot}), out_is_last=True)
 
     def _recurrent(self, i: int, mix, x, start: int):
@@ -320,10 +320,16 @@ class Engine:
         if L not in self._graphs:
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
+            # warm-up runs: idempotent for K/V (same tok/pos, same K/V written) but not for recurrent
+            # states, which each run advances; they are restored afterwards
+            saved = [{k: v.clone() for k, v in st.items()} if st else None for st in self.states]
             with torch.cuda.stream(stream):
-                for _ in range(2):  # warm-up: the step is idempotent (same tok/pos, same K/V written)
+                for _ in range(2):
                     self._step(L)
             torch.cuda.current_stream().wait_stream(stream)
+            for st, kept in zip(self.states, saved):
+                for k, v in (kept or {}).items():
+                    st[k].copy_(v)
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()

@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from models import backend
 from models.backbone import apply_rope, rope_cos_sin
-from suite.bench.engine import _attention_mixers, _project
+from suite.bench.engine import _is_attention, _project
 
 
 def shard_bounds(T: int, world: int) -> list[tuple[int, int]]:
@@ -89,7 +89,11 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
     """
     if not getattr(model, "two_stream", False):
         raise ValueError(f"{type(model).__name__} is not a two-stream (Orthros) model")
-    mixers = _attention_mixers(model)
+    mixers = [layer.mixer for layer in model.model.layers]
+    for i, m in enumerate(mixers):
+        if not _is_attention(m):
+            raise ValueError(f"layer {i} mixer {type(m).__name__} is not attention; sequence-parallel prefill "
+                             f"supports transformer, swa and orthros")
     cfg = model.config
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     B, T = input_ids.shape

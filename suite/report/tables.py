@@ -114,9 +114,31 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
+TTFT_SPREAD = 0.25  # a run's TTFT per input token may differ this much from the model's median before it is flagged
+
+
+def ttft_suspects(e2e: pd.DataFrame) -> dict:
+    """``{(model, input_len, output_len): ratio}`` for ok rows whose TTFT per input token is off the same model's
+    median over its configs by more than ``TTFT_SPREAD`` (prefill cost is near linear in the input at these
+    lengths, so such a row points at a measurement problem, e.g. a first-call autotune or a fast path)."""
+    ok = e2e[(e2e["status"] == "ok") & e2e["ttft_s"].notna()].copy()
+    ok["per_token"] = pd.to_numeric(ok["ttft_s"]) / pd.to_numeric(ok["input_len"])
+    out = {}
+    for model, g in ok.groupby("model"):
+        if len(g) < 3:
+            continue
+        median = g["per_token"].median()
+        for r in g.itertuples():
+            if abs(r.per_token / median - 1) > TTFT_SPREAD:
+                out[(model, float(r.input_len), float(r.output_len))] = r.per_token / median
+    return out
+
+
 def e2e_table(reported: pd.DataFrame, e2e: pd.DataFrame | None, *, paper_cond: str, missing: str) -> pd.DataFrame:
     """Table 4: reported TTFT / E2E / throughputs vs ``results/gpu/e2e.csv`` rows with the same model, batch and
-    output length and an input length within 2% (diff = measured - reported, same unit)."""
+    output length and an input length within 2% (diff = measured - reported, same unit). A row whose TTFT is
+    off the model's other configs (:func:`ttft_suspects`) gets status ``ok (suspect: ...)``."""
+    suspects = ttft_suspects(e2e) if e2e is not None else {}
     rows = []
     for r in reported.itertuples():
         base = dict(model=r.model, variant=r.variant, scale=r.scale, task=r.setting, metric=r.metric, reported=r.value,
@@ -128,7 +150,10 @@ def e2e_table(reported: pd.DataFrame, e2e: pd.DataFrame | None, *, paper_cond: s
             ok = hits[hits["status"] == "ok"]
             if len(ok) and r.metric in ok:
                 value = pd.to_numeric(ok[r.metric]).mean()
-                base.update(measured=value, diff=value - r.value, status="ok",
+                flag = suspects.get((r.model, float(ok["input_len"].iloc[0]), float(r.output_len)))
+                status = "ok" if flag is None else (f"ok (suspect: TTFT per input token {flag:.2f}x this model's "
+                                                    f"median over its configs; re-measure)")
+                base.update(measured=value, diff=value - r.value, status=status,
                             measured_scale_conditions=scale_text(ok, r.model))
             else:
                 base.update(status=str(hits["status"].iloc[0]) if len(hits) else
@@ -159,7 +184,8 @@ def _speedup_rows(table: pd.DataFrame) -> pd.DataFrame:
                          diff=None if rep is None or meas is None else meas - rep, unit="x",
                          paper_scale_conditions=b["paper_scale_conditions"],
                          measured_scale_conditions=b["measured_scale_conditions"],
-                         status="ok" if meas is not None else b["status"]))
+                         status=next((x for x in (a["status"], b["status"]) if str(x).startswith("ok (suspect")),
+                                     "ok") if meas is not None else b["status"]))
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
