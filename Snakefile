@@ -42,3 +42,4 @@ include: "workflows/report.smk"
 rule all:
     input:
         rules.render.output,
+        GPU_EXTRA,

@@ -52,3 +52,17 @@ rule gpu_benchmarks:
         WORK + "/logs/gpu_benchmarks.log",
     shell:
         "OUT={GPU_OUT} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"
+
+
+rule fla_crosscheck:
+    """25M, one GPU: FLA Triton kernels vs the naive route per mixer (fwd/bwd, bf16/fp32, T=2K) and the training
+    throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang (README)."""
+    input:
+        BENCH_CODE,
+    output:
+        crosscheck=GPU_OUT + "/fla_crosscheck.csv",
+        throughput=GPU_OUT + "/baseline_throughput.csv",
+    log:
+        WORK + "/logs/fla_crosscheck.log",
+    shell:
+        "{PY} suite.bench.fla_vs_naive --out-dir {GPU_OUT} > {log} 2>&1"

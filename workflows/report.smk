@@ -1,6 +1,8 @@
 # Rendering: every paper table and figure, reported beside measured, with the diff and the measured scale.
 
 GPU_CSVS = [GPU_OUT + "/prefill.csv", GPU_OUT + "/e2e.csv"] if PROFILE == "gpu" else []
+# not rendered into a paper table (the paper has none for them), but part of the gpu profile's study
+GPU_EXTRA = [GPU_OUT + "/fla_crosscheck.csv", GPU_OUT + "/baseline_throughput.csv"] if PROFILE == "gpu" else []
 TABLES = [f"{RENDER}/paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
 FIGURES = [f"{RENDER}/figures/fig{n}.{ext}" for n in (2, 3, 4) for ext in ("png", "pdf")]
 
