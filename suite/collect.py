@@ -50,7 +50,7 @@ def ablation(evals: list[str], metrics: list[str]) -> pd.DataFrame:
     """SO ablation (Table 7 / Fig. 2 in miniature): held-out byte perplexity per variant and size."""
     rows = quality(evals, metrics)
     rows = rows[(rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)]
-    return rows.rename(columns={"arch": "variant"})
+    return rows.rename(columns={"variant": "task_variant"}).rename(columns={"arch": "variant"})
 
 
 def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.DataFrame:
@@ -63,6 +63,7 @@ def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.
         run = read_csv(me).iloc[0]
         rows = read_csv(ev)
         rows = rows[(rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)].copy()
+        rows = rows.rename(columns={"variant": "task_variant"})
         rows["variant"] = variant
         for col in SCALE:
             rows[col] = run[col]

@@ -18,8 +18,12 @@ import pandas as pd
 PROVENANCE_COLUMNS = ["commit", "profile", "device", "backend", "dtype", "seed", "wall_s"]
 
 
+OUTPUT_PATHS = ("results", "paper_tables", "figures", "report.html")  # what runs write; not code
+
+
 def git_commit(repo: str | Path | None = None) -> str:
-    """Short commit hash of the working tree, suffixed ``-dirty`` when tracked files differ; ``unknown`` outside git.
+    """Short commit hash of the working tree, suffixed ``-dirty`` when tracked files other than run outputs
+    (``OUTPUT_PATHS``) differ; ``unknown`` outside git.
 
     ``SUITE_COMMIT`` in the environment wins: machines that get a copy of the tree without ``.git``
     (the lent GPU machine) are told the commit by the command that starts them.
@@ -30,7 +34,9 @@ def git_commit(repo: str | Path | None = None) -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True,
                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
+        # only code counts: a run rewrites tracked results/tables/figures itself
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){p}" for p in OUTPUT_PATHS)], cwd=repo,
                                capture_output=True, text=True, check=True).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

@@ -67,7 +67,8 @@ def test_missing_conversion_gives_not_run(rendered):
 
 def test_audit_with_fixtures(rendered):
     a = pd.read_csv(rendered / "tables" / "claims_audit.csv").set_index("id")
-    assert a.loc["C16", "measured"] == pytest.approx(12000 / 3000) and a.loc["C16", "verdict"] == "reproduced here"
+    assert a.loc["C16", "measured"] == pytest.approx(12000 / 3000)
+    assert a.loc["C16", "verdict"] == "reproduced here (expected ~3.5 +/-25%)"
     assert a.loc["C17", "verdict"].startswith("not testable here") and "20.00x" in a.loc["C17", "verdict"]
     assert a.loc["C19", "measured"] == pytest.approx(25 / 10)
     assert a.loc["C19", "measured_proxy"].startswith("not reproduced here")

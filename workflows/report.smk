@@ -3,8 +3,9 @@
 GPU_CSVS = [GPU_OUT + "/prefill.csv", GPU_OUT + "/e2e.csv"] if PROFILE == "gpu" else []
 # not rendered into a paper table (the paper has none for them), but part of the gpu profile's study
 GPU_EXTRA = [GPU_OUT + "/fla_crosscheck.csv", GPU_OUT + "/baseline_throughput.csv"] if PROFILE == "gpu" else []
-TABLES = [f"{RENDER}/paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
-FIGURES = [f"{RENDER}/figures/fig{n}.{ext}" for n in (2, 3, 4) for ext in ("png", "pdf")]
+RENDER_PREFIX = "" if RENDER in (".", "./", "") else RENDER.rstrip("/") + "/"  # "./x" paths make snakemake warn
+TABLES = [f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
+FIGURES = [f"{RENDER_PREFIX}figures/fig{n}.{ext}" for n in (2, 3, 4) for ext in ("png", "pdf")]
 
 
 rule render:
@@ -22,7 +23,7 @@ rule render:
         "paper_tables/reported",
     output:
         tables=[report(p, category="Tables") for p in TABLES],
-        audit=report(f"{RENDER}/paper_tables/claims_audit.md", category="Claims audit"),
+        audit=report(f"{RENDER_PREFIX}paper_tables/claims_audit.md", category="Claims audit"),
         figures=[report(p, category="Figures") for p in FIGURES if p.endswith(".png")],
         pdfs=[p for p in FIGURES if p.endswith(".pdf")],
     shell:

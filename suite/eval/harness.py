@@ -243,7 +243,10 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     for name in names:
         if name == "val_ppl":
             spec_obj = perplexity_task_config(ppl_data, "val_ppl", ppl_sample_by)
-            spec = TaskSpec("val_ppl", PPL_METRICS, f"local loglikelihood_rolling over {spec_obj['metadata']['data_path']}"
+            data_path = Path(spec_obj["metadata"]["data_path"])
+            if data_path.is_absolute() and data_path.is_relative_to(Path.cwd()):
+                data_path = data_path.relative_to(Path.cwd())  # so results do not depend on the clone's location
+            spec = TaskSpec("val_ppl", PPL_METRICS, f"local loglikelihood_rolling over {data_path}"
                                                    f" (sample_by={ppl_sample_by})")
         elif name in extra_tasks:
             spec_obj, metrics = extra_tasks[name]

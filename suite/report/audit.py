@@ -103,10 +103,22 @@ def _formula(claim: dict, ids: list[str], derived: pd.DataFrame) -> tuple[float 
     return recomputed, diff, verdict, f"{formula}. {detail}".strip(". ")
 
 
-def _measured_verdict(res: dict) -> str:
+def _expectation(measure: dict) -> str:
+    """The pass rule of a measurement, e.g. ``expected ~3.45 +/-25%`` or ``expected >= 0.9``."""
+    exp, parts = measure["expect"], []
+    if "approx" in exp:
+        parts.append(f"~{exp['approx']:g} +/-{100 * exp['rel_tol']:g}%")
+    if "ge" in exp:
+        parts.append(f">= {exp['ge']:g}")
+    if "le" in exp:
+        parts.append(f"<= {exp['le']:g}")
+    return "expected " + " and ".join(parts)
+
+
+def _measured_verdict(res: dict, measure: dict) -> str:
     if res["status"] != "ok":
         return res["status"]
-    return "reproduced here" if res["ok"] else "not reproduced here"
+    return ("reproduced here" if res["ok"] else "not reproduced here") + f" ({_expectation(measure)})"
 
 
 def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path | None = None,
@@ -142,14 +154,14 @@ def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path 
                     else f"no cost-model prediction ({res['status']})"
                 row["verdict"] = f"not testable here ({why}; {pred})"
             else:
-                row["verdict"] = _measured_verdict(res)
+                row["verdict"] = _measured_verdict(res, check["measure"])
                 if res["status"] != "ok" and "gpu" in check["measure"]["results"]:
                     row["verdict"] = f"{res['status']} (GPU benchmark; this machine has no GPU)"
         if "measure" in claim:
             res = evaluate_measure(claim["measure"], results, gpu_results)
             proxy = claim["measure"].get("proxy", "")
             row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
-            row["measured_proxy"] = f"{_measured_verdict(res)}" + (f" [{proxy}]" if proxy else "")
+            row["measured_proxy"] = _measured_verdict(res, claim["measure"]) + (f" [{proxy}]" if proxy else "")
         rows.append(row)
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
 

@@ -30,7 +30,10 @@ NOTES = {
               "cells are in the notes. The suite measures MQAR / NIAH instead (proxies, not comparable).",
     "table4": "Paper: 1x H100, SGLang + Triton attention, batch 2, seconds. Output throughput = batch x output / E2E "
               "(includes prefill). The printed decode-only throughputs at 128K/128 and 127K/1K do not follow from "
-              "batch x output / (E2E - TTFT): see claims_audit.md.",
+              "batch x output / (E2E - TTFT): see claims_audit.md. Measured cells come from results/gpu/e2e.csv: "
+              "random-weight bf16 Qwen3-8B-shape models on one H200 with this suite's engine (the CPU profiles do not "
+              "produce them; the gpu profile does). Compare the speedup rows, not absolute seconds. 'kernel' lists "
+              "every kernel the model ran; 'backend' is the attention backend the run was configured with.",
     "table7": "10B tokens per model (NOT the 100B run of Table 1); averages are over 6 tasks (no SIQA). Per-task cells "
               "exist only for 160M, 1.3B and 6.8B.",
 }
