@@ -25,11 +25,12 @@ prompt length (no padding).
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import torch
 
 from models import backend
-from models.backbone import apply_rope, rope_cos_sin
+from models.backbone import MixerContext, apply_rope, rope_cos_sin
 
 
 RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
@@ -134,8 +135,7 @@ class Engine:
         row's keys in a two-stream model), and each recurrent state read and written."""
         m = self.model
         weights = sum(p.numel() * p.element_size() for name, p in m.named_parameters() if "embed_tokens" not in name)
-        kv_row = 2 * self.model.config.num_key_value_heads * self.model.config.head_dim * self.k[self.attention.index(
-            True)].element_size() * self.batch if any(self.attention) else 0
+        kv_row = 2 * m.config.num_key_value_heads * m.config.head_dim * self.dtype.itemsize * self.batch  # K + V
         keys = 0
         for mix, a in zip(self.mixers, self.attention):
             if a:
@@ -146,10 +146,6 @@ class Engine:
 
     def _slot_ctx(self, i: int, slot: dict, q_index: torch.Tensor):
         """Context for recurrent layer i on the new tokens at ``q_index`` [n] (T_out = 1, the last)."""
-        from types import SimpleNamespace
-
-        from models.backbone import MixerContext
-
         n = q_index.shape[0]
         return MixerContext(positions=q_index.expand(self.batch, n), q_index=q_index,
                             out_index=q_index[-1:] - q_index[:1], key_mask=None, attention_mask=None,
