@@ -114,12 +114,17 @@ def fused_recurrent_gla_cpu(q, k, v, gk=None, gv=None, scale=None, initial_state
     return _gla(q, k, v, gk, scale, initial_state, output_final_state, state_v_first, cu_seqlens)
 
 
+def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """fp32 ``x / sqrt(sum(x^2) + eps)`` over the last dim, as FLA's ``use_qk_l2norm_in_kernel``."""
+    return x.float() * torch.rsqrt(x.float().pow(2).sum(-1, keepdim=True) + eps)
+
+
 def _gdn_inputs(q, k, v, g, beta, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
                 use_gate_in_kernel, A_log, dt_bias):
     from fla.ops.gated_delta_rule.gate import naive_gdn_gate
 
     if use_qk_l2norm_in_kernel:
-        q, k = (x.float() * torch.rsqrt(x.float().pow(2).sum(-1, keepdim=True) + 1e-6) for x in (q, k))
+        q, k = l2norm(q), l2norm(k)
     if use_beta_sigmoid_in_kernel:
         beta = beta.float().sigmoid() * (2.0 if allow_neg_eigval else 1.0)
     if use_gate_in_kernel:

@@ -23,12 +23,12 @@ from torch import nn
 
 from models.backbone import MixerContext
 
+from . import cpu_fallback
+
 CONV_KEYS = ("conv_q", "conv_k", "conv_v")
 
 
 def _fla():
-    from . import cpu_fallback
-
     cpu_fallback.install()
     import fla.layers
 
@@ -182,10 +182,10 @@ class GDNTwoStreamMixer(FLAMixer):
         return L.o_proj(rearrange(L.o_norm(o, g), "b t h d -> b t (h d)"))
 
 
-def read_state(state: torch.Tensor, q: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def read_state(state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """GDN output of queries q [B, 1, H, K] reading the state [B, H, V, K] (state_v_first layout):
     ``S (q / ||q|| * K^-0.5)`` in fp32, as FLA's kernels with ``use_qk_l2norm_in_kernel`` -> [B, 1, H, V]."""
-    q = q.float() * torch.rsqrt(q.float().pow(2).sum(-1, keepdim=True) + eps) * q.shape[-1] ** -0.5
+    q = cpu_fallback.l2norm(q) * q.shape[-1] ** -0.5
     if state.shape[1] != q.shape[2]:  # grouped value heads: value head i reads query head i // (HV / H)
         q = q.repeat_interleave(state.shape[1] // q.shape[2], dim=2)
     return torch.einsum("bhvk,bthk->bthv", state.float(), q)

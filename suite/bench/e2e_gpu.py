@@ -27,12 +27,10 @@ import torch
 
 from suite.bench import cost_model as cm
 from suite.bench.engine import Engine, build_bench_model
-from suite.bench.gpu_common import (RowWriter, common_columns, copy_bandwidth, free, model_kernels, peak_gib,
+from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, model_kernels, peak_gib,
                                     reset_peak, sync)
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-PAIRS = (("transformer", "orthros"), ("linear_hybrid", "orthros_h"))  # (baseline, its Orthros counterpart)
-ATTENTION_ARCHS = ("transformer", "orthros")  # HBM bound from the cost model; others from Engine.decode_bytes
 
 
 def parse_configs(text: str) -> list[tuple[int, int]]:
@@ -200,7 +198,7 @@ def main(argv=None) -> list[dict]:
                 decode_s = sum(step_ms) / len(step_ms) * steps / 1e3
                 method = "measured TTFT + timed decode steps x output_len"
             mid = inp + steps // 2  # the bound at the mean context (bytes are affine in the context)
-            if arch in ATTENTION_ARCHS:
+            if arch in cm.ARCHS:  # the cost model's archs; the hybrids' bound comes from Engine.decode_bytes
                 bound_ms = 1e3 * cm.decode_step_bytes(shape, mid, args.batch, arch, window) / hbm
             else:
                 bound_ms = 1e3 * engine.decode_bytes(mid) / hbm
@@ -227,7 +225,7 @@ def main(argv=None) -> list[dict]:
         free(device)
 
     paper = _paper_e2e()
-    for base, ours in PAIRS:
+    for base, ours in PAIRS.items():
         print(f"\n{base} -> {ours}: {'in/out':>13} {'TTFT x':>7} {'E2E x':>7} {'paper E2E x':>11}")
         for inp, outp in configs:
             if (base, inp, outp) in results and (ours, inp, outp) in results:

@@ -87,6 +87,9 @@ def env_info(device) -> dict:
     return info
 
 
+PAIRS = {"transformer": "orthros", "linear_hybrid": "orthros_h"}  # baseline -> its Orthros counterpart
+
+
 class RowWriter:
     """Collects result rows and rewrites the CSV after every row, so a killed run keeps what it measured.
 

@@ -34,11 +34,9 @@ from models import backend
 from models.backbone import MixerContext, rope_cos_sin
 from suite.bench import cost_model as cm
 from suite.bench.engine import build_bench_model
-from suite.bench.gpu_common import (RowWriter, common_columns, copy_bandwidth, free, kernels_summary, model_kernels,
-                                    peak_gib, reset_peak,
-                                    time_ms)
+from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, kernels_summary,
+                                    model_kernels, peak_gib, reset_peak, time_ms)
 
-PAIRS = {"transformer": "orthros", "linear_hybrid": "orthros_h"}  # baseline -> its Orthros counterpart
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
