@@ -33,7 +33,9 @@ class Size:
 
 SIZES: dict[str, Size] = {
     # CPU / single-GPU sizes (4K BPE vocabulary)
+    "0.5M": Size(56, 2, 2, 2, 160, 4096),
     "1M": Size(96, 2, 4, 4, 256, 4096),
+    "1.5M": Size(128, 2, 4, 4, 352, 4096),
     "2M": Size(128, 4, 4, 4, 384, 4096),
     "3M": Size(192, 4, 4, 4, 448, 4096),
     "6M": Size(256, 5, 4, 4, 704, 4096),

@@ -23,10 +23,19 @@ SCALE = ["n_params", "tokens", "seq_len"]
 PPL_METRIC = "byte_perplexity"  # tokenizer-independent held-out perplexity (lm-eval loglikelihood_rolling)
 
 
-def concat(paths: list[str]) -> pd.DataFrame:
-    """All rows of ``paths`` (each read with a clear error naming a corrupt file)."""
+def concat(paths: list[str], not_run: dict[str, str] | None = None) -> pd.DataFrame:
+    """All rows of ``paths`` (each read with a clear error naming a corrupt file), plus, for every arch in
+    ``not_run`` (arch -> reason), one row per (context_len, depth) cell of the others with that status, so the
+    tables and figures show the arch as not run instead of dropping it."""
     frames = [read_csv(p) for p in paths]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not_run:
+        keys = [c for c in ("context_len", "depth", "seq_len", "num_kv_pairs") if c in out.columns]
+        cells = out[keys].drop_duplicates() if keys else pd.DataFrame([{}])
+        extra = [dict(cell) | {"arch": arch, "status": reason} for arch, reason in not_run.items()
+                 for cell in cells.to_dict("records")]
+        out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
+    return out
 
 
 def _with_scale(evals: pd.DataFrame, metrics: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -38,7 +47,7 @@ def _with_scale(evals: pd.DataFrame, metrics: pd.DataFrame, keys: list[str]) -> 
 def quality(evals: list[str], metrics: list[str]) -> pd.DataFrame:
     """lm-eval rows of every run, plus each run's training-time validation loss (nats/token)."""
     runs = concat(metrics)
-    rows = _with_scale(concat(evals), runs, ["arch", "size"])
+    rows = _with_scale(concat(evals), runs, ["arch", "size", "seed"])
     train_rows = runs.assign(task="train_val_loss", metric="nats_per_token", value=runs["val_loss"],
                              unit="nats/token", status="ok")
     keep = ["arch", "size", *SCALE, "task", "metric", "value", "unit", "status",
@@ -79,10 +88,15 @@ def main(argv=None):
     parser.add_argument("--metrics", nargs="*", default=[])
     parser.add_argument("--variants", nargs="*", default=[])
     parser.add_argument("--inputs", nargs="*", default=[])
+    parser.add_argument("--not-run", nargs="*", default=[], metavar="ARCH=REASON",
+                        help="concat: archs with no results, and why (a 'not run' row per cell)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.kind == "concat":
-        frame = concat(args.inputs)
+        bad = [item for item in args.not_run if "=" not in item]
+        if bad:
+            parser.error(f"--not-run items must be ARCH=REASON, got {bad}")
+        frame = concat(args.inputs, dict(item.split("=", 1) for item in args.not_run))
     elif args.kind == "conversion":
         frame = conversion(args.evals, args.metrics, args.variants)
     else:

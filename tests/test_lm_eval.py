@@ -136,7 +136,7 @@ def test_heldout_perplexity_matches_direct_loglik(tiny):
     df = harness.run_tasks(ckpt, None, ["val_ppl"], root / "ppl.csv", lm=lm, ppl_data=path)
     total_ll = total_words = total_bytes = 0
     for text in paragraphs:
-        ids = [tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]   # lm-eval's rolling prefix
+        ids = [tok.eos_token_id] + tok(text, add_special_tokens=False)["input_ids"]   # the training boundary token
         with torch.no_grad():
             logp = model(input_ids=torch.tensor([ids])).logits.log_softmax(-1)[0]
         total_ll += sum(float(logp[i - 1, ids[i]]) for i in range(1, len(ids)))
@@ -147,6 +147,52 @@ def test_heldout_perplexity_matches_direct_loglik(tiny):
     assert got["byte_perplexity"] == pytest.approx(math.exp(-total_ll / total_bytes), rel=1e-4)
     assert got["bits_per_byte"] == pytest.approx(-total_ll / total_bytes / math.log(2), rel=1e-4)
     assert set(df.unit) == {"ppl", "bits/byte"}
+    assert set(df.boundary_token) == {f"eos:{tok.eos_token_id}"}
+
+
+def _doc_loglik(model, tok, text, boundary_id, window):
+    """Independent rolling log-likelihood: the document after ``boundary_id`` in consecutive chunks of ``window``
+    predicted tokens; a chunk's inputs are the ``window`` tokens before its last target (never more)."""
+    ids = [boundary_id] + tok(text, add_special_tokens=False)["input_ids"]
+    total, start = 0.0, 1
+    while start < len(ids):
+        end = min(start + window, len(ids))               # predict ids[start:end]
+        lo = max(0, end - 1 - window)
+        with torch.no_grad():
+            logp = model(input_ids=torch.tensor([ids[lo:end - 1]])).logits.log_softmax(-1)[0]
+        total += sum(float(logp[i - 1 - lo, ids[i]]) for i in range(start, end))
+        start = end
+    return total
+
+
+def test_perplexity_uses_the_training_boundary_token_and_length(tiny):
+    """Documents start after the token training put between them (EOS here, not lm-eval's BOS), and no window is
+    longer than the training length: a long paragraph is scored in windows of max_length tokens."""
+    root, ckpt, model, tok, _ = tiny
+    text = " ".join(["a long paragraph of held out words that runs well past the training length"] * 4)
+    path = root / "long.txt"
+    path.write_text(text + "\n")
+    lm = harness.OrthrosHFLM(pretrained=str(ckpt), batch_size=1, device="cpu", dtype="float32", max_length=16)
+    seen = []
+    hook = lm.model.register_forward_pre_hook(lambda m, args, kw: seen.append((kw.get("input_ids", args[0] if args
+                                                                                    else None)).shape[-1]),
+                                              with_kwargs=True)
+    try:
+        eos = harness.run_tasks(ckpt, None, ["val_ppl"], root / "eos.csv", lm=lm, ppl_data=path)
+        bos = harness.run_tasks(ckpt, None, ["val_ppl"], root / "bos.csv", lm=lm, ppl_data=path, boundary_token="bos")
+    finally:
+        hook.remove()
+    n_tokens = len(tok(text, add_special_tokens=False)["input_ids"])
+    assert n_tokens > 3 * 16 and seen and max(seen) <= 16
+    n_bytes = len(text.encode())
+    for frame, boundary in ((eos, tok.eos_token_id), (bos, tok.bos_token_id)):
+        want = math.exp(-_doc_loglik(model, tok, text, boundary, 16) / n_bytes)
+        got = dict(zip(frame.metric, frame.value))["byte_perplexity"]
+        assert got == pytest.approx(want, rel=1e-4)
+    assert set(eos.window_tokens) == {16} and set(bos.boundary_token) == {f"bos:{tok.bos_token_id}"}
+    assert dict(zip(eos.metric, eos.value))["byte_perplexity"] != dict(zip(bos.metric, bos.value))["byte_perplexity"]
+    with pytest.raises(ValueError, match="boundary_token"):
+        harness.run_tasks(ckpt, None, ["val_ppl"], root / "x.csv", lm=lm, ppl_data=path, boundary_token="pad")
 
 
 def test_unavailable_datasets_give_not_run_rows_fast(tiny):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from suite.eval.mqar import MQAR_COLUMNS, llama_factory, mqar_accuracy, mqar_data, run_grid
+from suite.eval.mqar import MQAR_COLUMNS, llama_factory, mqar_accuracy, mqar_data, query_distances, run_grid
 from suite.provenance import PROVENANCE_COLUMNS
 
 
@@ -45,30 +45,63 @@ def test_bad_arguments_raise(kwargs):
         mqar_data(**args)
 
 
-class LookupOracle(torch.nn.Module):
-    """Reads the context like a perfect recall model: at a key, predict the value stored after it."""
+def test_shared_slots_share_query_positions_only():
+    x, y = mqar_data(128, 64, 4, num_examples=20, seed=5, shared_slots=True)
+    slots = [(row != -100).nonzero().flatten().tolist() for row in y]
+    assert all(s == slots[0] for s in slots) and len(slots[0]) == 4
+    assert len({tuple(row[:8].tolist()) for row in x}) == 20          # keys/values still differ per row
+    assert len({tuple(row[slots[0]].tolist()) for row in y}) > 1        # so do the answers at the slots
 
-    def __init__(self, vocab, kv, wrong=False):
+
+def test_query_distances_match_a_naive_loop():
+    x, y = mqar_data(64, 48, 6, num_examples=10, seed=2)
+    want = []
+    for row_x, row_y in zip(x.tolist(), y.tolist()):
+        for t, lab in enumerate(row_y):
+            if lab != -100:
+                want.append(t - (row_x[:12].index(row_x[t]) + 1))     # value sits right after its key
+    assert query_distances(x, y, 6).tolist() == want
+
+
+class LookupOracle(torch.nn.Module):
+    """Reads the context like a perfect recall model: at a key, predict the value stored after it. With ``reach``,
+    it sees only values at most ``reach`` tokens back (a sliding-window model) and otherwise guesses a fixed value."""
+
+    def __init__(self, vocab, kv, wrong=False, reach=None):
         super().__init__()
-        self.vocab, self.kv, self.wrong = vocab, kv, wrong
+        self.vocab, self.kv, self.wrong, self.reach = vocab, kv, wrong, reach
         self.dummy = torch.nn.Parameter(torch.zeros(1))
 
     def forward(self, input_ids):
         logits = torch.zeros(*input_ids.shape, self.vocab)
         for b, row in enumerate(input_ids.tolist()):
-            pair = dict(zip(row[0:2 * self.kv:2], row[1:2 * self.kv:2]))
+            keys = row[0:2 * self.kv:2]
+            pair = dict(zip(keys, row[1:2 * self.kv:2]))
             for t, tok in enumerate(row):
                 if t >= 2 * self.kv and tok in pair:
-                    logits[b, t, pair[tok] if not self.wrong else self.vocab // 2] = 1.0
+                    seen = self.reach is None or t - (2 * keys.index(tok) + 1) <= self.reach
+                    logits[b, t, pair[tok] if seen and not self.wrong else self.vocab // 2] = 1.0
         return logits
 
 
 def test_accuracy_counts_only_answer_positions():
     vocab, kv = 64, 4
     x, y = mqar_data(vocab, 32, kv, num_examples=30, seed=1)
-    assert mqar_accuracy(LookupOracle(vocab, kv), x, y, batch_size=7) == 1.0
+    assert mqar_accuracy(LookupOracle(vocab, kv), x, y, kv, batch_size=7)["accuracy"] == 1.0
     expected_wrong = float((y[y != -100] == vocab // 2).float().mean())
-    assert mqar_accuracy(LookupOracle(vocab, kv, wrong=True), x, y) == pytest.approx(expected_wrong)
+    assert mqar_accuracy(LookupOracle(vocab, kv, wrong=True), x, y, kv)["accuracy"] == pytest.approx(expected_wrong)
+
+
+def test_near_far_split_separates_a_windowed_reader():
+    vocab, kv, reach = 128, 4, 6
+    x, y = mqar_data(vocab, 64, kv, num_examples=60, seed=4, power_a=1.0)
+    out = mqar_accuracy(LookupOracle(vocab, kv, reach=reach), x, y, kv, far_distance=reach, batch_size=16)
+    dist = query_distances(x, y, kv)
+    assert out["n_near"] == int((dist <= reach).sum()) and out["n_far"] == int((dist > reach).sum())
+    assert out["accuracy_near"] == 1.0
+    far_hits = float((y[y != -100][dist > reach] == vocab // 2).float().mean())
+    assert out["accuracy_far"] == pytest.approx(far_hits) and far_hits < 0.05
+    assert mqar_accuracy(LookupOracle(vocab, kv), x, y, kv)["accuracy_far"] is None   # no split without a distance
 
 
 def test_training_learns_recall_and_rows():
@@ -79,4 +112,15 @@ def test_training_learns_recall_and_rows():
     assert ok["accuracy"] > 4 * (1 / 16)                  # chance = 1 / (vocab/2 values)
     assert skipped["status"].startswith("not run") and skipped["accuracy"] is None
     assert set(MQAR_COLUMNS + PROVENANCE_COLUMNS) <= set(ok)
-    assert np.isfinite(ok["final_train_loss"])
+    assert np.isfinite(ok["final_train_loss"]) and ok["chance"] == 2 / 32
+
+
+def test_one_model_per_seq_len_evaluated_at_every_pair_count():
+    from suite.eval.mqar import registry_factory
+
+    rows = run_grid(registry_factory("swa", "1M", window_size=4), [32], [2, 4, 16], steps=3, arch="swa", size="1M",
+                    profile="test", train_kv=[2], window=4, num_layers=2, vocab_size=64, batch_size=8, num_test=16)
+    by_kv = {r["num_kv_pairs"]: r for r in rows}
+    assert by_kv[2]["status"] == by_kv[4]["status"] == "ok" and by_kv[2]["train_kv"] == by_kv[4]["train_kv"] == "2"
+    assert by_kv[2]["far_distance"] == 6 and by_kv[2]["n_far"] + by_kv[2]["n_near"] == 16 * 2
+    assert by_kv[16]["status"].startswith("not run")

@@ -1,4 +1,4 @@
-"""NIAH prompt construction, scoring and CLI (suite.eval.niah)."""
+"""NIAH: needle task (suite.data.needles), scoring, generation budget, training and CLI (suite.eval.niah)."""
 import re
 
 import numpy as np
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from suite.data.retrieval import NEEDLE_TEMPLATE, QUESTION_TEMPLATE
+from suite.data.needles import NeedleTask, whole_number_match
 from suite.eval import niah
 from suite.eval.tiny import make_tiny_checkpoint, stdlib_text
 from suite.provenance import PROVENANCE_COLUMNS
@@ -19,67 +19,113 @@ def setup(tmp_path_factory):
     hay_file = root / "test.txt"
     hay_file.write_text("\n\n".join(stdlib_text()), encoding="utf-8")
     model, tok = niah.load_model(ckpt)
-    return ckpt, hay_file, model, tok
+    task = NeedleTask.from_tokenizer("ruler", niah.raw_tokenizer(tok), value_digits=7)
+    return ckpt, hay_file, model, tok, task
 
 
 @pytest.mark.parametrize("depth", [0.0, 0.3, 1.0])
-def test_prompt_has_exact_length_needle_at_depth_and_question_last(setup, depth):
-    _, hay_file, _, tok = setup
+def test_prompt_has_exact_length_one_needle_at_a_line_boundary_and_question_last(setup, depth):
+    _, hay_file, _, tok, task = setup
     hay = niah.haystack_ids(tok, hay_file)
-    prompt = niah.build_prompt(tok, hay, 400, depth, "falcon", "1234567", np.random.default_rng(0))
-    assert len(prompt) == 400
-    text = tok.decode(prompt)
-    needle = NEEDLE_TEMPLATE.format(key="falcon", value="1234567")
-    question = QUESTION_TEMPLATE.format(key="falcon")
-    assert text.count(needle) == 1 and text.endswith("\n" + question)
+    prompt = task.eval_prompt(np.random.default_rng(0), hay, 400, depth)
+    assert len(prompt.ids) == 400 and len(prompt.value) == 7
+    text = tok.decode(prompt.ids)
+    needle = f"One of the special magic numbers for {prompt.key} is: {prompt.value}."
+    assert text.count(needle) == 1
+    assert text.endswith(f"The special magic number for {prompt.key} mentioned in the provided text is")
     needle_ids = tok("\n" + needle + "\n", add_special_tokens=False)["input_ids"]
-    q_len = len(tok("\n" + question, add_special_tokens=False)["input_ids"])
+    at = next(i for i in range(len(prompt.ids)) if prompt.ids[i:i + len(needle_ids)] == needle_ids)
+    at_end = tok.decode(prompt.ids[at + len(needle_ids):]).startswith("\nWhat is the special magic number")
+    assert at == 0 or at_end or "\n" in tok.decode([prompt.ids[at - 1]]), "needle starts after a line break"
+    value_pos = at + len(tok("\nOne of the special magic numbers for " + prompt.key + " is:",
+                             add_special_tokens=False)["input_ids"])
+    while not any(c.isdigit() for c in tok.decode([prompt.ids[value_pos]])):  # a lone space token before the value
+        value_pos += 1
+    assert tok.decode(prompt.ids[value_pos:value_pos + 3]).strip().startswith(prompt.value[0])
+    assert prompt.distance == 399 - value_pos
+    q_len = len(tok("\nWhat is the special magic number for " + prompt.key + " mentioned in the provided text? The "
+                    "special magic number for " + prompt.key + " mentioned in the provided text is",
+                    add_special_tokens=False)["input_ids"])
     hay_len = 400 - len(needle_ids) - q_len
-    cut = round(depth * hay_len)
-    assert prompt[cut:cut + len(needle_ids)] == needle_ids
+    assert abs(at - depth * hay_len) <= hay_len  # nearest boundary; exact position depends on the text
 
 
 def test_bad_inputs_raise(setup, tmp_path):
-    _, hay_file, _, tok = setup
+    _, hay_file, _, tok, task = setup
     hay = niah.haystack_ids(tok, hay_file)
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="depth"):
-        niah.build_prompt(tok, hay, 400, 1.5, "falcon", "1234567", rng)
+        task.eval_prompt(rng, hay, 400, 1.5)
     with pytest.raises(ValueError, match="context_len"):
-        niah.build_prompt(tok, hay, 10, 0.5, "falcon", "1234567", rng)
+        task.eval_prompt(rng, hay, 10, 0.5)
     with pytest.raises(ValueError, match="not found"):
         niah.haystack_ids(tok, tmp_path / "missing.txt")
+    with pytest.raises(ValueError, match="needle format"):
+        NeedleTask.from_tokenizer("yaml", niah.raw_tokenizer(tok))
+
+
+@pytest.mark.parametrize("text,right", [("1234567", True), (" 1234567.", True), ("The number you want is 1234567.", True),
+                                        ("11234567", False), ("12345670", False), ("123456", False),
+                                        ("1234567 and 7654321", True), ("12,34567", False)])
+def test_whole_number_match(text, right):
+    assert whole_number_match(text, "1234567") is right
 
 
 class Oracle(torch.nn.Module):
-    """Stands in for a model: 'generates' the value of the asked key found in the prompt (or a wrong one)."""
+    """Stands in for a model: 'generates' ``template`` around the value of the asked key found in the prompt."""
 
-    def __init__(self, tok, wrong=False):
+    def __init__(self, tok, template="{value}.", wrong=False):
         super().__init__()
-        self.tok, self.wrong = tok, wrong
+        self.tok, self.template, self.wrong = tok, template, wrong
         self.p = torch.nn.Parameter(torch.zeros(1))
+        self.prompts = []
 
-    def generate(self, input_ids, **kwargs):
+    def generate(self, input_ids, max_new_tokens, **kwargs):
+        self.prompts.append(input_ids[0].tolist())
         text = self.tok.decode(input_ids[0])
         key = re.search(r"magic number for (\w+) mentioned in the provided text is$", text).group(1)
         value = re.search(rf"magic numbers for {key} is: (\d+)\.", text).group(1)
-        answer = str(int(value) + 1) if self.wrong else value
-        new = self.tok(" " + answer + ".", add_special_tokens=False)["input_ids"]
+        answer = self.template.format(value=value + "0" if self.wrong else value)
+        new = self.tok(answer, add_special_tokens=False)["input_ids"][:max_new_tokens]
         return torch.cat([input_ids, torch.tensor([new])], dim=1)
 
 
 def test_scoring_with_oracle_models(setup):
-    _, hay_file, _, tok = setup
-    right = niah.run_niah(Oracle(tok), tok, hay_file, [200, 300], [0.0, 0.5, 1.0], trials=3)
-    wrong = niah.run_niah(Oracle(tok, wrong=True), tok, hay_file, [200], [0.5], trials=3)
+    _, hay_file, _, tok, task = setup
+    hay = niah.haystack_ids(tok, hay_file)
+    right = niah.run_niah(Oracle(tok), tok, task, hay, [200, 300], [0.0, 0.5, 1.0], trials=3, progress=False)
+    wrong = niah.run_niah(Oracle(tok, wrong=True), tok, task, hay, [200], [0.5], trials=3, progress=False)
     assert [r["accuracy"] for r in right] == [1.0] * 6
-    assert wrong[0]["accuracy"] == 0.0
+    assert wrong[0]["accuracy"] == 0.0  # "12345670" does not contain 1234567 as a whole number
+
+
+def test_budget_covers_a_restated_answer(setup):
+    """An answer phrased as a sentence (11+ tokens) still fits: the budget comes from the tokenizer, not a constant."""
+    _, hay_file, _, tok, task = setup
+    hay = niah.haystack_ids(tok, hay_file)
+    oracle = Oracle(tok, template=" The special magic number for you mentioned in the provided text is {value}.")
+    rows = niah.run_niah(oracle, tok, task, hay, [300], [0.5], trials=2, progress=False)
+    assert rows[0]["accuracy"] == 1.0 and rows[0]["max_new_tokens"] > 11
+
+
+def test_tokenizer_bos_is_kept(setup, tmp_path):
+    """A tokenizer that adds BOS (as BOS-trained HF checkpoints do) gets it at the start of every prompt."""
+    from tokenizers.processors import TemplateProcessing
+
+    _, hay_file, _, tok, task = setup
+    bos_tok = tok.__class__.from_pretrained(str(setup[0]))
+    bos_tok.backend_tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[
+        ("<s>", bos_tok.bos_token_id)])
+    assert niah.prefix_ids(bos_tok) == [bos_tok.bos_token_id] and niah.prefix_ids(tok) == []
+    oracle = Oracle(bos_tok)
+    niah.run_niah(oracle, bos_tok, task, niah.haystack_ids(tok, hay_file), [256], [0.5], trials=2, progress=False)
+    assert all(p[0] == bos_tok.bos_token_id and len(p) == 256 for p in oracle.prompts)
 
 
 def test_generation_uses_cache_and_matches_plain_greedy(setup):
-    _, hay_file, model, tok = setup
+    _, hay_file, model, tok, task = setup
     hay = niah.haystack_ids(tok, hay_file)
-    prompt = niah.build_prompt(tok, hay, 256, 0.5, "falcon", "1234567", np.random.default_rng(1))
+    prompt = task.eval_prompt(np.random.default_rng(1), hay, 256, 0.5).ids
     text = niah.generate_answer(model, tok, prompt, max_new_tokens=6)
     ids = torch.tensor([prompt])
     with torch.inference_mode():          # reference: greedy decoding by full forward passes, no cache
@@ -89,13 +135,64 @@ def test_generation_uses_cache_and_matches_plain_greedy(setup):
 
 
 def test_cli_writes_grid_with_not_run_cell(setup, tmp_path):
-    ckpt, hay_file, _, _ = setup
+    ckpt, hay_file, _, _, _ = setup
     out = tmp_path / "niah.csv"
     niah.main(["--checkpoint", str(ckpt), "--haystack", str(hay_file), "--lengths", "128,10000000",
-               "--depths", "0,1", "--trials", "2", "--out", str(out), "--profile", "test", "--arch", "llama"])
+               "--depths", "0,1", "--trials", "2", "--out", str(out), "--profile", "test", "--label-arch", "llama",
+               "--no-progress"])
     df = pd.read_csv(out)
     assert set(niah.NIAH_COLUMNS + PROVENANCE_COLUMNS) <= set(df.columns)
-    assert len(df) == 4 and (df["n_params"] > 0).all()
+    assert len(df) == 4 and (df["n_params"] > 0).all() and (df["arch"] == "llama").all()
     ok = df[df.context_len == 128]
     assert (ok.status == "ok").all() and ok.accuracy.between(0, 1).all() and (ok.wall_s > 0).all()
+    assert (ok.distance_min <= ok.distance_max).all()
     assert df[df.context_len == 10000000].status.str.startswith("not run: haystack").all()
+
+
+@pytest.fixture(scope="module")
+def suite_data(tmp_path_factory):
+    from suite.data.corpus import build_corpus
+    from suite.data.tokenizer import prepare
+
+    d = tmp_path_factory.mktemp("needles")
+    build_corpus(d, "stdlib", max_files=30, val_fraction=0.2, test_fraction=0.2)
+    prepare(d, "bpe", 512)
+    return d
+
+
+def test_code_task_rows_and_labels(suite_data):
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
+    counts = np.bincount(np.asarray(train, dtype=np.int64), minlength=tok.get_vocab_size())
+    key_counts = [counts[tok.token_to_id("\u0120" + k)] for k in task.keys]
+    assert max(key_counts) <= np.median(counts[counts > 0]) * 10  # rare words
+    assert all(len(tok.encode(" =" + v, add_special_tokens=False).ids) == 2 for v in task.values)
+    rng = np.random.default_rng(3)
+    ids, labels = task.training_sequence(rng, train, 96, n_queries=3)
+    assert ids.shape == (96,) and len(labels) == 3
+    text = tok.decode(ids.tolist())
+    pairs = dict(re.findall(r"\n (\w+) =(\d)\n", text))
+    assert len(pairs) == 3, text
+    for t in labels:  # position t predicts an answer token: the value stored for the key just asked
+        asked = tok.decode([int(ids[t - 1])]).strip()
+        assert tok.decode([int(ids[t + 1])]) == pairs[asked]
+    with pytest.raises(ValueError, match="too short"):
+        task.training_sequence(rng, train, 20, n_queries=3)
+
+
+def test_training_a_suite_model_lowers_the_answer_loss(suite_data):
+    from models.registry import build
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
+    torch.manual_seed(0)
+    model = build("orthros", "1M", vocab_size=tok.get_vocab_size(), window_size=8)
+    fit = niah.train_needle_model(model, task, train, seq_len=64, steps=40, batch_size=8, lr=3e-3, n_queries=2,
+                                  curriculum_len=32, curriculum_frac=0.5, progress=False)
+    assert np.isfinite(fit["final_loss"]) and fit["final_loss"] < np.log(len(task.values)) + 2
+    assert fit["tokens"] == 20 * 16 * 32 + 20 * 8 * 64

@@ -8,7 +8,7 @@ PREFILL = STUDY["prefill_cpu"]
 
 rule prefill_cpu:
     input:
-        checkpoints=[run_dir(a, MAIN) + "/checkpoint" for a in ARCHS],
+        runs=[METRICS.format(arch=a, size=MAIN, seed=SEED) for a in ARCHS],
         code=BENCH_CODE,
     output:
         RES + "/prefill_cpu.csv",

@@ -1,7 +1,10 @@
-# Evaluation: held-out perplexity through lm-eval for every trained model, the commonsense and recall tasks
-# (run when their datasets are local, else a "not run" row), NIAH and MQAR.
+# Evaluation: held-out perplexity (and, at the main size, the commonsense and recall tasks) through lm-eval for
+# every trained model, NIAH and MQAR (each a dedicated training run per arch), and the controls that decide
+# whether an experiment can say anything at all (suite.eval.controls).
 
-EVAL_CODE = MODEL_CODE + code("suite/eval")
+LM_EVAL_CODE = MODEL_CODE + code("suite/eval/harness.py", "suite/eval/tasks")
+NIAH_CODE = MODEL_CODE + code("suite/eval/niah.py", "suite/data/needles.py", "suite/data/retrieval.py")
+MQAR_CODE = MODEL_CODE + code("suite/eval/mqar.py")
 ARCHS = STUDY["archs"]
 ARCH_LIST = ",".join(ARCHS)
 MAIN = STUDY["main_size"]
@@ -10,112 +13,124 @@ ABL_SIZES = STUDY["ablation_sizes"]
 LM = STUDY["lm_eval"]
 NIAH = STUDY["niah"]
 MQAR = STUDY["mqar"]
+TRAIN_LEN = STUDY["train"]["seq_len"]
+QUALITY = RES + "/eval/quality/{arch}/{size}/seed{seed}.csv"
+METRICS = RES + "/train/{arch}/{size}/seed{seed}/metrics.csv"
 
 
 def csv_list(values):
     return ",".join(str(v) for v in values)
 
 
-rule val_ppl:
-    """Held-out perplexity of one trained model, through lm-eval on a local loglikelihood_rolling task."""
+def lm_tasks(size):
+    """lm-eval tasks of one run: the configured ones at the main size, held-out perplexity elsewhere."""
+    return csv_list(LM["tasks"]) if size == MAIN else "val_ppl"
+
+
+LM_ARGS = (f"--tokenizer {DATA}/tokenizer --ppl-data {DATA}/val.txt --max-length {TRAIN_LEN} --boundary-token eos "
+           f"--profile {PROFILE} --batch-size {LM.get('batch_size', 1)}"
+           + (f" --limit {LM['limit']}" if LM["limit"] is not None else ""))
+
+
+rule lm_eval:
+    """Held-out perplexity (rolling windows of the training length, EOS boundary as in training) and, at the main
+    size, the commonsense and recall tasks (real numbers when their datasets are local), for every seed."""
     input:
-        checkpoint=RUN + "/checkpoint",
+        runs=per_seed(METRICS.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}")),
         val=f"{DATA}/val.txt",
-        code=EVAL_CODE,
+        code=LM_EVAL_CODE,
     output:
-        RES + "/eval/val_ppl/{arch}/{size}/seed{seed}.csv",
+        per_seed(QUALITY.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}")),
     threads: THREADS
     log:
-        WORK + "/logs/val_ppl_{arch}_{size}_seed{seed}.log",
+        WORK + "/logs/lm_eval_{arch}_{size}.log",
+    params:
+        checkpoints=lambda w: " ".join(run_dir(w.arch, w.size, s) + "/checkpoint" for s in SEEDS),
+        tasks=lambda w: lm_tasks(w.size),
     shell:
-        "{PY} suite.eval.harness --checkpoint {input.checkpoint} --tokenizer {DATA}/tokenizer --tasks val_ppl "
-        "--ppl-data {input.val} --limit {LM[limit]} --profile {PROFILE} --arch {wildcards.arch} --size {wildcards.size} "
-        "--seed {wildcards.seed} --out {output} > {log} 2>&1"
+        "{PY} suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {SEEDS} "
+        "--tasks {params.tasks} {LM_ARGS} --arch {wildcards.arch} --size {wildcards.size} > {log} 2>&1"
 
 
-rule conversion_val_ppl:
+rule conversion_lm_eval:
     input:
-        checkpoint=WORK + "/conversion/{variant}/checkpoint",
+        runs=per_seed(RES + "/conversion/{{variant}}/seed{seed}/metrics.csv", CONV_SEEDS),
         val=f"{DATA}/val.txt",
-        code=EVAL_CODE,
+        code=LM_EVAL_CODE,
     output:
-        RES + "/eval/val_ppl/conversion_{variant}.csv",
+        per_seed(RES + "/eval/quality/conversion_{{variant}}/seed{seed}.csv", CONV_SEEDS),
     threads: THREADS
     log:
-        WORK + "/logs/val_ppl_conversion_{variant}.log",
+        WORK + "/logs/lm_eval_conversion_{variant}.log",
+    params:
+        checkpoints=lambda w: " ".join(f"{WORK}/conversion/{w.variant}/seed{s}/checkpoint" for s in CONV_SEEDS),
     shell:
-        "{PY} suite.eval.harness --checkpoint {input.checkpoint} --tokenizer {DATA}/tokenizer --tasks val_ppl "
-        "--ppl-data {input.val} --limit {LM[limit]} --profile {PROFILE} --arch {wildcards.variant} "
-        "--size {CONV[size]} --seed {SEED} --out {output} > {log} 2>&1"
+        "{PY} suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {CONV_SEEDS} "
+        "--tasks val_ppl {LM_ARGS} --arch {wildcards.variant} --size {CONV[size]} > {log} 2>&1"
 
 
-rule downstream:
-    """Commonsense (Tables 1, 2, 7) and recall (Table 3) tasks: real numbers when the datasets are local."""
-    input:
-        checkpoint=RUN + "/checkpoint",
-        code=EVAL_CODE,
-    output:
-        RES + "/eval/downstream/{arch}/{size}/seed{seed}.csv",
-    threads: THREADS
-    log:
-        WORK + "/logs/downstream_{arch}_{size}_seed{seed}.log",
-    shell:
-        "{PY} suite.eval.harness --checkpoint {input.checkpoint} --tokenizer {DATA}/tokenizer --tasks commonsense,recall "
-        "--limit {LM[limit]} --profile {PROFILE} --arch {wildcards.arch} --size {wildcards.size} "
-        "--seed {wildcards.seed} --out {output} > {log} 2>&1"
+NIAH_OUT = RES + "/eval/niah/{arch}/" + NIAH["size"] + f"/seed{SEED}.csv"
 
 
 rule niah:
-    """Needle in a haystack (Fig. 3): context length x depth grid on held-out (test split) text."""
+    """Needle in a haystack (Fig. 3): a dedicated retrieval run per arch, then the context length x depth grid on
+    held-out (test split) text."""
     input:
-        checkpoint=RUN + "/checkpoint",
+        tokens=rules.tokenizer.output,
         haystack=f"{DATA}/test.txt",
-        code=EVAL_CODE,
+        code=NIAH_CODE,
     output:
-        RES + "/eval/niah/{arch}/{size}/seed{seed}.csv",
+        NIAH_OUT,
     threads: THREADS
     log:
-        WORK + "/logs/niah_{arch}_{size}_seed{seed}.log",
+        WORK + "/logs/niah_{arch}.log",
     params:
         lengths=csv_list(NIAH["lengths"]),
         depths=csv_list(NIAH["depths"]),
+        curriculum=(f"--curriculum-len {NIAH['curriculum_len']} --curriculum-frac {NIAH.get('curriculum_frac', 0.0)}"
+                    if "curriculum_len" in NIAH else ""),
+        queries=NIAH.get("queries", 3),
     shell:
-        "{PY} suite.eval.niah --checkpoint {input.checkpoint} --tokenizer {DATA}/tokenizer --haystack {input.haystack} "
-        "--lengths {params.lengths} --depths {params.depths} --trials {NIAH[trials]} --profile {PROFILE} "
-        "--arch {wildcards.arch} --size {wildcards.size} --seed {wildcards.seed} --out {output} > {log} 2>&1"
+        "{PY} suite.eval.niah --arch {wildcards.arch} --size {NIAH[size]} {CFG} --data-dir {DATA} "
+        "--haystack {input.haystack} --format {NIAH[format]} --value-digits {NIAH[value_digits]} "
+        "--train-len {NIAH[train_len]} --steps {NIAH[steps]} --batch-size {NIAH[batch_size]} --lr {NIAH[lr]} "
+        "--queries {params.queries} {params.curriculum} --lengths {params.lengths} --depths {params.depths} "
+        "--trials {NIAH[trials]} --seed {SEED} --device {STUDY[device]} --profile {PROFILE} --no-progress "
+        "--out {output} > {log} 2>&1"
+
+
+MQAR_OUT = RES + "/eval/mqar/{arch}/" + MQAR["size"] + f"/seed{SEED}.csv"
 
 
 rule mqar:
     """Multi-query associative recall (Zoology recipe): each architecture trained and tested on MQAR."""
     input:
-        EVAL_CODE,
+        MQAR_CODE,
     output:
-        RES + "/eval/mqar/{arch}/{size}/seed{seed}.csv",
+        MQAR_OUT,
     threads: THREADS
     log:
-        WORK + "/logs/mqar_{arch}_{size}_seed{seed}.log",
+        WORK + "/logs/mqar_{arch}.log",
     params:
-        seq=csv_list(MQAR["seq_lens"]),
+        seq_lens=csv_list(MQAR["seq_lens"]),
         kv=csv_list(MQAR["num_kv_pairs"]),
-        vocab=MQAR.get("vocab_size", 8192),
+        train_kv=f"--train-kv {csv_list(MQAR['train_kv'])}" if "train_kv" in MQAR else "",
+        num_test=MQAR.get("num_test", 1000),
     shell:
-        "{PY} suite.eval.mqar --arch {wildcards.arch} --size {wildcards.size} --seq-len {params.seq} "
-        "--kv-pairs {params.kv} --vocab-size {params.vocab} --steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} "
-        "--seed {wildcards.seed} --profile {PROFILE} --out {output} > {log} 2>&1"
+        "{PY} suite.eval.mqar --arch {wildcards.arch} --size {MQAR[size]} --seq-len {params.seq_lens} "
+        "--kv-pairs {params.kv} {params.train_kv} --window {MQAR[window]} --vocab-size {MQAR[vocab_size]} "
+        "--steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} --num-test {params.num_test} "
+        "--seed {SEED} --device {STUDY[device]} --profile {PROFILE} --out {output} > {log} 2>&1"
 
 
-def per_run(pattern, archs, sizes):
-    return [pattern.format(arch=a, size=s, seed=SEED) for a in archs for s in sizes]
-
-
-VAL_PPL = RES + "/eval/val_ppl/{arch}/{size}/seed{seed}.csv"
-METRICS = RES + "/train/{arch}/{size}/seed{seed}/metrics.csv"
+def runs(pattern, archs, sizes, seeds=SEEDS):
+    return [pattern.format(arch=a, size=s, seed=seed) for a in archs for s in sizes for seed in seeds]
 
 
 rule collect_quality:
     input:
-        evals=per_run(VAL_PPL, ARCHS, [MAIN]) + per_run(RES + "/eval/downstream/{arch}/{size}/seed{seed}.csv", ARCHS, [MAIN]),
-        metrics=per_run(METRICS, ARCHS, [MAIN]),
+        evals=runs(QUALITY, ARCHS, [MAIN]),
+        metrics=runs(METRICS, ARCHS, [MAIN]),
         code=code("suite/collect.py"),
     output:
         RES + "/quality.csv",
@@ -125,8 +140,8 @@ rule collect_quality:
 
 rule collect_ablation:
     input:
-        evals=per_run(VAL_PPL, ABL_VARIANTS, ABL_SIZES),
-        metrics=per_run(METRICS, ABL_VARIANTS, ABL_SIZES),
+        evals=runs(QUALITY, ABL_VARIANTS, ABL_SIZES),
+        metrics=runs(METRICS, ABL_VARIANTS, ABL_SIZES),
         code=code("suite/collect.py"),
     output:
         RES + "/ablation.csv",
@@ -134,33 +149,63 @@ rule collect_ablation:
         "{PY} suite.collect ablation --evals {input.evals} --metrics {input.metrics} --out {output}"
 
 
+CONV_VARIANTS = ["base", "base_cpt", "conversion"]
+
+
 rule collect_conversion:
     input:
-        evals=[VAL_PPL.format(arch="transformer", size=CONV["size"], seed=SEED),
-               RES + "/eval/val_ppl/conversion_base_cpt.csv", RES + "/eval/val_ppl/conversion_conversion.csv"],
-        metrics=[METRICS.format(arch="transformer", size=CONV["size"], seed=SEED),
-                 RES + "/conversion/base_cpt/metrics.csv", RES + "/conversion/conversion/metrics.csv"],
+        evals=[QUALITY.format(arch="transformer", size=CONV["size"], seed=s) for s in CONV_SEEDS]
+              + [RES + f"/eval/quality/conversion_{v}/seed{s}.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
+        metrics=[METRICS.format(arch="transformer", size=CONV["size"], seed=s) for s in CONV_SEEDS]
+                + [RES + f"/conversion/{v}/seed{s}/metrics.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
         code=code("suite/collect.py"),
     output:
         RES + "/conversion.csv",
+    params:
+        variants=" ".join(v for v in CONV_VARIANTS for _ in CONV_SEEDS),
     shell:
         "{PY} suite.collect conversion --evals {input.evals} --metrics {input.metrics} "
-        "--variants base base_cpt conversion --out {output}"
+        "--variants {params.variants} --out {output}"
+
+
+NIAH_ARCHS = [a for a in ARCHS if a in NIAH["archs"]]
+NIAH_SKIPPED = " ".join(f"'{a}=not run: not in niah.archs of the {PROFILE} profile'" for a in ARCHS
+                        if a not in NIAH_ARCHS)
 
 
 rule collect_niah:
     input:
-        per_run(RES + "/eval/niah/{arch}/{size}/seed{seed}.csv", ARCHS, [MAIN]),
+        [NIAH_OUT.format(arch=a) for a in NIAH_ARCHS],
     output:
         RES + "/niah.csv",
+    params:
+        skipped=f"--not-run {NIAH_SKIPPED}" if NIAH_SKIPPED else "",
     shell:
-        "{PY} suite.collect concat --inputs {input} --out {output}"
+        "{PY} suite.collect concat --inputs {input} {params.skipped} --out {output}"
 
 
 rule collect_mqar:
     input:
-        per_run(RES + "/eval/mqar/{arch}/{size}/seed{seed}.csv", ARCHS, [MQAR.get("size", MAIN)]),
+        [MQAR_OUT.format(arch=a) for a in ARCHS],
     output:
         RES + "/mqar.csv",
     shell:
         "{PY} suite.collect concat --inputs {input} --out {output}"
+
+
+MQAR_CELL = f"{MQAR['seq_lens'][0]}:{MQAR.get('train_kv', MQAR['num_kv_pairs'])[0]}"
+
+
+rule controls:
+    """Positive and negative control of every quality experiment (suite.eval.controls)."""
+    input:
+        mqar=RES + "/mqar.csv",
+        niah=RES + "/niah.csv",
+        quality=RES + "/quality.csv",
+        first=runs(RES + "/train/{arch}/{size}/seed{seed}/loss.csv", ["transformer"], [MAIN]),
+        code=code("suite/eval/controls.py"),
+    output:
+        RES + "/controls.csv",
+    shell:
+        "{PY} suite.eval.controls --mqar {input.mqar} --mqar-cell {MQAR_CELL} --niah {input.niah} "
+        "--val-loss {input.quality} --first-loss {input.first} --main-size {MAIN} --data-dir {DATA} --out {output}"

@@ -1,13 +1,27 @@
-# Training: six architectures at the main size, the SO ablation at >= 3 sizes, and the conversion
-# experiment (Table 2 in miniature). Checkpoints live under work_dir (git-ignored); results/ gets the
-# metrics and loss curves.
+# Training: six architectures at the main size, the SO ablation at >= 3 sizes, and the conversion experiment
+# (Table 2 in miniature), each for every seed of the study. One job trains all seeds of one (arch, size) one after
+# the other (one process start instead of one per seed). Checkpoints live under work_dir (git-ignored) and are not
+# rule outputs, so an interrupted job resumes from its last checkpoint on the next run; results/ gets the metrics
+# and loss curves.
 
 RUN = WORK + "/runs/{arch}/{size}/seed{seed}"
 TRAIN_CODE = MODEL_CODE + code("suite/train", "suite/data")
+SEED_LIST = ",".join(map(str, SEEDS))
 
 
 def run_dir(arch, size, seed=SEED):
     return RUN.format(arch=arch, size=size, seed=seed)
+
+
+def per_seed(pattern, seeds=SEEDS, **fixed):
+    return [pattern.format(seed=s, **fixed) for s in seeds]
+
+
+def copy_results(out_pattern, res_pattern, seeds):
+    """Shell that copies each seed's metrics.csv and loss.csv from the run folder into results/."""
+    return " && ".join(f"cp {out_pattern.format(seed=s)}/metrics.csv {res_pattern.format(seed=s)}/metrics.csv && "
+                       f"cp {out_pattern.format(seed=s)}/loss.csv {res_pattern.format(seed=s)}/loss.csv"
+                       for s in seeds)
 
 
 rule train:
@@ -15,60 +29,63 @@ rule train:
         rules.tokenizer.output,
         TRAIN_CODE,
     output:
-        metrics=RES + "/train/{arch}/{size}/seed{seed}/metrics.csv",
-        loss=RES + "/train/{arch}/{size}/seed{seed}/loss.csv",
-        checkpoint=directory(RUN + "/checkpoint"),
+        metrics=per_seed(RES + "/train/{{arch}}/{{size}}/seed{seed}/metrics.csv"),
+        loss=per_seed(RES + "/train/{{arch}}/{{size}}/seed{seed}/loss.csv"),
     params:
-        out=RUN,
+        out=lambda w: f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
+        copy_back=lambda w: copy_results(f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
+                                    f"{RES}/train/{w.arch}/{w.size}/seed{{seed}}", SEEDS),
     threads: THREADS
     log:
-        WORK + "/logs/train_{arch}_{size}_seed{seed}.log",
+        WORK + "/logs/train_{arch}_{size}.log",
     shell:
-        "{PY} suite.train.run {CFG} --data-dir {DATA} --out-dir {params.out} --arch {wildcards.arch} "
-        "--size {wildcards.size} --seed {wildcards.seed} > {log} 2>&1 "
-        "&& cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
+        "{PY} suite.train.run {CFG} --data-dir {DATA} --out-dir '{params.out}' --arch {wildcards.arch} "
+        "--size {wildcards.size} --seed {SEED_LIST} --no-progress > {log} 2>&1 && {params.copy_back}"
 
 
 CONV = STUDY["conversion"]
-CONV_BASE = run_dir("transformer", CONV["size"]) + "/checkpoint"
-CONV_DIR = WORK + "/conversion/{variant}"
+CONV_SEEDS = CONV.get("seeds", SEEDS)
+CONV_SEED_LIST = ",".join(map(str, CONV_SEEDS))
+CONV_BASE = WORK + f"/runs/transformer/{CONV['size']}/seed{{seed}}/checkpoint"
+CONV_DIR = WORK + "/conversion/{variant}/seed{{seed}}"
+CONV_RES = RES + "/conversion/{variant}/seed{{seed}}"
 
 
 rule conversion_cpt:
     """Base CPT: the trained Transformer continues on the same extra tokens, architecture unchanged."""
     input:
-        base=CONV_BASE,
+        base=per_seed(RES + f"/train/transformer/{CONV['size']}/seed{{seed}}/metrics.csv", CONV_SEEDS),
         code=TRAIN_CODE,
     output:
-        metrics=RES + "/conversion/base_cpt/metrics.csv",
-        loss=RES + "/conversion/base_cpt/loss.csv",
-        checkpoint=directory(CONV_DIR.format(variant="base_cpt") + "/checkpoint"),
+        metrics=per_seed(RES + "/conversion/base_cpt/seed{seed}/metrics.csv", CONV_SEEDS),
+        loss=per_seed(RES + "/conversion/base_cpt/seed{seed}/loss.csv", CONV_SEEDS),
     params:
-        out=CONV_DIR.format(variant="base_cpt"),
+        out=lambda w: CONV_DIR.format(variant="base_cpt"),
+        copy_back=lambda w: copy_results(CONV_DIR.format(variant="base_cpt"), CONV_RES.format(variant="base_cpt"), CONV_SEEDS),
     threads: THREADS
     log:
         WORK + "/logs/conversion_base_cpt.log",
     shell:
-        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir {params.out} "
-        "--model {input.base} --size {CONV[size]} > {log} 2>&1 "
-        "&& cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
+        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
+        "--model '{CONV_BASE}' --size {CONV[size]} --seed {CONV_SEED_LIST} --no-progress > {log} 2>&1 && {params.copy_back}"
 
 
 rule conversion_orthros:
     """Conversion: the same trained Transformer converted to Orthros (SO at identity), same extra tokens."""
     input:
-        base=CONV_BASE,
+        base=per_seed(RES + f"/train/transformer/{CONV['size']}/seed{{seed}}/metrics.csv", CONV_SEEDS),
         code=TRAIN_CODE,
     output:
-        metrics=RES + "/conversion/conversion/metrics.csv",
-        loss=RES + "/conversion/conversion/loss.csv",
-        checkpoint=directory(CONV_DIR.format(variant="conversion") + "/checkpoint"),
+        metrics=per_seed(RES + "/conversion/conversion/seed{seed}/metrics.csv", CONV_SEEDS),
+        loss=per_seed(RES + "/conversion/conversion/seed{seed}/loss.csv", CONV_SEEDS),
     params:
-        out=CONV_DIR.format(variant="conversion"),
+        out=lambda w: CONV_DIR.format(variant="conversion"),
+        copy_back=lambda w: copy_results(CONV_DIR.format(variant="conversion"), CONV_RES.format(variant="conversion"),
+                                    CONV_SEEDS),
     threads: THREADS
     log:
         WORK + "/logs/conversion_orthros.log",
     shell:
-        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir {params.out} "
-        "--arch orthros --size {CONV[size]} --init-from {input.base} > {log} 2>&1 "
-        "&& cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
+        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
+        "--arch orthros --size {CONV[size]} --init-from '{CONV_BASE}' --seed {CONV_SEED_LIST} --no-progress "
+        "> {log} 2>&1 && {params.copy_back}"

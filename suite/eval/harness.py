@@ -206,7 +206,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
               extra_tasks: dict[str, tuple[dict, tuple[str, ...]]] | None = None, profile: str = "smoke",
               arch: str = "", size: str = "", tokens: int | None = None, seq_len: int | None = None,
               batch_size: int = 1, device: str = "cpu", dtype: str = "float32", backend: str = "hf", seed: int = 0,
-              max_length: int | None = None, recall_context_len: int = 2048, lm=None):
+              max_length: int | None = None, recall_context_len: int = 2048, boundary_token: str = "eos", lm=None):
     """Evaluate ``checkpoint`` on ``tasks`` with lm-eval and write quality rows to ``out_csv`` (atomic).
 
     ``tasks``: names from ``TASKS`` (``"commonsense"`` / ``"recall"`` expand to those lists), ``"val_ppl"`` (needs
@@ -214,7 +214,13 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     task fixtures). One row per (task, metric): value, stderr, unit, status ``"ok"`` or ``"not run: <why>"``, the
     lm-eval task name, variant, task version and lm-eval version, plus provenance (wall_s = seconds for that task).
     ``limit``: lm-eval's per-task document limit (int count or float fraction); ``None`` = the full split.
-    Returns the DataFrame written. Raises ValueError for an unknown task name or a missing ``ppl_data``.
+
+    Held-out perplexity is scored the way the model was trained: ``max_length`` (the training length) bounds the
+    rolling windows, so no token sits past a position the model saw in training, and ``boundary_token`` ("eos" or
+    "bos") is the token each document is conditioned on first (the suite trains with EOS between documents;
+    lm-eval's default is BOS). Both are recorded in the ``window_tokens`` and ``boundary_token`` columns.
+    Returns the DataFrame written. Raises ValueError for an unknown task name, a missing ``ppl_data`` or a
+    boundary token the tokenizer lacks.
     """
     import pandas as pd
 
@@ -236,6 +242,12 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
         if max_length:
             model_args["max_length"] = max_length
         lm = OrthrosHFLM(**model_args)
+    if boundary_token not in ("eos", "bos"):
+        raise ValueError(f"boundary_token={boundary_token!r} must be 'eos' or 'bos'")
+    boundary_id = getattr(lm.tokenizer, f"{boundary_token}_token_id")
+    if boundary_id is None:
+        raise ValueError(f"tokenizer {tokenizer} has no {boundary_token.upper()} token (boundary_token)")
+    lm.custom_prefix_token_id = boundary_id
     n_params = sum(p.numel() for p in lm.model.parameters())
     task_manager = get_task_manager(str(checkpoint), tokenizer, recall_context_len)
 
@@ -247,7 +259,8 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
             if data_path.is_absolute() and data_path.is_relative_to(Path.cwd()):
                 data_path = data_path.relative_to(Path.cwd())  # so results do not depend on the clone's location
             spec = TaskSpec("val_ppl", PPL_METRICS, f"local loglikelihood_rolling over {data_path}"
-                                                   f" (sample_by={ppl_sample_by})")
+                                                   f" (sample_by={ppl_sample_by}; windows of {lm.max_length} "
+                                                   f"tokens; documents start after {boundary_token.upper()})")
         elif name in extra_tasks:
             spec_obj, metrics = extra_tasks[name]
             spec = TaskSpec(spec_obj["task"], tuple(metrics), "local task config")
@@ -280,6 +293,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
                          "n_samples": (n_samples.get(spec.lm_eval_task) or {}).get("effective"), "limit": limit,
                          "lm_eval_task": spec.lm_eval_task, "variant": spec.variant,
                          "task_version": versions.get(spec.lm_eval_task), "lm_eval_version": lm_eval.__version__,
+                         "window_tokens": lm.max_length, "boundary_token": f"{boundary_token}:{boundary_id}",
                          **provenance(profile, seed, dtype, backend, device, wall)})
     frame = pd.DataFrame(rows, columns=QUALITY_COLUMNS + [c for c in rows[0] if c not in QUALITY_COLUMNS]
                          if rows else QUALITY_COLUMNS)
@@ -289,10 +303,10 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, nargs="+", help="checkpoint dir(s); one --out (and --seed) each")
     p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: the checkpoint)")
     p.add_argument("--tasks", default="commonsense,recall", help="comma list: task names, commonsense, recall, val_ppl")
-    p.add_argument("--out", required=True, help="output CSV (quality rows)")
+    p.add_argument("--out", required=True, nargs="+", help="output CSV (quality rows), one per checkpoint")
     p.add_argument("--limit", type=float, default=None, help="docs per task (>=1: count, <1: fraction)")
     p.add_argument("--ppl-data", default=None, help="held-out text/jsonl file for val_ppl")
     p.add_argument("--ppl-sample-by", default="paragraph", choices=["line", "paragraph", "document"])
@@ -304,16 +318,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--max-length", type=int, default=None)
+    p.add_argument("--max-length", type=int, default=None,
+                   help="longest window in tokens; give the training length (default: the model's limit)")
+    p.add_argument("--boundary-token", default="eos", choices=["eos", "bos"],
+                   help="token a document is conditioned on first: the one training put between documents")
     p.add_argument("--recall-context-len", type=int, default=2048)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=[0], nargs="+", help="seed label(s), one per checkpoint (or one)")
     a = p.parse_args(argv)
+    seeds = a.seed * len(a.checkpoint) if len(a.seed) == 1 else a.seed
+    if not len(a.checkpoint) == len(a.out) == len(seeds):
+        p.error(f"give one --out and one --seed per --checkpoint (got {len(a.checkpoint)} checkpoints, "
+                f"{len(a.out)} outs, {len(seeds)} seeds)")
     limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
-    frame = run_tasks(a.checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], a.out, limit,
-                      ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,
-                      size=a.size, tokens=a.tokens, seq_len=a.seq_len, batch_size=a.batch_size, device=a.device,
-                      dtype=a.dtype, seed=a.seed, max_length=a.max_length, recall_context_len=a.recall_context_len)
-    print(frame[["task", "metric", "value", "status"]].to_string(index=False))
+    for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
+        frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
+                          ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,
+                          size=a.size, tokens=a.tokens, seq_len=a.seq_len, batch_size=a.batch_size, device=a.device,
+                          dtype=a.dtype, seed=seed, max_length=a.max_length, recall_context_len=a.recall_context_len,
+                          boundary_token=a.boundary_token)
+        print(out)
+        print(frame[["task", "metric", "value", "status"]].to_string(index=False))
 
 
 if __name__ == "__main__":

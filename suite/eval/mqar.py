@@ -8,12 +8,18 @@ after the context, as repeated bigrams do in text). All other positions hold uni
 
 ``labels[b, t]`` is the token the model must output after reading ``input_ids[b, :t + 1]`` (already shifted, so do
 not pass it to a Hugging Face model's ``labels=``): the paired value at each query position, ``-100`` elsewhere.
-Accuracy counts only those answer positions.
+Accuracy counts only those answer positions; it is also split into answers near their value and answers more
+than ``num_layers * (window - 1)`` tokens after it, which a sliding-window model cannot see (the negative control
+of :mod:`suite.eval.controls`).
 
-CLI::
+Departure from Zoology: the rows of one training batch share their query slots (keys, values and which key is
+asked where stay random per row), so every model computes logits at the query slots only, and Orthros runs its
+SFT regime (output-stream tokens only at answer positions, Sec. 3.2) instead of paying for T_out = T.
 
-    python -m suite.eval.mqar --arch orthros --size mqar --seq-len 64,128,256 --kv-pairs 4,8,16 --steps 2000 \\
-        --out results/smoke/mqar.csv --profile smoke
+CLI (the default profile's cell: train at 4 pairs, evaluate at 2-16)::
+
+    python -m suite.eval.mqar --arch orthros --size 1M --seq-len 64 --train-kv 4 --kv-pairs 2,4,8,16 --window 8 \\
+        --vocab-size 256 --steps 800 --lr 3e-3 --out results/default/eval/mqar/orthros/1M/seed42.csv
 """
 from __future__ import annotations
 
@@ -28,12 +34,18 @@ import torch.nn.functional as F
 
 from suite.provenance import provenance, write_csv
 
-MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "status"]
+MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
+                "n_near", "n_far", "far_distance", "chance", "window", "status"]
 
 
 def mqar_data(vocab_size: int, seq_len: int, num_kv_pairs: int, num_examples: int, seed: int,
-              power_a: float = 0.01, random_non_queries: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+              power_a: float = 0.01, random_non_queries: bool = True,
+              shared_slots: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """MQAR examples as ``(input_ids, labels)``, both int64 tensors of shape ``[num_examples, seq_len]``.
+
+    ``shared_slots``: every row of this call puts its queries in the same slots (drawn once; keys, values and
+    which key is asked where stay per row). Batches drawn this way let a model compute logits at the query
+    slots only (Orthros's SFT regime: output-stream tokens only at answer positions).
 
     Raises ValueError unless ``seq_len`` is even, ``4 * num_kv_pairs <= seq_len`` (room for the queries),
     ``num_kv_pairs < vocab_size // 2`` and ``power_a > 0``.
@@ -54,11 +66,15 @@ def mqar_data(vocab_size: int, seq_len: int, num_kv_pairs: int, num_examples: in
 
     inputs = np.zeros((num_examples, seq_len), dtype=np.int64)
     labels = np.full((num_examples, seq_len), -100, dtype=np.int64)
+    shared = context + 2 * rng.choice(space, size=num_kv_pairs, replace=False, p=gap_p) if shared_slots else None
     for row in range(num_examples):
         keys = rng.choice(np.arange(1, half), size=num_kv_pairs, replace=False)
         values = rng.choice(np.arange(half, vocab_size), size=num_kv_pairs, replace=False)
         inputs[row, 0:context:2], inputs[row, 1:context:2] = keys, values
-        query_pos = context + 2 * rng.choice(space, size=num_kv_pairs, replace=False, p=gap_p)
+        if shared is None:
+            query_pos = context + 2 * rng.choice(space, size=num_kv_pairs, replace=False, p=gap_p)
+        else:
+            query_pos = rng.permutation(shared)
         inputs[row, query_pos], labels[row, query_pos] = keys, values
     if random_non_queries:
         filler = inputs == 0
@@ -66,70 +82,111 @@ def mqar_data(vocab_size: int, seq_len: int, num_kv_pairs: int, num_examples: in
     return torch.from_numpy(inputs), torch.from_numpy(labels)
 
 
-def _logits(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+def _logits(model: torch.nn.Module, input_ids: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits ``[B, T_sel, V]`` at the query ``slots`` (bool ``[T]``), or ``[B, T, V]`` when ``slots`` is None.
+    The suite's models compute only the selected rows (``output_mask``); other models are sliced."""
+    from models.backbone import SuiteForCausalLM
+
+    if slots is not None and isinstance(model, SuiteForCausalLM):
+        return model(input_ids=input_ids, output_mask=slots).logits
     out = model(input_ids=input_ids)
-    return out.logits if hasattr(out, "logits") else out
+    logits = out.logits if hasattr(out, "logits") else out
+    return logits if slots is None else logits[:, slots]
+
+
+def query_distances(input_ids: torch.Tensor, labels: torch.Tensor, num_kv_pairs: int) -> torch.Tensor:
+    """For every answer position (``labels != -100``, row-major order): tokens from its value in the context
+    (position ``2 i + 1`` of key ``i``) to the query, int64 ``[n_answers]``."""
+    keys = input_ids[:, 0:2 * num_kv_pairs:2]                        # [B, kv]
+    rows, cols = (labels != -100).nonzero(as_tuple=True)
+    which = (keys[rows] == input_ids[rows, cols, None]).float().argmax(-1)
+    return cols - (2 * which + 1)
 
 
 @torch.inference_mode()
-def mqar_accuracy(model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor,
-                  batch_size: int = 64) -> float:
-    """Fraction of answer positions (``labels != -100``) where the argmax of the model's logits equals the label.
+def mqar_accuracy(model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor, num_kv_pairs: int,
+                  far_distance: int | None = None, batch_size: int = 64) -> dict:
+    """Accuracy at the answer positions (argmax of the logits == label), overall and split by distance.
 
-    ``model(input_ids=[B, T])`` must return logits ``[B, T, V]`` (or an object with ``.logits``).
+    Returns ``{"accuracy", "accuracy_near", "accuracy_far", "n_near", "n_far"}``: "far" answers lie more than
+    ``far_distance`` tokens after their value (beyond a sliding-window model's receptive field); the split
+    entries are None without ``far_distance`` or when a side is empty. ``model(input_ids=[B, T])`` returns
+    logits ``[B, T, V]`` (or an object with ``.logits``); rows of one batch may share query slots.
     """
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    correct = total = 0
+    hits, dists = [], []
     for start in range(0, len(input_ids), batch_size):
-        ids, lab = input_ids[start:start + batch_size].to(device), labels[start:start + batch_size].to(device)
-        pred = _logits(model, ids).argmax(-1)
-        mask = lab != -100
-        correct += int((pred[mask] == lab[mask]).sum())
-        total += int(mask.sum())
+        ids, lab = input_ids[start:start + batch_size], labels[start:start + batch_size]
+        slots = (lab != -100).any(0)
+        pred = _logits(model, ids.to(device), slots).argmax(-1).cpu()
+        sel = lab[:, slots]
+        hits.append(pred[sel != -100] == sel[sel != -100])
+        dists.append(query_distances(ids, lab, num_kv_pairs))
     model.train(was_training)
-    return correct / total
+    hit, dist = torch.cat(hits).float(), torch.cat(dists)
+    out = {"accuracy": float(hit.mean()), "accuracy_near": None, "accuracy_far": None, "n_near": None, "n_far": None}
+    if far_distance is not None:
+        far = dist > far_distance
+        out.update(n_near=int((~far).sum()), n_far=int(far.sum()),
+                   accuracy_near=float(hit[~far].mean()) if (~far).any() else None,
+                   accuracy_far=float(hit[far].mean()) if far.any() else None)
+    return out
 
 
-def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len: int, num_kv_pairs: int,
+def test_set(vocab_size: int, seq_len: int, num_kv_pairs: int, num_test: int, seed: int, power_a: float = 0.01,
+             chunk: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Held-out MQAR examples in chunks of ``chunk`` rows that share query slots (see ``mqar_data``)."""
+    parts = [mqar_data(vocab_size, seq_len, num_kv_pairs, min(chunk, num_test - i), seed + i, power_a,
+                       shared_slots=True) for i in range(0, num_test, chunk)]
+    return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+
+
+def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len: int, num_kv_pairs: int | list[int],
                    steps: int, *, vocab_size: int = 8192, batch_size: int = 64, lr: float = 1e-3,
-                   weight_decay: float = 0.1, num_train: int | None = None, num_test: int = 1000, seed: int = 0,
-                   power_a: float = 0.01, device: str = "cpu", log_every: int = 0) -> dict:
+                   weight_decay: float = 0.1, num_test: int = 1000, seed: int = 0, power_a: float = 0.01,
+                   eval_kv: list[int] | None = None, far_distance: int | None = None, device: str = "cpu",
+                   log_every: int = 0) -> dict:
     """Train a fresh model on MQAR with AdamW (cosine LR decay) and measure held-out accuracy.
 
-    ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``). Training data:
-    ``num_train`` examples (default ``steps * batch_size``, i.e. no repeats) from ``seed``; test data: ``num_test``
-    examples from ``seed + 10_000``. Loss: cross-entropy on answer positions only.
-    Returns ``{"accuracy", "final_train_loss", "n_params", "train_s", "num_train", "num_test"}``.
+    ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``). Step ``s`` trains on a
+    fresh batch drawn from ``(seed, s)`` whose rows share query slots (no example repeats), with
+    ``num_kv_pairs[s % len]`` pairs when a list is given; loss: cross-entropy on answer positions only. Held-out
+    data: ``num_test`` examples per evaluated pair count (``eval_kv``, default the trained ones) from other seeds.
+    Returns ``{"by_kv": {kv: mqar_accuracy dict}, "final_train_loss", "n_params", "train_s", "num_train", "num_test"}``.
     """
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps={steps} and batch_size={batch_size} must be >= 1")
+    train_kv = num_kv_pairs if isinstance(num_kv_pairs, list) else [num_kv_pairs]
+    for kv in sorted(set(train_kv + (eval_kv or []))):
+        mqar_data(vocab_size, seq_len, kv, 1, 0, power_a)         # fail fast on a cell the generator cannot fill
     torch.manual_seed(seed)
-    num_train = num_train or steps * batch_size
-    train_x, train_y = mqar_data(vocab_size, seq_len, num_kv_pairs, num_train, seed, power_a)
-    test_x, test_y = mqar_data(vocab_size, seq_len, num_kv_pairs, num_test, seed + 10_000, power_a)
     model = model_factory(vocab_size, seq_len).to(device)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
-    order = torch.randperm(num_train, generator=torch.Generator().manual_seed(seed))
     start, loss = time.perf_counter(), torch.tensor(float("nan"))
     for step in range(steps):
-        idx = order[(torch.arange(batch_size) + step * batch_size) % num_train]
-        x, y = train_x[idx].to(device), train_y[idx].to(device)
-        logits = _logits(model, x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1), ignore_index=-100)
+        kv = train_kv[step % len(train_kv)]
+        x, y = mqar_data(vocab_size, seq_len, kv, batch_size, seed * 1_000_003 + step, power_a, shared_slots=True)
+        slots = (y != -100).any(0)
+        logits = _logits(model, x.to(device), slots)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y[:, slots].flatten().to(device), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         sched.step()
         if log_every and step % log_every == 0:
-            print(f"step {step} loss {loss.item():.4f}")
+            print(f"step {step} kv {kv} loss {loss.item():.4f}", flush=True)
     train_s = time.perf_counter() - start
-    return {"accuracy": mqar_accuracy(model, test_x, test_y), "final_train_loss": float(loss.item()),
-            "n_params": sum(p.numel() for p in model.parameters()), "train_s": train_s, "num_train": num_train,
-            "num_test": num_test}
+    by_kv = {}
+    for kv in eval_kv or train_kv:
+        test_x, test_y = test_set(vocab_size, seq_len, kv, num_test, seed * 1_000_003 + 10_000_000, power_a)
+        by_kv[kv] = mqar_accuracy(model, test_x, test_y, kv, far_distance)
+    return {"by_kv": by_kv, "final_train_loss": float(loss.item()),
+            "n_params": sum(p.numel() for p in model.parameters()), "train_s": train_s,
+            "num_train": steps * batch_size, "num_test": num_test}
 
 
 def llama_factory(hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4) -> Callable[[int, int], torch.nn.Module]:
@@ -156,29 +213,60 @@ def registry_factory(arch: str, size: str, **overrides) -> Callable[[int, int], 
     return build
 
 
-def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int, *, arch: str, size: str,
-             profile: str, seed: int = 0, backend: str = "torch", device: str = "cpu", **train_kwargs) -> list[dict]:
-    """``train_and_eval`` for every (seq_len, num_kv_pairs) cell; one ``mqar.csv`` row per cell.
+def kernel_label(device: str) -> str:
+    """Which kernels the last run used (``models.backend``'s attention kernels, or FLA's for the linear mixers)."""
+    from models.backend import kernels_used
 
-    A cell whose ``num_kv_pairs`` does not fit ``seq_len`` (``4 * kv > seq_len``) gets status ``"not run: ..."``.
-    Extra columns: vocab_size, steps, batch_size, lr, num_train, num_test, final_train_loss.
+    used = "+".join(sorted(kernels_used()))
+    return used or ("fla-naive" if torch.device(device).type == "cpu" else "fla-triton")
+
+
+def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int, *, arch: str, size: str,
+             profile: str, seed: int = 0, device: str = "cpu", train_kv: list[int] | None = None,
+             window: int | None = None, num_layers: int | None = None, **train_kwargs) -> list[dict]:
+    """MQAR rows, one per (seq_len, num_kv_pairs) cell.
+
+    ``train_kv=None`` trains one model per cell; a list trains one model per ``seq_len`` on those pair counts (cycled
+    per step) and evaluates it at every ``kv_pairs`` cell. ``window`` and ``num_layers`` describe the windowed
+    models (``far_distance = num_layers * (window - 1)``: answers further than that from their value lie beyond a
+    sliding-window model's receptive field); the split is reported for every arch. A cell whose pairs do not fit
+    ``seq_len`` (``4 * kv > seq_len``) gets status ``"not run: ..."``. ``chance`` = 2 / vocab_size (uniform guess
+    over the value half of the vocabulary).
     """
+    from models.backend import reset_usage
+
+    vocab = train_kwargs.get("vocab_size", 8192)
+    far = num_layers * (window - 1) if window and num_layers else None
     rows = []
     for seq_len in seq_lens:
+        fits = [kv for kv in kv_pairs if 4 * kv <= seq_len]
+        groups = [([kv], [kv]) for kv in fits] if train_kv is None else \
+            [([kv for kv in train_kv if 4 * kv <= seq_len], fits)]
+        results = {}
+        for trained, evaluated in groups:
+            if not trained or not evaluated:
+                continue
+            reset_usage()
+            out = train_and_eval(model_factory, seq_len, trained, steps, seed=seed, device=device, eval_kv=evaluated,
+                                 far_distance=far, **train_kwargs)
+            for kv in evaluated:
+                results[kv] = (trained, out)
         for kv in kv_pairs:
             base = {"arch": arch, "size": size, "seq_len": seq_len, "num_kv_pairs": kv, "steps": steps,
-                    "vocab_size": train_kwargs.get("vocab_size", 8192),
-                    "batch_size": train_kwargs.get("batch_size", 64), "lr": train_kwargs.get("lr", 1e-3)}
-            if 4 * kv > seq_len:
-                rows.append(base | {"n_params": None, "accuracy": None,
-                                    "status": f"not run: num_kv_pairs={kv} > seq_len/4={seq_len // 4}"}
-                            | provenance(profile, seed, "float32", backend, device, None))
+                    "vocab_size": vocab, "batch_size": train_kwargs.get("batch_size", 64),
+                    "lr": train_kwargs.get("lr", 1e-3), "window": window, "num_layers": num_layers,
+                    "far_distance": far, "chance": 2 / vocab}
+            if kv not in results:
+                why = f"num_kv_pairs={kv} > seq_len/4={seq_len // 4}" if 4 * kv > seq_len else \
+                    "no trainable pair count fits this seq_len"
+                rows.append(base | {"n_params": None, "accuracy": None, "status": f"not run: {why}"}
+                            | provenance(profile, seed, "float32", "none", device, None))
                 continue
-            out = train_and_eval(model_factory, seq_len, kv, steps, seed=seed, device=device, **train_kwargs)
-            rows.append(base | {"n_params": out["n_params"], "accuracy": out["accuracy"], "status": "ok",
-                                "num_train": out["num_train"], "num_test": out["num_test"],
-                                "final_train_loss": out["final_train_loss"]}
-                        | provenance(profile, seed, "float32", backend, device, out["train_s"]))
+            trained, out = results[kv]
+            rows.append(base | {"n_params": out["n_params"], **out["by_kv"][kv], "status": "ok",
+                                "train_kv": "+".join(map(str, trained)), "num_train": out["num_train"],
+                                "num_test": out["num_test"], "final_train_loss": out["final_train_loss"]}
+                        | provenance(profile, seed, "float32", kernel_label(device), device, out["train_s"]))
     return rows
 
 
@@ -189,13 +277,21 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+WINDOWED = ("orthros", "orthros_noso", "swa")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--arch", required=True, help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or "
                                                  "'llama' for the built-in small Llama reference")
     p.add_argument("--size", required=True, help="registry size name")
     p.add_argument("--seq-len", type=_int_list, default=[64, 128, 256])
-    p.add_argument("--kv-pairs", type=_int_list, default=[4, 8, 16, 32, 64])
+    p.add_argument("--kv-pairs", type=_int_list, default=[4, 8, 16, 32, 64], help="pair counts evaluated")
+    p.add_argument("--train-kv", type=_int_list, default=None,
+                   help="train one model per seq_len on these pair counts (default: one model per cell)")
+    p.add_argument("--window", type=int, default=None,
+                   help="sliding window w of orthros/orthros_noso/swa (default: the arch's own); also sets the "
+                        "near/far split at num_layers * (w - 1) for every arch")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--batch-size", type=int, default=64)
@@ -203,17 +299,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-test", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--backend", default="torch")
     p.add_argument("--profile", default="smoke")
-    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/mqar.csv")
+    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
-    factory = llama_factory() if a.arch == "llama" else registry_factory(a.arch, a.size)
+    if a.window is not None and a.window < 1:
+        p.error(f"--window {a.window} must be >= 1")
+    layers = None
+    if a.arch == "llama":
+        factory = llama_factory()
+    else:
+        from models.sizes import get_size
+
+        layers = get_size(a.size).num_hidden_layers
+        factory = registry_factory(a.arch, a.size, **({"window_size": a.window}
+                                                      if a.window and a.arch in WINDOWED else {}))
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
-                    seed=a.seed, backend=a.backend, device=a.device, vocab_size=a.vocab_size,
-                    batch_size=a.batch_size, lr=a.lr, num_test=a.num_test)
+                    seed=a.seed, device=a.device, train_kv=a.train_kv, window=a.window, num_layers=layers,
+                    vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr, num_test=a.num_test)
     write_csv(rows, a.out)
     for row in rows:
-        print(row["seq_len"], row["num_kv_pairs"], row["accuracy"], row["status"])
+        print(row["seq_len"], row["num_kv_pairs"], row["accuracy"], row.get("accuracy_far"), row["status"])
 
 
 if __name__ == "__main__":

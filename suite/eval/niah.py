@@ -1,36 +1,60 @@
-"""Needle in a haystack (RULER ``niah_single`` style) over held-out text; rows for ``results/{profile}/niah.csv``.
+"""Needle in a haystack (RULER ``niah_single``, paper Sec. 4.4 / Fig. 3): a dedicated retrieval run, then the grid.
 
-Paper Sec. 4.4, Fig. 3 (context length x needle depth heat map). A prompt of exactly ``context_len`` tokens is:
-haystack tokens from the TEST split (a random window per trial), with ``"\\n" + NEEDLE_TEMPLATE + "\\n"`` inserted at
-token offset ``round(depth * haystack_len)`` (depth 0 = start, 1 = just before the question), then
-``"\\n" + QUESTION_TEMPLATE``. The templates and key words come from :mod:`suite.data.retrieval` so evaluation uses
-the exact strings of the retrieval training mix. The model greedily generates ``max_new_tokens`` tokens with its
-KV cache (``model.generate``, batch 1, ``torch.inference_mode``); a trial is correct when the 7-digit VALUE occurs
-verbatim in the generated text (RULER's string match).
+Two steps, one process (``python -m suite.eval.niah``):
+
+1. **Train** (``--arch``/``--size``): a fresh model learns the retrieval task of :mod:`suite.data.needles` on
+   train-split haystacks at ``--train-len`` tokens, with a curriculum (the first ``--curriculum-frac`` of the
+   steps at ``--curriculum-len`` tokens, twice the batch) and the loss on the answer tokens only: the SFT
+   regime of Sec. 3.2, so Orthros carries an output-stream token only at answer positions.
+   ``--checkpoint DIR`` instead evaluates an existing HF checkpoint (no training).
+2. **Evaluate**: for every (context length, depth) cell, ``--trials`` prompts of exactly ``context_len`` tokens
+   (held-out TEST text, one needle at the line boundary nearest the depth, then the question); the model
+   greedily generates with its KV cache (``model.generate``, batch 1) a budget derived from the tokenizer (the
+   question's last line plus the answer plus a margin). A trial is correct when the value occurs in the
+   generation as a whole number (``12345670`` does not contain ``1234567``).
+
+Each row records ``distance_min``/``distance_max``: tokens from the needle's value to the answer position. A
+sliding-window model of L layers and window w cannot read a value more than L*(w-1) tokens back: those cells
+are the negative control of :mod:`suite.eval.controls`; cells with ``context_len <= train_len`` the positive one.
 
 CLI::
 
-    python -m suite.eval.niah --checkpoint DIR --tokenizer DIR --haystack data/test.txt --lengths 1024,4096 \\
-        --depths 0,0.5,1 --trials 2 --out results/smoke/niah.csv --profile smoke --arch orthros --size 6M
+    python -m suite.eval.niah --arch orthros --size 1M --config default --data-dir D --haystack D/test.txt \\
+        --format code --value-digits 2 --train-len 128 --steps 1000 --lengths 96,128,256,512,1024 \\
+        --depths 0.1,0.5,0.9 --trials 8 --out results/default/eval/niah/orthros/1M/seed42.csv
 """
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
 
-from suite.data.retrieval import NEEDLE_TEMPLATE, QUESTION_TEMPLATE, make_needles
+from suite.data.needles import FORMATS, NeedleTask, whole_number_match
 from suite.provenance import provenance, write_csv
 
-NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status"]
+NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status", "train_len",
+                "distance_min", "distance_max", "format", "value_digits", "max_new_tokens"]
 MAX_HAYSTACK_CHARS = 20_000_000
+ANSWER_MARGIN = 4  # generated tokens allowed beyond the question's last line and the answer
 
 
-def _encode(tokenizer, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+def raw_tokenizer(tokenizer):
+    """The ``tokenizers.Tokenizer`` behind an HF fast tokenizer (or the object itself)."""
+    return getattr(tokenizer, "backend_tokenizer", tokenizer)
+
+
+def prefix_ids(tokenizer) -> list[int]:
+    """Token ids the tokenizer itself puts before any text (a BOS for BOS-trained HF checkpoints, [] for the
+    suite's tokenizer, whose models never saw one)."""
+    if hasattr(tokenizer, "backend_tokenizer"):
+        return list(tokenizer("", add_special_tokens=True)["input_ids"])
+    return list(tokenizer.encode("", add_special_tokens=True).ids)
 
 
 def haystack_ids(tokenizer, path: str | Path, max_chars: int = MAX_HAYSTACK_CHARS) -> np.ndarray:
@@ -45,78 +69,112 @@ def haystack_ids(tokenizer, path: str | Path, max_chars: int = MAX_HAYSTACK_CHAR
         text = fh.read(max_chars)
     if not text.strip():
         raise ValueError(f"haystack file is empty: {path}")
-    return np.asarray(_encode(tokenizer, text), dtype=np.int64)
+    return np.asarray(raw_tokenizer(tokenizer).encode(text, add_special_tokens=False).ids, dtype=np.int64)
 
 
-def build_prompt(tokenizer, hay: np.ndarray, context_len: int, depth: float, key: str, value: str,
-                 rng: np.random.Generator) -> list[int]:
-    """Prompt token ids, exactly ``context_len`` long, with the needle for (key, value) at ``depth`` in [0, 1].
-
-    Raises ValueError when ``depth`` is outside [0, 1], the needle and question do not fit ``context_len``, or
-    the haystack is shorter than the haystack part of the prompt.
-    """
-    if not 0.0 <= depth <= 1.0:
-        raise ValueError(f"depth={depth} must be in [0, 1]")
-    needle = _encode(tokenizer, "\n" + NEEDLE_TEMPLATE.format(key=key, value=value) + "\n")
-    question = _encode(tokenizer, "\n" + QUESTION_TEMPLATE.format(key=key))
-    hay_len = context_len - len(needle) - len(question)
-    if hay_len < 0:
-        raise ValueError(f"context_len={context_len} cannot hold the needle and question "
-                         f"({len(needle) + len(question)} tokens)")
-    if len(hay) < hay_len:
-        raise ValueError(f"haystack has {len(hay)} tokens, fewer than the {hay_len} needed for "
-                         f"context_len={context_len}")
-    start = int(rng.integers(0, len(hay) - hay_len + 1))
-    window = hay[start:start + hay_len].tolist()
-    cut = int(round(depth * hay_len))
-    return window[:cut] + needle + window[cut:] + question
+def answer_budget(task: NeedleTask, key: str, value: str, margin: int = ANSWER_MARGIN) -> int:
+    """Generated tokens allowed for one answer: the question's last line (a model may restate it), the answer
+    and ``margin``, all counted with the task's tokenizer."""
+    last_line = task.templates.question.format(key=key).rsplit("? ", 1)[-1]
+    return len(task.encode(last_line)) + len(task.answer_ids(value)) + margin
 
 
 @torch.inference_mode()
-def generate_answer(model, tokenizer, prompt_ids: list[int], max_new_tokens: int = 10) -> str:
+def generate_answer(model, tokenizer, prompt_ids: list[int], max_new_tokens: int) -> str:
     """Greedy continuation (decoded text of the new tokens) of one prompt, batch 1, using the model's cache."""
     device = next(model.parameters()).device
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = getattr(model.config, "eos_token_id", None) if hasattr(model, "config") else None
     out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                         do_sample=False, use_cache=True, pad_token_id=pad)
-    return tokenizer.decode(out[0, len(prompt_ids):], skip_special_tokens=True)
+                         do_sample=False, use_cache=True, pad_token_id=eos if eos is not None else 0)
+    return tokenizer.decode(out[0, len(prompt_ids):].tolist(), skip_special_tokens=True)
 
 
-def run_niah(model, tokenizer, haystack: str | Path | np.ndarray, lengths: list[int], depths: list[float],
-             trials: int, *, seed: int = 0, max_new_tokens: int = 10, arch: str = "", size: str = "",
-             profile: str = "smoke", dtype: str = "float32", backend: str = "hf", device: str = "cpu") -> list[dict]:
+def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
+                       lr: float, n_queries: int = 3, curriculum_len: int | None = None, curriculum_frac: float = 0.0,
+                       warmup: int = 30, weight_decay: float = 0.05, seed: int = 0, device: str = "cpu",
+                       progress: bool = True) -> dict:
+    """Train ``model`` in place on retrieval rows (loss on answer tokens only); returns
+    ``{"final_loss", "tokens", "train_s"}``. The first ``curriculum_frac`` of the steps use ``curriculum_len``
+    tokens and twice the batch. Raises ValueError for bad lengths or a non-finite loss (naming the step)."""
+    if steps < 1 or batch_size < 1 or not 0 <= curriculum_frac < 1:
+        raise ValueError(f"steps={steps}, batch_size={batch_size} must be >= 1 and curriculum_frac="
+                         f"{curriculum_frac} in [0, 1)")
+    torch.manual_seed(seed)
+    model.to(device).train()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                            lr=lr, betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(1, warmup)) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    short_steps = int(curriculum_frac * steps) if curriculum_len else 0
+    start, tokens, loss_val = time.perf_counter(), 0, float("nan")
+    bar = tqdm(range(steps), desc="niah train", disable=not progress, mininterval=2.0)
+    for step in bar:
+        rng = np.random.default_rng([seed, step])
+        T, rows = (curriculum_len, 2 * batch_size) if step < short_steps else (seq_len, batch_size)
+        seqs = [task.training_sequence(rng, hay, T, n_queries) for _ in range(rows)]
+        x = torch.from_numpy(np.stack([s for s, _ in seqs])).to(device)
+        labels = torch.full_like(x, -100)
+        for row, (_, positions) in enumerate(seqs):
+            labels[row, positions] = x[row, torch.tensor(positions, device=device) + 1]
+        mask = (labels != -100).any(0)
+        logits = model(input_ids=x, output_mask=mask).logits
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
+        loss_val = float(loss.detach())
+        if not math.isfinite(loss_val):
+            raise ValueError(f"NIAH training loss is {loss_val} at step {step}; lower the lr ({lr})")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        tokens += x.numel()
+        bar.set_postfix(loss=f"{loss_val:.3f}")
+    model.eval()
+    return {"final_loss": loss_val, "tokens": tokens, "train_s": time.perf_counter() - start}
+
+
+def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[int], depths: list[float],
+             trials: int, *, seed: int = 0, arch: str = "", size: str = "", train_len: int | None = None,
+             profile: str = "smoke", dtype: str = "float32", backend: str = "hf", device: str = "cpu",
+             extra: dict | None = None, progress: bool = True) -> list[dict]:
     """Accuracy per (context_len, depth) cell over ``trials`` needles; one ``niah.csv`` row per cell.
 
-    ``haystack``: a text file path or pre-tokenized ids. Cells that cannot be built (haystack too short, context
-    too small for needle + question) get status ``"not run: <why>"``. ``wall_s`` = seconds for the cell's trials.
-    Extra columns: max_new_tokens, example_output (first trial's generation).
+    ``hay``: held-out token ids [n_tokens]. Cells that cannot be built (haystack too short, context too small
+    for needle and question) get status ``"not run: <why>"`` and accuracy None. ``wall_s`` = seconds for the
+    cell. ``extra`` columns (scale, training settings) are copied into every row.
     """
     if trials < 1:
         raise ValueError(f"trials={trials} must be >= 1")
-    hay = haystack if isinstance(haystack, np.ndarray) else haystack_ids(tokenizer, haystack)
+    prefix = prefix_ids(tokenizer)
     n_params = sum(p.numel() for p in model.parameters())
     model.eval()
     rows = []
-    for li, context_len in enumerate(lengths):
-        for di, depth in enumerate(depths):
-            rng = np.random.default_rng([seed, li, di])
-            base = {"arch": arch, "size": size, "n_params": n_params, "context_len": context_len, "depth": depth,
-                    "n_trials": trials, "max_new_tokens": max_new_tokens}
-            start, correct, example, status = time.perf_counter(), 0, "", "ok"
-            try:
-                for trial in range(trials):
-                    (key, value), = make_needles(rng, 1)
-                    prompt = build_prompt(tokenizer, hay, context_len, depth, key, value, rng)
-                    text = generate_answer(model, tokenizer, prompt, max_new_tokens)
-                    correct += int(value in text)
-                    example = example or text
-            except ValueError as err:
-                status = f"not run: {err}"
-            wall = time.perf_counter() - start
-            rows.append(base | {"accuracy": correct / trials if status == "ok" else None, "status": status,
-                                "example_output": example}
-                        | provenance(profile, seed, dtype, backend, device, wall))
+    cells = [(li, n, di, d) for li, n in enumerate(lengths) for di, d in enumerate(depths)]
+    for li, context_len, di, depth in tqdm(cells, desc="niah eval", disable=not progress, mininterval=2.0):
+        rng = np.random.default_rng([seed, li, di])
+        base = {"arch": arch, "size": size, "n_params": n_params, "context_len": context_len, "depth": depth,
+                "n_trials": trials, "train_len": train_len,
+                "within_train_len": train_len is not None and context_len <= train_len, "format": task.fmt,
+                "value_digits": task.value_digits, **(extra or {})}
+        start, correct, example, status, distances, budget = time.perf_counter(), 0, "", "ok", [], 0
+        try:
+            for _ in range(trials):
+                prompt = task.eval_prompt(rng, hay, context_len - len(prefix), depth)
+                budget = answer_budget(task, prompt.key, prompt.value)
+                text = generate_answer(model, tokenizer, prefix + prompt.ids, budget)
+                correct += whole_number_match(text, prompt.value)
+                distances.append(prompt.distance)
+                example = example or text
+        except ValueError as err:
+            status = f"not run: {err}"
+        rows.append(base | {"accuracy": correct / trials if status == "ok" else None, "status": status,
+                            "distance_min": min(distances) if status == "ok" else None,
+                            "distance_max": max(distances) if status == "ok" else None,
+                            "max_new_tokens": budget or None, "example_output": example}
+                    | provenance(profile, seed, dtype, backend, device, time.perf_counter() - start))
     return rows
 
 
@@ -141,28 +199,80 @@ def _list(cast):
     return parse
 
 
+def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int):
+    from models.registry import build
+    from suite.train.run import window_overrides
+
+    cfg = {}
+    if config:
+        from suite.config import load_config
+
+        cfg = load_config(config)
+    return build(arch, size, vocab_size=vocab_size, **window_overrides(arch, cfg, train_len))
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: the checkpoint)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--arch", help="train a fresh model of this architecture (needs --size, --data-dir)")
+    src.add_argument("--checkpoint", help="evaluate an HF checkpoint folder instead (no training)")
+    p.add_argument("--size", default=None)
+    p.add_argument("--config", default=None, help="study config (profile name or YAML) for the model windows")
+    p.add_argument("--data-dir", default=None, help="data folder: tokenizer/ and tokens/train.npy")
+    p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: <data-dir>/tokenizer or the checkpoint)")
     p.add_argument("--haystack", required=True, help="held-out text file (the TEST split, e.g. <data_dir>/test.txt)")
+    p.add_argument("--format", choices=FORMATS, default="ruler")
+    p.add_argument("--value-digits", type=int, default=7)
+    p.add_argument("--train-len", type=int, default=128, help="training length in tokens")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--queries", type=int, default=3, help="needles (and questions) per training row")
+    p.add_argument("--curriculum-len", type=int, default=None)
+    p.add_argument("--curriculum-frac", type=float, default=0.0)
     p.add_argument("--lengths", type=_list(int), default=[1024, 4096], help="context lengths in tokens")
     p.add_argument("--depths", type=_list(float), default=[0.0, 0.5, 1.0])
-    p.add_argument("--trials", type=int, default=2)
-    p.add_argument("--max-new-tokens", type=int, default=10)
+    p.add_argument("--trials", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--backend", default="hf")
     p.add_argument("--profile", default="smoke")
-    p.add_argument("--arch", default="")
-    p.add_argument("--size", default="")
-    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/niah.csv")
+    p.add_argument("--label-arch", default=None, help="arch column for --checkpoint runs")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
-    model, tokenizer = load_model(a.checkpoint, a.tokenizer, a.dtype, a.device)
-    rows = run_niah(model, tokenizer, a.haystack, a.lengths, a.depths, a.trials, seed=a.seed,
-                    max_new_tokens=a.max_new_tokens, arch=a.arch, size=a.size, profile=a.profile, dtype=a.dtype,
-                    backend=a.backend, device=a.device)
+    from suite.data.tokenizer import load_tokens
+
+    torch.manual_seed(a.seed)
+    extra = {}
+    if a.checkpoint:
+        model, tokenizer = load_model(a.checkpoint, a.tokenizer, a.dtype, a.device)
+        arch, train_len = a.label_arch or "checkpoint", a.train_len
+        train_tokens = load_tokens(a.data_dir, "train") if a.data_dir else None
+        task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
+    else:
+        if not (a.size and a.data_dir):
+            p.error("--arch needs --size and --data-dir")
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(a.tokenizer or str(Path(a.data_dir) / "tokenizer"))
+        train_tokens = load_tokens(a.data_dir, "train")
+        task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
+        model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len)
+        fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
+                                 batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
+                                 curriculum_len=a.curriculum_len, curriculum_frac=a.curriculum_frac, seed=a.seed,
+                                 device=a.device, progress=not a.no_progress)
+        arch, train_len = a.arch, a.train_len
+        extra = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
+                 "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),
+                 "num_layers": model.config.num_hidden_layers}
+    hay = haystack_ids(tokenizer, a.haystack)
+    from models.backend import describe
+
+    rows = run_niah(model, tokenizer, task, hay, a.lengths, a.depths, a.trials, seed=a.seed, arch=arch,
+                    size=a.size or "", train_len=train_len, profile=a.profile, dtype=a.dtype,
+                    backend=describe(a.device), device=a.device, extra=extra, progress=not a.no_progress)
     write_csv(rows, a.out)
     for row in rows:
         print(row["context_len"], row["depth"], row["accuracy"], row["status"])

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.provenance import write_csv
+from suite.eval.controls import invalid_reason
+from suite.provenance import read_csv, write_csv
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
 from suite.report.measured import scale_text, select
 from suite.report.reported import REPORTED_DIR
+from suite.report.stats import NOISE_RULE, compare
 from suite.report.tables import to_markdown
 
 CONSISTENT = "consistent with the paper's own tables"
@@ -33,24 +35,35 @@ def _tolerance(claim: dict) -> float:
     return 0.5 * 10.0 ** -(len(text.split(".")[1]) if "." in text else 0)
 
 
-def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path | None) -> dict:
+def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path | None,
+                     controls: pd.DataFrame | None = None) -> dict:
     """Evaluate a ``measure`` block against the results CSVs.
 
-    Returns dict(value (float|None), ok (bool|None), status ("ok" or "not run: <why>"), conditions (str), path).
-    ``op`` ratio = mean(numerator rows) / mean(denominator rows); difference = numerator - denominator;
-    value = mean of the numerator rows. Only rows passing ``where`` (normally ``status: ok``) are used.
+    Returns dict(value (float|None), ok (bool|None), status ("ok", "not run: <why>" or "invalid: <why>"),
+    conditions (str), path, noise (str)). ``op`` ratio = mean(numerator rows) / mean(denominator rows); difference
+    = numerator - denominator; value = mean of the numerator rows. Only rows passing ``where`` (normally
+    ``status: ok``) are used; NaN measurements are dropped ("not measured", never a verdict).
+
+    ``controls: <experiment>`` gives a verdict only when both controls of that experiment passed (else status
+    "invalid: ..."). ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
+    :mod:`suite.report.stats`: for a claim of equality ("on par") no difference passes; for a claim that the two
+    differ (``claim_is_difference: true``) no difference fails; a difference beyond the noise is judged by ``expect``.
     """
     path = Path(measure["results"].format(results=results or "<no --results>", gpu=gpu or "<no --gpu-results>"))
-    out = dict(value=None, ok=None, conditions="", path=str(path))
+    out = dict(value=None, ok=None, conditions="", path=str(path), noise="")
+    if "controls" in measure:
+        reason = invalid_reason(controls, measure["controls"])
+        if reason:
+            return {**out, "status": reason}
     if not path.exists():
         return {**out, "status": f"not run: {path} missing"}
-    from suite.provenance import read_csv
 
     frame = read_csv(path)
     col = measure["column"]
     if col not in frame.columns:
         raise ValueError(f"{path}: column {col!r} named by a claim is missing")
     base = select(frame, measure["where"])
+    base = base[pd.to_numeric(base[col], errors="coerce").notna()]
     num = select(base, measure.get("numerator"))
     den = select(base, measure.get("denominator")) if measure["op"] != "value" else num
     if num.empty or den.empty:
@@ -69,8 +82,16 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
         ok &= value >= exp["ge"] - EPS
     if "le" in exp:
         ok &= value <= exp["le"] + EPS
+    noise = ""
+    if measure.get("seed_noise") and measure["op"] != "value":
+        cmp = compare(num.rename(columns={col: "value"}) if col != "value" else num,
+                      den.rename(columns={col: "value"}) if col != "value" else den)
+        noise = cmp.text()
+        if cmp.differs is False:
+            ok = not measure.get("claim_is_difference", False)
     cond = scale_text(pd.concat([num, den]).drop_duplicates())
-    return {**out, "value": float(value), "ok": bool(ok), "status": "ok", "conditions": f"{cond} ({len(num)}+{len(den)} rows)"}
+    return {**out, "value": float(value), "ok": bool(ok), "status": "ok", "noise": noise,
+            "conditions": f"{cond} ({len(num)}+{len(den)} rows)"}
 
 
 def _formula(claim: dict, ids: list[str], derived: pd.DataFrame) -> tuple[float | None, float | None, str, str]:
@@ -118,12 +139,18 @@ def _expectation(measure: dict) -> str:
 def _measured_verdict(res: dict, measure: dict) -> str:
     if res["status"] != "ok":
         return res["status"]
-    return ("reproduced here" if res["ok"] else "not reproduced here") + f" ({_expectation(measure)})"
+    rule = _expectation(measure)
+    if res.get("noise"):
+        rule += f"; {res['noise']}"
+    if "controls" in measure:
+        rule += f"; {measure['controls']} controls passed"
+    return ("reproduced here" if res["ok"] else "not reproduced here") + f" ({rule})"
 
 
 def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path | None = None,
-                 gpu_results: str | Path | None = None) -> pd.DataFrame:
-    """One audit row per claim (``AUDIT_COLUMNS``). Raises ValueError on unknown formula ids or bad result columns."""
+                 gpu_results: str | Path | None = None, controls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One audit row per claim (``AUDIT_COLUMNS``); quality measurements are gated by ``controls`` (controls.csv).
+    Raises ValueError on unknown formula ids or bad result columns."""
     rows = []
     for claim in claims:
         check = claim["check"]
@@ -144,7 +171,7 @@ def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path 
                 if isinstance(claim["value"], (int, float)):
                     row["diff"] = float(claim["value"]) - float(rec)
         else:
-            res = evaluate_measure(check["measure"], results, gpu_results)
+            res = evaluate_measure(check["measure"], results, gpu_results, controls)
             row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
             if res["value"] is not None and isinstance(claim["value"], (int, float)):
                 row["diff"] = res["value"] - float(claim["value"])
@@ -158,7 +185,7 @@ def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path 
                 if res["status"] != "ok" and "gpu" in check["measure"]["results"]:
                     row["verdict"] = f"{res['status']} (GPU benchmark; this machine has no GPU)"
         if "measure" in claim:
-            res = evaluate_measure(claim["measure"], results, gpu_results)
+            res = evaluate_measure(claim["measure"], results, gpu_results, controls)
             proxy = claim["measure"].get("proxy", "")
             row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
             row["measured_proxy"] = _measured_verdict(res, claim["measure"]) + (f" [{proxy}]" if proxy else "")
@@ -186,6 +213,10 @@ def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
              "instead (e.g. held-out perplexity for accuracy, MQAR for the recall tasks). A claim can therefore be "
              "consistent with the paper's tables and not reproduced by the proxy. `measured` is in the proxy's unit "
              "(ratio or difference, as the proxy text says), not the claim's; pass thresholds are in `claims.yaml`.", "",
+             "Quality proxies are judged only where the experiment's positive and negative controls passed "
+             "(`controls.csv`, `suite/eval/controls.py`); otherwise the verdict reads `invalid: <which control> "
+             f"failed`. Seed noise: two models {NOISE_RULE}; a smaller difference is \"no difference\", whatever "
+             "its sign.", "",
              "## Verdict counts", ""]
     for verdict, n in audit["verdict"].str.replace(r" \(.*", "", regex=True).value_counts().items():
         lines.append(f"- {verdict}: {n}")
@@ -207,7 +238,9 @@ def write_audit(out_dir: str | Path, results: str | Path | None, gpu_results: st
                 reported_dir: str | Path = REPORTED_DIR, claims_path: str | Path = CLAIMS_PATH) -> pd.DataFrame:
     """Write ``claims_audit.{csv,md}`` and ``derived.csv`` into ``out_dir``; returns the audit frame."""
     derived = load_derived(reported_dir)
-    audit = audit_claims(load_claims(claims_path), derived, results, gpu_results)
+    controls_path = Path(results) / "controls.csv" if results else None
+    controls = read_csv(controls_path) if controls_path is not None and controls_path.exists() else None
+    audit = audit_claims(load_claims(claims_path), derived, results, gpu_results, controls)
     out = Path(out_dir)
     write_csv(derived.round(6), out / "derived.csv")
     write_csv(audit, out / "claims_audit.csv")

@@ -27,11 +27,15 @@ _MEASURE = {"type": "object", "additionalProperties": False,
                 "results": {"type": "string", "pattern": r"^\{(results|gpu)\}/[\w./-]+\.csv$"},
                 "column": {"type": "string"}, "op": {"enum": ["ratio", "difference", "value"]},
                 "numerator": _FILTER, "denominator": _FILTER, "where": _FILTER, "expect": _EXPECT,
-                "proxy": {"type": "string"}},
+                "proxy": {"type": "string"},
+                "controls": {"enum": ["mqar", "niah", "lm"], "description": "judge only where both controls passed"},
+                "seed_noise": {"type": "boolean", "description": "compare per seed under the 2-sigma noise rule"},
+                "claim_is_difference": {"type": "boolean",
+                                        "description": "the claim says the two differ: no difference fails it"}},
             "allOf": [{"if": {"properties": {"op": {"enum": ["ratio", "difference"]}}},
                        "then": {"required": ["numerator", "denominator"]}}]}
 VERDICTS = ["consistent with the paper's own tables", "inconsistent", "reproduced here", "not reproduced here",
-            "not testable here", "misreading", "not run"]
+            "not testable here", "misreading", "not run", "invalid"]
 
 CLAIMS_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

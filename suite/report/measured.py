@@ -12,7 +12,7 @@ import pandas as pd
 
 from suite.provenance import read_csv
 
-PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu"]
+PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls"]
 GPU_FILES = ["prefill", "e2e", "niah"]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
                  "gpus", "method", "kernel", "dtype", "backend", "device", "gpu_name"]

@@ -16,7 +16,8 @@ import pandas as pd
 from suite.provenance import write_csv
 from suite.report.audit import write_audit
 from suite.report.claims import CLAIMS_PATH
-from suite.report.figures import fig2, fig3, fig4
+from suite.eval.controls import invalid_reason
+from suite.report.figures import fig2, fig3, fig4, fig_mqar
 from suite.report.measured import load_measured
 from suite.report.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 from suite.report.tables import e2e_table, format_table, paper_conditions, quality_table, recall_table
@@ -57,6 +58,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     reported, cond, figs = load_tables(reported_dir), load_conditions(reported_dir), load_figures(reported_dir)
     m = load_measured(results, gpu_results)
     res, gpu = results or "<no --results>", gpu_results or "<no --gpu-results>"
+    invalid = {exp: invalid_reason(m["controls"], exp) for exp in ("lm", "mqar", "niah")}
 
     def miss(name: str, why: str = "") -> str:
         return f"{res}/{name}.csv missing" + (f" ({why})" if why else "")
@@ -65,20 +67,23 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     specs = {
         "table1": ("Table 1: 1.3B trained from scratch, commonsense accuracy",
                    quality_table(reported[reported["table"] == "Table 1"], m["quality"], key="arch",
-                                 paper_cond=paper_conditions(cond, "Table 1"), missing=miss("quality"))),
+                                 paper_cond=paper_conditions(cond, "Table 1"), missing=miss("quality"),
+                                 invalid=invalid["lm"])),
         "table2": ("Table 2: conversion of 8B models",
                    quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
-                                 paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"))),
+                                 paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
+                                 invalid=invalid["lm"])),
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
-                                paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"))),
+                                paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
+                                invalid=invalid)),
         "table4": ("Table 4: end-to-end inference",
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
         "table7": ("Table 7: scaling and scale-offset ablation",
                    quality_table(reported[reported["table"] == "Table 7"], m["ablation"], key="variant",
                                  paper_cond=paper_conditions(cond, "Table 7"), missing=miss("ablation"),
-                                 match_scale=True)),
+                                 match_scale=True, invalid=invalid["lm"])),
     }
     written: dict[str, list[Path]] = {"tables": [], "figures": []}
     for name, (title, frame) in specs.items():
@@ -87,19 +92,14 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         written["tables"] += [out_t / f"{name}.md", out_t / f"{name}.csv"]
     write_audit(out_t, results, gpu_results, reported_dir, claims_path)
     written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
-    written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"))
-    written["figures"] += fig3(_with_gpu_niah(m["niah"], m["gpu_niah"]), out_f, miss("niah"))
+    written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
+                               invalid["lm"])
+    written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
+    written["figures"] += fig_mqar(m["mqar"], reported[reported["table"] == "Table 3"], out_f, miss("mqar"),
+                                   invalid["mqar"])
     written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"))
     return written
-
-
-def _with_gpu_niah(niah: pd.DataFrame | None, gpu_niah: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Profile NIAH rows plus the GPU rows (longer contexts), the latter labelled by their device."""
-    if gpu_niah is None:
-        return niah
-    gpu_niah = gpu_niah.assign(arch=gpu_niah["arch"] + " (" + gpu_niah["device"].astype(str) + ")")
-    return gpu_niah if niah is None else pd.concat([niah, gpu_niah], ignore_index=True)
 
 
 def main(argv: list[str] | None = None) -> None:

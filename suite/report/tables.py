@@ -10,9 +10,10 @@ from __future__ import annotations
 import pandas as pd
 
 from suite.report.measured import scale_text, select
+from suite.report.stats import mean_std
 
-TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "diff", "unit",
-                 "paper_scale_conditions", "measured_scale_conditions", "status"]
+TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds",
+                 "diff", "unit", "paper_scale_conditions", "measured_scale_conditions", "status"]
 ACC_METRICS = {"acc", "acc_norm"}
 
 
@@ -44,12 +45,14 @@ def _as_percent(rows: pd.DataFrame) -> pd.Series:
 
 
 def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key: str, paper_cond: str,
-                  missing: str, match_scale: bool = False) -> pd.DataFrame:
+                  missing: str, match_scale: bool = False, invalid: str | None = None) -> pd.DataFrame:
     """Compare reported quality cells with a measured quality-style CSV.
 
     reported: rows of one table from ``reported.load_tables`` (value in %). measured: a results frame with columns
-    ``key`` (arch or variant), task, metric, value, status (+ unit, size, n_params, tokens, seq_len) or None.
-    ``missing`` is the reason printed when ``measured`` is None. Returns ``TABLE_COLUMNS`` rows.
+    ``key`` (arch or variant), task, metric, value, status (+ unit, size, n_params, tokens, seq_len, seed) or None.
+    Measured cells are the mean over seeds, with the sample std (``measured_std``) and ``n_seeds``. ``missing`` is
+    the reason printed when ``measured`` is None; ``invalid`` (a failed control, see ``suite.eval.controls``)
+    replaces the status of every measured cell. Returns ``TABLE_COLUMNS`` rows.
     """
     rows, used = [], set()
     for r in reported.itertuples():
@@ -64,8 +67,8 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
             used.update(hits.index)
             ok = hits[hits["status"] == "ok"]
             if len(ok) and ok["metric"].isin(ACC_METRICS).all():
-                value = _as_percent(ok).mean()
-                base.update(measured=value, diff=value - r.value, status="ok",
+                value, std, n = mean_std(ok.assign(value=_as_percent(ok)))
+                base.update(measured=value, measured_std=std, n_seeds=n, diff=value - r.value, status=invalid or "ok",
                             metric=f"{r.metric} (measured: {'/'.join(ok['metric'].unique())})",
                             measured_scale_conditions=scale_text(ok, r.model))
             elif len(hits):
@@ -78,39 +81,70 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
         for _, g in measured.drop(index=list(used)).groupby([key, "task", "metric"] + (["size"] if "size" in measured else []),
                                                              sort=False, dropna=False):
             ok = g[g["status"] == "ok"]
-            val = pd.to_numeric(ok["value"], errors="coerce").mean() if len(ok) else None
+            val, std, n = mean_std(ok) if len(ok) else (None, None, 0)
+            status = "measured only: the paper reports no such metric; not comparable" if len(ok) else \
+                str(g["status"].iloc[0])
             rows.append(dict(model=g[key].iloc[0], variant=g[key].iloc[0], scale=str(g["size"].iloc[0]) if "size" in g else "",
-                             task=g["task"].iloc[0], metric=g["metric"].iloc[0], reported=None, measured=val, diff=None,
+                             task=g["task"].iloc[0], metric=g["metric"].iloc[0], reported=None, measured=val,
+                             measured_std=std, n_seeds=n, diff=None,
                              unit=str(g["unit"].iloc[0]) if "unit" in g else "", paper_scale_conditions="",
                              measured_scale_conditions=scale_text(g, str(g[key].iloc[0])),
-                             status=("measured only: the paper reports no such metric; not comparable" if len(ok)
-                                     else str(g["status"].iloc[0]))))
+                             status=f"{invalid} ({status})" if invalid and len(ok) else status))
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
+def _recall_views(mqar: pd.DataFrame | None, niah: pd.DataFrame | None) -> list[tuple[str, pd.DataFrame | None, str, str]]:
+    """(experiment, rows, label, column) of every measured recall view of Table 3."""
+    views = []
+    if mqar is not None and "accuracy_far" in mqar:
+        ok = mqar[mqar["status"] == "ok"]
+        cell = ok[["seq_len", "train_kv"]].dropna().iloc[0] if len(ok) and "train_kv" in ok else None
+        if cell is not None:
+            kv = int(str(cell["train_kv"]).split("+")[0])
+            at = mqar[(mqar["seq_len"] == cell["seq_len"]) & (mqar["num_kv_pairs"] == kv)]
+            views.append(("mqar", at, f"MQAR accuracy (T={int(cell['seq_len'])}, {kv} pairs)", "accuracy"))
+            views.append(("mqar", at, f"MQAR accuracy, answers beyond SWA's receptive field (T={int(cell['seq_len'])}, "
+                                      f"{kv} pairs)", "accuracy_far"))
+    else:
+        views.append(("mqar", mqar, "MQAR accuracy (mean over seq_len x kv pairs)", "accuracy"))
+    if niah is not None and "train_len" in niah:
+        inside = niah["context_len"] <= pd.to_numeric(niah["train_len"], errors="coerce")
+        views.append(("niah", niah[inside | (niah["status"] != "ok")], "NIAH accuracy within the training length",
+                      "accuracy"))
+        views.append(("niah", niah[~inside | (niah["status"] != "ok")], "NIAH accuracy beyond the training length",
+                      "accuracy"))
+    else:
+        views.append(("niah", niah, "NIAH accuracy (mean over context x depth)", "accuracy"))
+    return views
+
+
 def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.DataFrame | None, *, paper_cond: str,
-                 missing: str) -> pd.DataFrame:
+                 missing: str, invalid: dict[str, str | None] | None = None) -> pd.DataFrame:
     """Table 3: reported recall cells (never measured here: the 6 recall datasets are not available offline) plus
-    measured MQAR and NIAH accuracy per arch (mean over the measured grid) as 'measured only' rows."""
+    measured MQAR (the control cell, all answers and those beyond SWA's receptive field) and NIAH (within and beyond
+    the training length) per arch as 'measured only' rows. ``invalid`` maps an experiment ("mqar", "niah") to its
+    failed-control text (``suite.eval.controls.invalid_reason``), which replaces the status of its cells."""
+    invalid = invalid or {}
     rows = [dict(model=r.model, variant=r.variant, scale=r.scale, task=r.task_label, metric=r.metric, reported=r.value,
                  measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond, measured_scale_conditions="",
                  status="not run: recall datasets (DROP, NarrativeQA, SWDE, TriviaQA, FDA, SQuAD) unavailable offline")
             for r in reported.itertuples()]
-    for name, frame, label in [("mqar", mqar, "MQAR accuracy (mean over seq_len x kv pairs)"),
-                               ("niah", niah, "NIAH accuracy (mean over context x depth)")]:
+    for name, frame, label, column in _recall_views(mqar, niah):
         if frame is None:
-            rows.append(dict(model="all", variant="", scale="", task=label, metric="accuracy", reported=None,
+            rows.append(dict(model="all", variant="", scale="", task=label, metric=column, reported=None,
                              measured=None, diff=None, unit="fraction", paper_scale_conditions="",
                              measured_scale_conditions="", status=f"not run: {missing.replace('quality', name)}"))
             continue
         for arch, g in frame.groupby("arch", sort=False):
             ok = g[g["status"] == "ok"]
+            value = pd.to_numeric(ok[column], errors="coerce").mean() if len(ok) else None
+            status = "measured only: proxy for recall; not comparable with Table 3" if len(ok) else str(g["status"].iloc[0])
+            if len(ok) and invalid.get(name):
+                status = invalid[name]
             rows.append(dict(model=arch, variant="", scale=str(g["size"].iloc[0]) if "size" in g else "", task=label,
-                             metric="accuracy", reported=None,
-                             measured=pd.to_numeric(ok["accuracy"]).mean() if len(ok) else None, diff=None,
+                             metric=column, reported=None, measured=value, n_seeds=1 if len(ok) else 0, diff=None,
                              unit="fraction", paper_scale_conditions="", measured_scale_conditions=scale_text(g, arch),
-                             status="measured only: proxy for recall; not comparable with Table 3" if len(ok)
-                             else str(g["status"].iloc[0])))
+                             status=status))
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
@@ -192,10 +226,24 @@ def _speedup_rows(table: pd.DataFrame) -> pd.DataFrame:
 def format_table(frame: pd.DataFrame, title: str, paper_cond: str, note: str = "") -> str:
     """Markdown for one rendered table: title, the paper's scale/conditions line, an optional note, the table."""
     view = frame.drop(columns=["paper_scale_conditions"])  # printed once, above the table
-    for col in ["reported", "measured", "diff"]:
+    if "measured_std" in view:
+        view["measured"] = [_mean_std_text(m, s, n) for m, s, n in zip(view["measured"], view["measured_std"],
+                                                                      view["n_seeds"])]
+        view = view.drop(columns=["measured_std", "n_seeds"])
+    for col in ["reported", "diff"] + ([] if "measured_std" in frame else ["measured"]):
         view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v) else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
     parts = [f"# {title}", "", f"Paper scale & conditions: {paper_cond}", ""]
     if note:
         parts += [note, ""]
     parts.append(to_markdown(view))
     return "\n".join(parts) + "\n"
+
+
+def _mean_std_text(mean, std, n) -> str:
+    """``"5.012 +- 0.013 (3 seeds)"`` for a measured cell, ``""`` when nothing was measured."""
+    if mean is None or pd.isna(mean):
+        return ""
+    n = 0 if n is None or pd.isna(n) else int(n)
+    if std is None or pd.isna(std):
+        return f"{mean:.6g}" + (f" ({n} seed)" if n == 1 else "")
+    return f"{mean:.6g} +- {std:.2g} ({n} seeds)"

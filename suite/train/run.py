@@ -389,9 +389,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--recipe", choices=["train", "conversion"], default="train",
                     help="which config section gives the hyperparameters: train (Table 5) or conversion (Table 6)")
     for name, typ in (("steps", int), ("batch-size", int), ("seq-len", int), ("lr", float), ("warmup", int),
-                      ("min-lr-ratio", float), ("weight-decay", float), ("seed", int), ("save-every", int),
+                      ("min-lr-ratio", float), ("weight-decay", float), ("save-every", int),
                       ("val-batches", int), ("retrieval-fraction", float)):
         ap.add_argument(f"--{name}", type=typ)
+    ap.add_argument("--seed", type=_seed_list, help="seed, or comma-separated seeds trained one after the other in "
+                                                    "this process (then --out-dir holds '{seed}'); default: the "
+                                                    "config's first seed")
     ap.add_argument("--device", help="cpu, cuda, cuda:N (default: the config's device)")
     ap.add_argument("--dtype", choices=list(DTYPES))
     ap.add_argument("--profile", help="profile label for the provenance columns (default: the config's)")
@@ -430,16 +433,38 @@ def main(argv: list[str] | None = None) -> None:
     data_offset = args.data_offset
     if data_offset is None:
         data_offset = cfg.get("conversion", {}).get("base_steps", 0) if args.recipe == "conversion" else 0
-    row = train(model, args.data_dir, args.out_dir, steps=pick("steps"), batch_size=pick("batch_size"),
+    seeds = args.seed or cfg.get("seeds", [42])[:1]
+    if len(seeds) > 1 and "{seed}" not in args.out_dir:
+        ap.error(f"--out-dir {args.out_dir!r} must hold '{{seed}}' when several seeds are given")
+    for seed in seeds:
+        fmt = {"seed": seed}
+        _train_one(args, cfg, hp, data_cfg, pick, model, data_offset, seed,
+                   args.out_dir.format(**fmt), args.model.format(**fmt) if args.model else None,
+                   args.init_from.format(**fmt) if args.init_from else None)
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a seed or comma-separated seeds, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"seeds must be non-negative integers, got {text!r}")
+    return seeds
+
+
+def _train_one(args, cfg, hp, data_cfg, pick, model, data_offset, seed, out_dir, model_dir, init_from) -> None:
+    model = model_dir or model
+    row = train(model, args.data_dir, out_dir, steps=pick("steps"), batch_size=pick("batch_size"),
                 seq_len=pick("seq_len"), lr=pick("lr", 3e-4), warmup=pick("warmup", 0),
                 min_lr_ratio=pick("min_lr_ratio", 0.1), weight_decay=pick("weight_decay", 0.05),
-                seed=args.seed if args.seed is not None else cfg.get("seed", 42),
+                seed=seed,
                 profile=args.profile or cfg.get("profile", "default"), device=args.device or cfg.get("device", "cpu"),
                 dtype=args.dtype or cfg.get("dtype", "float32"),
                 retrieval_fraction=args.retrieval_fraction if args.retrieval_fraction is not None
                 else data_cfg.get("retrieval_fraction", 0.0),
                 retrieval_max_keys=data_cfg.get("retrieval_max_keys", 4), grad_clip=hp.get("grad_clip", 1.0),
-                save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=args.init_from,
+                save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=init_from,
                 arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), data_offset=data_offset,
                 overwrite=args.overwrite, progress=not args.no_progress, threads=cfg.get("threads"))
     print(json.dumps({k: row[k] for k in ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl",

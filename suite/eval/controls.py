@@ -1,0 +1,191 @@
+"""Positive and negative controls of every quality experiment: ``results/<profile>/controls.csv``.
+
+An experiment whose positive control fails (the full-attention Transformer cannot do the task) or whose negative
+control passes the task (a model that cannot see the answer scores above chance) says nothing about Orthros. The
+audit and the renderers give a verdict only where both controls of the experiment passed
+(:func:`invalid_reason`).
+
+| experiment | control | arch | condition | passes when |
+|---|---|---|---|---|
+| mqar | positive | transformer | the default cell (seq_len, pairs) | accuracy >= 0.95 |
+| mqar | negative | swa | answers beyond its receptive field, default cell | accuracy_far <= chance + 0.05 |
+| niah | positive | transformer | every context_len <= train_len (mean over depths) | min accuracy >= 0.9 |
+| niah | negative | swa | cells whose needle lies beyond L*(w-1) tokens | mean accuracy <= 0.1 |
+| lm | positive | transformer | main size, every seed: val loss | < unigram cross-entropy of val |
+| lm | negative | transformer | step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
+
+The ``lm`` controls cover the perplexity experiments (main comparison, SO ablation, conversion).
+
+CLI::
+
+    python -m suite.eval.controls --mqar results/default/mqar.csv --mqar-cell 64:4 --niah results/default/niah.csv \\
+        --val-loss results/default/quality.csv --first-loss L1.csv ... --data-dir D --out results/default/controls.csv
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+import pandas as pd
+
+from suite.provenance import PROVENANCE_COLUMNS, read_csv, write_csv
+
+CONTROL_COLUMNS = ["experiment", "control", "arch", "condition", "metric", "value", "threshold", "passed"]
+MQAR_POSITIVE, MQAR_CHANCE_MARGIN = 0.95, 0.05
+NIAH_POSITIVE, NIAH_NEGATIVE = 0.9, 0.1
+INIT_MARGIN = 0.5  # nats: an untrained model's loss lies within this of ln(vocab)
+
+
+def _row(experiment, control, arch, condition, metric, value, threshold, passed, source: pd.DataFrame | None):
+    prov = {c: None for c in PROVENANCE_COLUMNS}
+    if source is not None and len(source):
+        first = source.iloc[0]
+        prov.update({c: first[c] for c in PROVENANCE_COLUMNS if c in source.columns})
+        prov["wall_s"] = None
+        if "seed" in source.columns and source["seed"].nunique() > 1:
+            prov["seed"] = "+".join(str(s) for s in sorted(source["seed"].unique()))
+    value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+    return {"experiment": experiment, "control": control, "arch": arch, "condition": condition, "metric": metric,
+            "value": value, "threshold": threshold, "passed": bool(passed) and value is not None, **prov}
+
+
+def _ok(frame: pd.DataFrame | None, arch: str) -> pd.DataFrame:
+    if frame is None or frame.empty:
+        return pd.DataFrame()
+    return frame[(frame["arch"] == arch) & (frame["status"] == "ok")]
+
+
+def mqar_controls(mqar: pd.DataFrame | None, seq_len: int, kv: int) -> list[dict]:
+    """The MQAR controls at the default cell (``seq_len``, ``kv`` pairs)."""
+    cell = f"seq_len={seq_len}, num_kv_pairs={kv}"
+    pos = _ok(mqar, "transformer")
+    pos = pos[(pos["seq_len"] == seq_len) & (pos["num_kv_pairs"] == kv)] if len(pos) else pos
+    value = pos["accuracy"].astype(float).mean() if len(pos) else None
+    rows = [_row("mqar", "positive", "transformer", cell, "accuracy", value, f">= {MQAR_POSITIVE}",
+                 value is not None and value >= MQAR_POSITIVE, pos)]
+    neg = _ok(mqar, "swa")
+    neg = neg[(neg["seq_len"] == seq_len) & (neg["num_kv_pairs"] == kv)] if len(neg) else neg
+    if len(neg) and neg["accuracy_far"].notna().any():
+        value, chance = neg["accuracy_far"].astype(float).mean(), float(neg["chance"].iloc[0])
+        far = int(neg["far_distance"].iloc[0])
+        condition = f"{cell}, answers > {far} tokens after their value (L*(w-1), w={int(neg['window'].iloc[0])})"
+        threshold = chance + MQAR_CHANCE_MARGIN
+        rows.append(_row("mqar", "negative", "swa", condition, "accuracy_far", value,
+                         f"<= {threshold:.4g} (chance {chance:.4g} + {MQAR_CHANCE_MARGIN})", value <= threshold, neg))
+    else:
+        rows.append(_row("mqar", "negative", "swa", f"not run: no SWA answers beyond the receptive field ({cell})",
+                         "accuracy_far", None, f"<= chance + {MQAR_CHANCE_MARGIN}", False, neg))
+    return rows
+
+
+def niah_controls(niah: pd.DataFrame | None) -> list[dict]:
+    """The NIAH controls: Transformer within its training length, SWA beyond its receptive field."""
+    pos = _ok(niah, "transformer")
+    if len(pos) and pos["train_len"].notna().any():
+        train_len = int(pos["train_len"].iloc[0])
+        inside = pos[pos["context_len"] <= train_len]
+        per_len = inside.groupby("context_len")["accuracy"].mean()
+        value = float(per_len.min()) if len(per_len) else None
+        condition = (f"context_len <= train_len={train_len} ({', '.join(str(int(n)) for n in per_len.index)}); "
+                     "min over lengths of the mean over depths")
+        rows = [_row("niah", "positive", "transformer", condition, "accuracy", value, f">= {NIAH_POSITIVE}",
+                     value is not None and value >= NIAH_POSITIVE, inside)]
+    else:
+        rows = [_row("niah", "positive", "transformer", "not run: no Transformer NIAH rows", "accuracy", None,
+                     f">= {NIAH_POSITIVE}", False, pos)]
+    neg = _ok(niah, "swa")
+    if len(neg) and neg["window"].notna().any():
+        far = int(neg["num_layers"].iloc[0]) * (int(neg["window"].iloc[0]) - 1)
+        beyond = neg[neg["distance_min"] > far]
+        value = beyond["accuracy"].astype(float).mean() if len(beyond) else None
+        condition = (f"{len(beyond)} cells whose needle lies > {far} tokens before the answer "
+                     f"(L*(w-1), w={int(neg['window'].iloc[0])})")
+        rows.append(_row("niah", "negative", "swa", condition, "accuracy", value, f"<= {NIAH_NEGATIVE}",
+                         value is not None and value <= NIAH_NEGATIVE, beyond))
+    else:
+        rows.append(_row("niah", "negative", "swa", "not run: no SWA NIAH rows with a window", "accuracy", None,
+                         f"<= {NIAH_NEGATIVE}", False, neg))
+    return rows
+
+
+def unigram_cross_entropy(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:
+    """Cross-entropy (nats/token) of the add-one-smoothed train-split unigram distribution on the val tokens."""
+    counts = np.bincount(np.asarray(train, dtype=np.int64), minlength=vocab_size) + 1.0
+    logp = np.log(counts / counts.sum())
+    return float(-logp[np.asarray(val, dtype=np.int64)].mean())
+
+
+def lm_controls(val_loss: pd.DataFrame | None, first_losses: list[float], unigram: float | None,
+                vocab_size: int | None, main_size: str) -> list[dict]:
+    """Perplexity-experiment controls from the Transformer's val loss and its step-1 (untrained) loss."""
+    rows = []
+    tr = _ok(val_loss, "transformer") if val_loss is not None else pd.DataFrame()
+    if len(tr):
+        tr = tr[(tr["task"] == "train_val_loss") & (tr["size"].astype(str) == str(main_size))]
+    value = tr["value"].astype(float).max() if len(tr) else None
+    rows.append(_row("lm", "positive", "transformer", f"size {main_size}, worst seed of {len(tr)}: val loss vs the "
+                     "val split's unigram cross-entropy", "nats_per_token", value,
+                     f"< {unigram:.4g}" if unigram is not None else "< unigram (not computed)",
+                     value is not None and unigram is not None and value < unigram, tr))
+    init = float(np.min(first_losses)) if first_losses else None
+    chance = math.log(vocab_size) if vocab_size else None
+    rows.append(_row("lm", "negative", "transformer", "step-1 training loss (untrained model, lowest seed)",
+                     "nats_per_token", init,
+                     f">= {chance - INIT_MARGIN:.4g} (ln vocab {chance:.4g} - {INIT_MARGIN})" if chance else ">= ln vocab",
+                     init is not None and chance is not None and init >= chance - INIT_MARGIN, tr))
+    return rows
+
+
+def invalid_reason(controls: pd.DataFrame | None, experiment: str) -> str | None:
+    """``None`` when both controls of ``experiment`` passed, else ``"invalid: <which> control failed (<arch>
+    <value> vs <threshold>)"`` (or ``"invalid: controls not run"`` without a controls table)."""
+    if controls is None:
+        return "invalid: controls not run (no controls.csv)"
+    rows = controls[controls["experiment"] == experiment]
+    if rows.empty:
+        return f"invalid: no {experiment} controls in controls.csv"
+    failed = []
+    for r in rows.itertuples():
+        if str(r.passed).lower() != "true":
+            value = "not run" if pd.isna(r.value) else f"{float(r.value):.4g}"
+            failed.append(f"{r.control} control failed ({r.arch} {value} vs {r.threshold})")
+    return "invalid: " + "; ".join(failed) if failed else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mqar", help="results/<profile>/mqar.csv")
+    p.add_argument("--mqar-cell", help="SEQ_LEN:PAIRS of the default MQAR cell, e.g. 64:4")
+    p.add_argument("--niah", help="results/<profile>/niah.csv")
+    p.add_argument("--val-loss", help="results/<profile>/quality.csv (train_val_loss rows)")
+    p.add_argument("--first-loss", nargs="*", default=[], help="loss.csv of the main-size Transformer runs")
+    p.add_argument("--main-size", default="1M")
+    p.add_argument("--data-dir", help="data folder with tokens/{train,val}.npy (unigram baseline)")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    rows = []
+    if a.mqar:
+        try:
+            seq_len, kv = (int(v) for v in a.mqar_cell.split(":"))
+        except (AttributeError, ValueError):
+            p.error(f"--mqar-cell must be SEQ_LEN:PAIRS, got {a.mqar_cell!r}")
+        rows += mqar_controls(read_csv(a.mqar), seq_len, kv)
+    if a.niah:
+        rows += niah_controls(read_csv(a.niah))
+    if a.val_loss:
+        unigram = vocab = None
+        if a.data_dir:
+            from suite.data.tokenizer import load_tokenizer, load_tokens
+
+            vocab = load_tokenizer(f"{a.data_dir}/tokenizer").get_vocab_size()
+            unigram = unigram_cross_entropy(load_tokens(a.data_dir, "train"), load_tokens(a.data_dir, "val"), vocab)
+        first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.first_loss]
+        rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
+    frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS)
+    write_csv(frame, a.out)
+    print(frame[["experiment", "control", "arch", "value", "threshold", "passed"]].to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

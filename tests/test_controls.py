@@ -1,0 +1,151 @@
+"""Controls of the quality experiments (suite.eval.controls), the seed-noise rule (suite.report.stats) and how the
+audit and the tables turn a failed control into 'invalid'."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.eval import controls as ctl
+from suite.report import audit
+from suite.report.claims import load_claims
+from suite.report.derived import load_derived
+from suite.report.stats import compare, mean_std
+from suite.report.tables import quality_table, recall_table
+
+PROV = {"commit": "abc", "profile": "test", "device": "cpu", "backend": "blocked", "dtype": "float32", "seed": 42,
+        "wall_s": 1.0}
+
+
+def mqar_rows(transformer=0.97, swa_far=0.01, orthros_far=0.9):
+    rows = []
+    for arch, acc, far in (("transformer", transformer, transformer), ("swa", 0.5, swa_far), ("orthros", 0.96, orthros_far)):
+        rows.append({"arch": arch, "size": "1M", "seq_len": 64, "num_kv_pairs": 4, "train_kv": "4", "accuracy": acc,
+                     "accuracy_far": far, "accuracy_near": 1.0, "far_distance": 14, "window": 8, "chance": 2 / 256,
+                     "status": "ok", **PROV})
+    return pd.DataFrame(rows)
+
+
+def niah_rows(transformer=1.0, swa_far=0.0):
+    rows = []
+    for arch in ("transformer", "swa", "orthros"):
+        for n in (96, 128, 512):
+            for depth, dist in ((0.1, n - 10), (0.9, 5)):
+                acc = transformer if arch == "transformer" else (swa_far if dist > 62 else 1.0) if arch == "swa" else 1.0
+                rows.append({"arch": arch, "size": "1M", "context_len": n, "depth": depth, "accuracy": acc,
+                             "train_len": 128, "within_train_len": n <= 128, "distance_min": dist, "distance_max": dist,
+                             "window": 32, "num_layers": 2, "status": "ok", **PROV})
+    return pd.DataFrame(rows)
+
+
+def test_mqar_controls_pass_and_fail():
+    good = ctl.mqar_controls(mqar_rows(), 64, 4)
+    assert [r["passed"] for r in good] == [True, True]
+    assert good[1]["threshold"].startswith("<= 0.05781")  # chance 2/256 + 0.05
+    weak = ctl.mqar_controls(mqar_rows(transformer=0.9), 64, 4)
+    assert weak[0]["passed"] is False and weak[0]["value"] == pytest.approx(0.9)
+    leaky = ctl.mqar_controls(mqar_rows(swa_far=0.3), 64, 4)
+    assert leaky[1]["passed"] is False
+    missing = ctl.mqar_controls(mqar_rows(), 128, 4)   # no row at that cell
+    assert [r["passed"] for r in missing] == [False, False]
+
+
+def test_niah_controls_use_training_length_and_receptive_field():
+    good = ctl.niah_controls(niah_rows())
+    assert [r["passed"] for r in good] == [True, True]
+    assert "context_len <= train_len=128 (96, 128)" in good[0]["condition"]
+    assert "> 62 tokens" in good[1]["condition"]       # 2 layers x (32 - 1)
+    assert ctl.niah_controls(niah_rows(transformer=0.8))[0]["passed"] is False
+    assert ctl.niah_controls(niah_rows(swa_far=0.5))[1]["passed"] is False
+    assert [r["passed"] for r in ctl.niah_controls(None)] == [False, False]
+
+
+def test_lm_controls_and_unigram_baseline():
+    train = np.array([0, 0, 1, 2, 2, 2])
+    val = np.array([2, 0, 3])
+    counts = np.array([3, 2, 4, 1])                        # add-one smoothed over a vocabulary of 4
+    want = -np.mean(np.log(counts / counts.sum())[val])
+    assert ctl.unigram_cross_entropy(train, val, 4) == pytest.approx(want)
+    quality = pd.DataFrame([{"arch": "transformer", "size": "1M", "task": "train_val_loss", "value": v, "status": "ok",
+                             **{**PROV, "seed": s}} for s, v in ((42, 5.0), (43, 5.1))])
+    rows = ctl.lm_controls(quality, [8.3, 8.31], unigram=6.0, vocab_size=4096, main_size="1M")
+    assert [r["passed"] for r in rows] == [True, True] and rows[0]["value"] == 5.1 and rows[0]["seed"] == "42+43"
+    assert ctl.lm_controls(quality, [6.0], 6.0, 4096, "1M")[1]["passed"] is False   # an 'untrained' loss far below ln V
+
+
+def test_invalid_reason_names_the_failed_control():
+    table = pd.DataFrame(ctl.mqar_controls(mqar_rows(transformer=0.5), 64, 4))
+    reason = ctl.invalid_reason(table, "mqar")
+    assert reason == "invalid: positive control failed (transformer 0.5 vs >= 0.95)"
+    assert ctl.invalid_reason(pd.DataFrame(ctl.mqar_controls(mqar_rows(), 64, 4)), "mqar") is None
+    assert ctl.invalid_reason(None, "mqar").startswith("invalid: controls not run")
+
+
+def _c09():
+    return next(c for c in load_claims() if c["id"] == "C09")
+
+
+@pytest.mark.parametrize("transformer,expect", [(0.97, "reproduced here"),
+                                                (0.5, "invalid: positive control failed (transformer 0.5 vs >= 0.95)")])
+def test_failing_control_turns_the_audit_verdict_invalid(tmp_path, transformer, expect):
+    mqar = mqar_rows(transformer=transformer)
+    mqar.to_csv(tmp_path / "mqar.csv", index=False)
+    controls = pd.DataFrame(ctl.mqar_controls(mqar, 64, 4))
+    row = audit.audit_claims([_c09()], load_derived(), tmp_path, None, controls).iloc[0]
+    assert row["measured_proxy"].startswith(expect)
+    if transformer < 0.95:
+        assert row["measured"] is None            # no verdict and no number from an invalid experiment
+
+
+def test_failing_control_marks_table_cells_invalid():
+    mqar = mqar_rows(transformer=0.5)
+    reason = ctl.invalid_reason(pd.DataFrame(ctl.mqar_controls(mqar, 64, 4)), "mqar")
+    rep = pd.DataFrame(columns=["model", "variant", "scale", "task_label", "metric", "value", "unit"])
+    table = recall_table(rep, mqar, None, paper_cond="", missing="x", invalid={"mqar": reason})
+    mqar_cells = table[table["task"].str.startswith("MQAR")]
+    assert len(mqar_cells) and (mqar_cells["status"] == reason).all()
+
+
+def test_noise_rule():
+    a = pd.DataFrame({"seed": [1, 2, 3], "value": [5.00, 5.02, 4.98]})
+    b = pd.DataFrame({"seed": [1, 2, 3], "value": [5.03, 5.01, 5.05]})
+    cmp = compare(a, b)
+    pooled = math.sqrt((np.var([5.00, 5.02, 4.98], ddof=1) + np.var([5.03, 5.01, 5.05], ddof=1)) / 2)
+    assert cmp.delta == pytest.approx(-0.03) and cmp.pooled_std == pytest.approx(pooled)
+    assert cmp.differs is False and cmp.text().startswith("no difference")     # 0.03 <= 2 x 0.02
+    far = compare(a, b.assign(value=b["value"] + 0.2))
+    assert far.differs is True and far.text().startswith("differs")
+    assert compare(a.head(1), b.head(1)).differs is None                      # one seed: no noise estimate
+    assert mean_std(a) == (pytest.approx(5.0), pytest.approx(0.02), 3)
+
+
+def _ablation(so_gain):
+    rows = []
+    for seed, noise in zip((42, 43, 44), (0.0, 0.02, -0.02)):
+        for variant, value in (("orthros", 5.0 - so_gain + noise), ("orthros_noso", 5.0 + noise / 2)):
+            rows.append({"variant": variant, "task": "val_ppl", "metric": "byte_perplexity", "value": value,
+                         "size": "1M", "status": "ok", **{**PROV, "seed": seed}})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("gain,verdict", [(0.005, "not reproduced here"), (0.3, "reproduced here")])
+def test_noise_rule_in_the_audit(tmp_path, gain, verdict):
+    """SO 'matters' (C12) needs a gain beyond seed noise; a smaller one is 'no difference', so not reproduced."""
+    _ablation(gain).to_csv(tmp_path / "ablation.csv", index=False)
+    lm_ok = pd.DataFrame([{"experiment": "lm", "control": c, "arch": "transformer", "value": 1.0, "threshold": "",
+                           "passed": True} for c in ("positive", "negative")])
+    c12 = next(c for c in load_claims() if c["id"] == "C12")
+    row = audit.audit_claims([c12], load_derived(), tmp_path, None, lm_ok).iloc[0]
+    assert row["measured_proxy"].startswith(verdict)
+    assert ("no difference" in row["measured_proxy"]) == (gain < 0.1)
+    assert "2 x pooled seed std" in row["measured_proxy"]
+
+
+def test_quality_table_reports_mean_and_std_over_seeds():
+    rep = pd.DataFrame([{"model": "orthros", "variant": "", "scale": "1.3B", "task": "arc_e", "task_label": "ARC-e",
+                         "metric": "acc", "value": 50.0, "unit": "%"}])
+    measured = pd.DataFrame([{"arch": "orthros", "task": "arc_e", "metric": "acc", "value": v, "unit": "fraction",
+                              "status": "ok", "seed": s} for s, v in ((1, 0.40), (2, 0.44), (3, 0.42))])
+    row = quality_table(rep, measured, key="arch", paper_cond="", missing="").iloc[0]
+    assert row["measured"] == pytest.approx(42.0) and row["measured_std"] == pytest.approx(2.0)
+    assert row["n_seeds"] == 3 and row["diff"] == pytest.approx(-8.0)
