@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import torch
 
 from models import backend
-from models.backbone import MixerContext, apply_rope, rope_cos_sin
+from models.backbone import MixerContext, apply_rope, rope_cos_sin, rope_frequencies
 
 
 RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
@@ -117,6 +117,7 @@ class Engine:
         self.next_tok = torch.zeros_like(self.tok)
         self.logits = torch.zeros(batch, cfg.vocab_size, device=self.device, dtype=self.dtype)  # last step's
         self.length = 0  # tokens in the cache (host copy of pos)
+        self._freqs = rope_frequencies(cfg, self.device)  # the config's RoPE: inverse frequencies (static) and scale
         # decode rows are [base, output]: their scale-offsets stacked in static buffers, refreshed from the
         # parameters by _load_scale_offset at every prefill/decode call (captured graphs read these buffers)
         self._so = [(torch.stack([m.alpha, m.alpha_out]).detach(), torch.stack([m.beta, m.beta_out]).detach())
@@ -197,11 +198,11 @@ class Engine:
         B, T = input_ids.shape
         if T + 1 > self.max_len:
             raise ValueError(f"prompt of {T} tokens leaves no room in max_len={self.max_len}")
-        m, cfg = self.model, self.model.config
+        m = self.model
         self._load_scale_offset()
         h = m.model.embed_tokens(input_ids.to(self.device))
         q_index = torch.arange(T, device=self.device)
-        cos, sin = rope_cos_sin(q_index.expand(B, T), cfg.head_dim, cfg.rope_theta, h.dtype)
+        cos, sin = rope_cos_sin(q_index.expand(B, T), self._freqs, h.dtype)
         if self.two_stream:
             h = torch.cat([h, h[:, -1:]], dim=1)
         for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
@@ -287,12 +288,12 @@ class Engine:
 
     def _step(self, L: int) -> None:
         """One decode step over the first L cache slots; reads tok/pos, writes K/V at pos, logits, next token."""
-        m, cfg = self.model, self.model.config
+        m = self.model
         B, c = self.batch, self.chunk
         h = m.model.embed_tokens(self.tok)  # [B, 1, D]
         if self.two_stream:
             h = torch.cat([h, h], dim=1)  # base row, output row
-        self._rope = rope_cos_sin(self.pos.expand(B, 1), cfg.head_dim, cfg.rope_theta, h.dtype)
+        self._rope = rope_cos_sin(self.pos.expand(B, 1), self._freqs, h.dtype)
         # index math shared by all layers
         full_out = torch.arange(L, device=self.device) > self.pos  # keys after pos: masked out
         pos_chunk, pos_off = self.pos // c, self.pos % c
@@ -394,15 +395,16 @@ def build_bench_model(arch: str, size: str, device: str | torch.device, dtype: t
                       **overrides):
     """A random-weight model of ``arch`` at ``size`` built directly on ``device`` in ``dtype`` (eval mode).
 
-    The system benchmarks use Qwen3's attention details (q/k norm, RoPE theta 1e6) and the size's
-    reference vocabulary; ``max_len`` sets ``max_position_embeddings``. ``overrides`` win.
-    Raises ValueError for an unknown arch or size.
+    The system benchmarks use Qwen3's attention details (q/k norm, RoPE theta 1e6; for archs with attention
+    layers, the others refuse them) and the size's reference vocabulary; ``max_len`` sets
+    ``max_position_embeddings``. ``overrides`` win. Raises ValueError for an unknown arch or size.
     """
-    from models.registry import build
+    from models.registry import ARCHS, build, known_archs
     from models.sizes import get_size
 
-    kw = dict(vocab_size=get_size(size).ref_vocab, qk_norm=True, rope_theta=1e6,
-              max_position_embeddings=max(max_len, 2048))
+    kw = dict(vocab_size=get_size(size).ref_vocab, max_position_embeddings=max(max_len, 2048))
+    if arch not in known_archs() or ARCHS[arch].config_cls.attention_layers:
+        kw.update(qk_norm=True, rope_theta=1e6)
     kw.update(overrides)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
