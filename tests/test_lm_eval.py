@@ -127,6 +127,57 @@ def test_truncate_context_windows(tiny):
     assert based_qa.truncate_context("short text", ["x"], tok, 60, True) == "short text"
 
 
+def _direct_loglik(model, context_ids, continuation_ids):
+    """Sum log p(continuation_ids | context_ids), one forward, positions counted by hand."""
+    ids = torch.tensor([context_ids + continuation_ids])
+    with torch.no_grad():
+        logp = model(input_ids=ids).logits.log_softmax(-1)[0]
+    return sum(float(logp[len(context_ids) + i - 1, t]) for i, t in enumerate(continuation_ids))
+
+
+def test_loglikelihood_scores_the_whole_continuation_when_a_token_spans_the_join(tiny, caplog):
+    """With this BPE, encoding context + continuation together puts a token across the join: lm-eval's
+    split then leaves no continuation token ("Return the mod" + "ule": its empty-continuation assertion)
+    or scores a part ("Call ro" + "utines" scores "tines"). Right value: the continuation's own tokens."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    _, _, model, tok, lm = tiny
+    enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    spanning = [("Return the mod", "ule"), ("Call ro", "utines")]
+    aligned = [("The capital of France is", " Paris")]
+    for context, continuation in spanning:  # the premise: the inherited split is wrong here
+        _, cont = HFLM._encode_pair(lm, context, continuation)
+        assert tok.decode(cont) != continuation
+    requests = [Instance("loglikelihood", doc={}, arguments=pair, idx=0) for pair in spanning + aligned]
+    with caplog.at_level("INFO", logger="suite.eval.harness"):
+        got = lm.loglikelihood(requests, disable_tqdm=True)
+    for (context, continuation), (ll, _) in zip(spanning + aligned, got):
+        ctx_ids, cont_ids = enc(context), enc(continuation)
+        assert cont_ids and tok.decode(cont_ids) == continuation
+        assert ll == pytest.approx(_direct_loglik(model, ctx_ids, cont_ids), abs=1e-4)
+    assert "encoded separately" in caplog.text and "Call ro" in caplog.text
+
+
+def test_truncate_context_cuts_on_token_boundaries_within_budget(tiny):
+    """Multi-byte characters take two byte tokens here: a cut between them must not decode to U+FFFD,
+    and the cut text, encoded again, must fit the budget."""
+    _, _, _, tok, _ = tiny
+    context = " ".join(f"café{i} naïve{i} résumé{i}" for i in range(60))
+    enc = tok(context, add_special_tokens=False, return_offsets_mapping=True)
+    starts = {a for a, _ in enc["offset_mapping"]}
+    ends = {b for _, b in enc["offset_mapping"]}
+    for budget in range(50, 70):
+        for centre in (False, True):
+            cut = based_qa.truncate_context(context, ["résumé30"], tok, budget, centre)
+            where = context.find(cut)
+            assert where >= 0, (budget, centre, cut[:20])
+            assert where in starts and where + len(cut) in ends  # both ends on token boundaries
+            n = len(tok(cut, add_special_tokens=False)["input_ids"])
+            assert budget - 4 <= n <= budget
+            assert ("résumé30" in cut) == centre
+
+
 def test_heldout_perplexity_matches_direct_loglik(tiny):
     root, ckpt, model, tok, lm = tiny
     paragraphs = ["hello world, this is some held out text.", "another paragraph of plain words here",

@@ -109,12 +109,38 @@ def import_project_models() -> list[str]:
 
 @register_model("orthros-hf")
 class OrthrosHFLM(HFLM):
-    """lm-eval ``HFLM`` that imports the project's model packages first (``--model orthros-hf``)."""
+    """lm-eval ``HFLM`` that imports the project's model packages first (``--model orthros-hf``).
+
+    Loglikelihood requests keep lm-eval's tokenization (context and continuation encoded together, split after
+    the context's tokens) except where a token spans the join: see :meth:`_encode_pair`.
+    """
 
     def __init__(self, *args, **kwargs):
         import_project_models()
         kwargs.setdefault("backend", "causal")  # project model_types are not in HF's built-in causal-LM name list
         super().__init__(*args, **kwargs)
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids ``(context_ids, continuation_ids)`` (lists of int) of one loglikelihood request.
+
+        As lm-eval: trailing spaces of the context move to the continuation, the two are encoded together and
+        split after the context's own tokens. When a token of that joint encoding spans the join (BPE merges
+        across it), the split would leave no continuation token or score only part of it; then the
+        continuation is encoded on its own, so the score always covers exactly its text, and an INFO line on
+        the ``suite.eval.harness`` logger records the pair. Raises AssertionError for an empty context (lm-eval
+        handles those before calling this).
+        """
+        if self.backend != "causal":
+            return super()._encode_pair(context, continuation)
+        assert context, "Context cannot be empty!"
+        head = context.rstrip()
+        tail = context[len(head):] + continuation
+        context_ids = self.tok_encode(head)
+        whole = self.tok_encode(head + tail)
+        if whole[:len(context_ids)] == context_ids and len(whole) > len(context_ids):
+            return context_ids, whole[len(context_ids):]
+        log.info("context and continuation encoded separately (a token spans the join): %r + %r", head[-30:], tail)
+        return context_ids, self.tok_encode(tail, add_special_tokens=False)
 
 
 def _clean_docs(dataset):

@@ -7,7 +7,8 @@ DROP / TriviaQA / NQ variants, so they are defined here (own code, same protocol
 * prompt: ``"<context>. <question>"`` (TriviaQA markup ``[PAR] [DOC] [TLE]`` removed);
 * context truncated to ``recall_context_len - recall_answer_len`` tokens of the model's tokenizer
   (2048 - 50 = 1998 by default): a window centred on the first answer occurrence for NQ, the document head for
-  DROP and TriviaQA (as JRT does, these datasets give no answer position);
+  DROP and TriviaQA (as JRT does, these datasets give no answer position); the window is cut from the text at
+  token boundaries and re-encoded to check the budget (:func:`truncate_context`);
 * greedy generation until ``"\\n"``, at most 48 tokens; metric ``contains`` = case-insensitive substring match of
   any gold answer in the generation, averaged over documents.
 
@@ -42,19 +43,37 @@ def _tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
+def _n_tokens(tokenizer, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def truncate_context(context: str, answers, tokenizer, max_tokens: int, center_on_answer: bool) -> str:
-    """Cut ``context`` to ``max_tokens`` tokens: centred on the first answer occurrence, else from the head."""
-    ids = tokenizer(context, add_special_tokens=False)["input_ids"]
-    if len(ids) <= max_tokens:
+    """Cut ``context`` to at most ``max_tokens`` tokens: centred on the first answer occurrence, else the head.
+
+    The cut is a substring of ``context`` between token boundaries of its encoding (character offsets of a
+    fast tokenizer; never a decode of a token slice, which splits multi-byte characters into U+FFFD), and
+    the cut text encoded again is checked against ``max_tokens``; the window shrinks from the end until it
+    fits. Returns ``context`` unchanged when it fits.
+    """
+    enc = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    if len(offsets) <= max_tokens:
         return context
     answer_tok = 0
     if center_on_answer:
         starts = [m.start() for a in answers if a and a.strip()
                   for m in [re.search(re.escape(a.strip()), context, re.IGNORECASE)] if m]
-        if starts:
-            answer_tok = len(tokenizer(context[:min(starts)], add_special_tokens=False)["input_ids"])
-    start = max(0, min(answer_tok - max_tokens // 2, len(ids) - max_tokens))
-    return tokenizer.decode(ids[start:start + max_tokens], skip_special_tokens=True)
+        if starts:  # the first token that ends after the answer's first character
+            answer_tok = next(i for i, (_, end) in enumerate(offsets) if end > min(starts))
+    start = max(0, min(answer_tok - max_tokens // 2, len(offsets) - max_tokens))
+    n = max_tokens
+    while n > 0:
+        cut = context[offsets[start][0]:offsets[start + n - 1][1]]
+        excess = _n_tokens(tokenizer, cut) - max_tokens
+        if excess <= 0:
+            return cut
+        n -= excess
+    return ""
 
 
 class _BasedQA(ConfigurableTask):
