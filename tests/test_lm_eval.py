@@ -13,9 +13,17 @@ from suite.eval import harness
 from suite.eval.tiny import make_tiny_checkpoint
 from suite.provenance import PROVENANCE_COLUMNS
 
-_spec = importlib.util.spec_from_file_location("based_qa", harness.TASKS_DIR / "recall" / "based_qa.py")
-based_qa = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(based_qa)
+
+
+def _task_module(name):
+    spec = importlib.util.spec_from_file_location(name, harness.TASKS_DIR / "recall" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+based_qa = _task_module("based_qa")
+narrativeqa = _task_module("narrativeqa")
 
 QUESTIONS = ["The capital of France is", "Water boils at", "The opposite of hot is", "A week has",
              "The sky is", "Cats like to", "The sun rises in the", "Two plus two is", "Snow is",
@@ -176,6 +184,56 @@ def test_truncate_context_cuts_on_token_boundaries_within_budget(tiny):
             n = len(tok(cut, add_special_tokens=False)["input_ids"])
             assert budget - 4 <= n <= budget
             assert ("résumé30" in cut) == centre
+
+
+def test_narrativeqa_loads_its_task_and_reaches_the_dataset(tiny, monkeypatch):
+    """lm-eval's scrolls_narrativeqa dies importing transformers.data.metrics; the suite's task loads its config
+    and gets as far as reading the SCROLLS data, which offline is unavailable."""
+    import datasets
+
+    root, ckpt, _, _, lm = tiny
+    calls, real = [], datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    df = harness.run_tasks(ckpt, None, ["narrativeqa"], root / "narrativeqa.csv", lm=lm)
+    assert df.status.tolist() == [harness.NOT_OFFLINE], df.status.tolist()
+    assert df.metric.tolist() == ["f1"] and df.unit.tolist() == ["fraction"]
+    assert "NarrativeQA" in df.variant.iloc[0] and "F1" in df.variant.iloc[0]
+    assert any("narrative_qa" in str(c.get("data_files")) for c in calls)
+
+
+def test_narrativeqa_f1_matches_direct_greedy_generation(tiny):
+    root, ckpt, model, tok, lm = tiny
+    stories = [("Who owns the cat?", "Alice owns a grey cat. The cat sleeps all day."),
+               ("Where does Bob live?", "Bob lives in a small house near the river."),
+               ("What did Carol paint?", "Carol painted the garden door green."),
+               ("When is the meeting?", "The meeting moved to Tuesday at noon.")]
+    rows, expected = [], []
+    for i, (question, story) in enumerate(stories):
+        prompt = f"{story}\n\nQuestion: {question}\nAnswer:"
+        ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=48,
+                                 do_sample=False, pad_token_id=tok.pad_token_id)
+        text = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0]
+        # gold answers: the greedy text itself (F1 = 1) on even documents, words it does not hold (F1 = 0) on all
+        answers = ["QZXJ wug", text] if i % 2 == 0 else ["QZXJ wug"]
+        assert text.strip() and "qzxj" not in text.lower() and "wug" not in text.lower()
+        for answer in answers:  # SCROLLS: one row per (question, answer), merged by id
+            rows.append({"id": f"q{i}", "pid": f"q{i}_{len(rows)}", "input": f"{question}\n\n{story}",
+                         "output": answer})
+        expected.append(1.0 if i % 2 == 0 else 0.0)
+    path = root / "narrativeqa.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    config = {"task": "tiny_narrativeqa", "class": narrativeqa.NarrativeQA, "dataset_path": "json",
+              "dataset_kwargs": {"data_files": {"validation": str(path)}}}
+    df = harness.run_tasks(ckpt, None, ["tiny_narrativeqa"], root / "nqa.csv", lm=lm,
+                           extra_tasks={"tiny_narrativeqa": (config, ("f1",))})
+    assert df.status.tolist() == ["ok"] and df.n_samples.iloc[0] == len(stories)
+    assert df.value.iloc[0] == pytest.approx(sum(expected) / len(expected))
+    # token F1 by hand: {cat, sat} vs {cat, sat, down}: P = 1, R = 2/3; {tuesday, at, noon} vs 4 words: R = 3/4
+    assert narrativeqa.token_f1("The Cat sat.", "a cat sat down") == pytest.approx(0.8)
+    assert narrativeqa.f1_score("Tuesday, at noon", ["Friday", "at noon on Tuesday"]) == pytest.approx(6 / 7)
+    assert narrativeqa.token_f1("noon noon", "noon") == pytest.approx(2 / 3)  # shared words counted once each
 
 
 def test_heldout_perplexity_matches_direct_loglik(tiny):
