@@ -13,17 +13,9 @@ from suite.eval import harness
 from suite.eval.tiny import make_tiny_checkpoint
 from suite.provenance import PROVENANCE_COLUMNS
 
-
-
-def _task_module(name):
-    spec = importlib.util.spec_from_file_location(name, harness.TASKS_DIR / "recall" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-based_qa = _task_module("based_qa")
-narrativeqa = _task_module("narrativeqa")
+_spec = importlib.util.spec_from_file_location("based_qa", harness.TASKS_DIR / "recall" / "based_qa.py")
+based_qa = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(based_qa)
 
 QUESTIONS = ["The capital of France is", "Water boils at", "The opposite of hot is", "A week has",
              "The sky is", "Cats like to", "The sun rises in the", "Two plus two is", "Snow is",
@@ -91,8 +83,29 @@ def test_multiple_choice_matches_direct_scoring(tiny):
     assert stock["results"]["tiny_mc"]["acc,none"] == pytest.approx(got["acc"])
 
 
+def _greedy_line(model, tok, prompt):
+    """The first line of the model's greedy continuation of ``prompt`` (48 new tokens at most)."""
+    ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=48,
+                             do_sample=False, pad_token_id=tok.pad_token_id)
+    return tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0]
+
+
+def _run_local_task(tiny, name, task_class, rows, metric):
+    """Run ``task_class`` through run_tasks with ``rows`` (a local jsonl) as its validation split; the result row."""
+    root, ckpt, _, _, lm = tiny
+    path = root / f"{name}.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    config = {"task": name, "class": task_class, "dataset_path": "json",
+              "dataset_kwargs": {"data_files": {"validation": str(path)}}}
+    df = harness.run_tasks(ckpt, None, [name], root / f"{name}.csv", lm=lm, extra_tasks={name: (config, (metric,))})
+    assert df.status.tolist() == ["ok"]
+    return df.iloc[0]
+
+
 def test_recall_generation_task_matches_direct_greedy(tiny):
-    root, ckpt, model, tok, lm = tiny
+    _, _, model, tok, _ = tiny
     raw = [("The cat sat on the mat. Alice owns the cat.", "Who owns the cat?"),
            ("Paris is in France. It is large.", "Where is Paris?"),
            ("The meeting moved to Tuesday at noon.", "When is the meeting?"),
@@ -101,25 +114,14 @@ def test_recall_generation_task_matches_direct_greedy(tiny):
            ("Carol painted the door green last year.", "What color is the door?")]
     docs, expected = [], []
     for i, (context, question) in enumerate(raw):
-        prompt = context.strip().strip(".") + ". " + question
-        ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
-            gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=48,
-                                 do_sample=False, pad_token_id=tok.pad_token_id)
-        text = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0]
+        text = _greedy_line(model, tok, context.strip().strip(".") + ". " + question)
         snippet = text.strip()[:3]
         answer = snippet if (i % 2 == 0 and snippet) else "QZXJ"   # half answerable from the greedy text
         docs.append({"context": context, "question": question, "answers": [answer]})
         expected.append(based_qa.contains_score(text, [answer]))
     assert 0 < sum(expected) < len(expected)                         # the check can tell right from wrong
-    path = root / "qa.jsonl"
-    path.write_text("\n".join(json.dumps(d) for d in docs))
-    config = {"task": "tiny_drop", "class": based_qa.BasedDrop, "dataset_path": "json",
-              "dataset_kwargs": {"data_files": {"validation": str(path)}}}
-    df = harness.run_tasks(ckpt, None, ["tiny_drop"], root / "qa.csv", lm=lm,
-                           extra_tasks={"tiny_drop": (config, ("contains",))})
-    assert df.status.tolist() == ["ok"]
-    assert df.value.iloc[0] == pytest.approx(sum(expected) / len(expected))
+    row = _run_local_task(tiny, "tiny_drop", based_qa.BasedDrop, docs, "contains")
+    assert row.value == pytest.approx(sum(expected) / len(expected))
 
 
 def test_truncate_context_windows(tiny):
@@ -202,19 +204,14 @@ def test_narrativeqa_loads_its_task_and_reaches_the_dataset(tiny, monkeypatch):
 
 
 def test_narrativeqa_f1_matches_direct_greedy_generation(tiny):
-    root, ckpt, model, tok, lm = tiny
+    _, _, model, tok, _ = tiny
     stories = [("Who owns the cat?", "Alice owns a grey cat. The cat sleeps all day."),
                ("Where does Bob live?", "Bob lives in a small house near the river."),
                ("What did Carol paint?", "Carol painted the garden door green."),
                ("When is the meeting?", "The meeting moved to Tuesday at noon.")]
     rows, expected = [], []
     for i, (question, story) in enumerate(stories):
-        prompt = f"{story}\n\nQuestion: {question}\nAnswer:"
-        ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
-            gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=48,
-                                 do_sample=False, pad_token_id=tok.pad_token_id)
-        text = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0]
+        text = _greedy_line(model, tok, f"{story}\n\nQuestion: {question}\nAnswer:")
         # gold answers: the greedy text itself (F1 = 1) on even documents, words it does not hold (F1 = 0) on all
         answers = ["QZXJ wug", text] if i % 2 == 0 else ["QZXJ wug"]
         assert text.strip() and "qzxj" not in text.lower() and "wug" not in text.lower()
@@ -222,18 +219,13 @@ def test_narrativeqa_f1_matches_direct_greedy_generation(tiny):
             rows.append({"id": f"q{i}", "pid": f"q{i}_{len(rows)}", "input": f"{question}\n\n{story}",
                          "output": answer})
         expected.append(1.0 if i % 2 == 0 else 0.0)
-    path = root / "narrativeqa.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows))
-    config = {"task": "tiny_narrativeqa", "class": narrativeqa.NarrativeQA, "dataset_path": "json",
-              "dataset_kwargs": {"data_files": {"validation": str(path)}}}
-    df = harness.run_tasks(ckpt, None, ["tiny_narrativeqa"], root / "nqa.csv", lm=lm,
-                           extra_tasks={"tiny_narrativeqa": (config, ("f1",))})
-    assert df.status.tolist() == ["ok"] and df.n_samples.iloc[0] == len(stories)
-    assert df.value.iloc[0] == pytest.approx(sum(expected) / len(expected))
+    row = _run_local_task(tiny, "tiny_narrativeqa", based_qa.NarrativeQA, rows, "f1")
+    assert row.n_samples == len(stories)  # the rows of one id are one document
+    assert row.value == pytest.approx(sum(expected) / len(expected))
     # token F1 by hand: {cat, sat} vs {cat, sat, down}: P = 1, R = 2/3; {tuesday, at, noon} vs 4 words: R = 3/4
-    assert narrativeqa.token_f1("The Cat sat.", "a cat sat down") == pytest.approx(0.8)
-    assert narrativeqa.f1_score("Tuesday, at noon", ["Friday", "at noon on Tuesday"]) == pytest.approx(6 / 7)
-    assert narrativeqa.token_f1("noon noon", "noon") == pytest.approx(2 / 3)  # shared words counted once each
+    assert based_qa.token_f1("The Cat sat.", "a cat sat down") == pytest.approx(0.8)
+    assert based_qa.f1_score("Tuesday, at noon", ["Friday", "at noon on Tuesday"]) == pytest.approx(6 / 7)
+    assert based_qa.token_f1("noon noon", "noon") == pytest.approx(2 / 3)  # shared words counted once each
 
 
 def test_heldout_perplexity_matches_direct_loglik(tiny):
