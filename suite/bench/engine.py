@@ -82,6 +82,7 @@ class Engine:
     masked key contributes exactly 0 to the value product, never 0 * NaN. The scale-offset parameters are
     read from the model at every ``prefill`` and ``decode`` call, so weights loaded after the engine was
     built are used (in place, as ``load_state_dict`` does; a captured CUDA graph holds parameter addresses).
+    The RoPE frequencies are the config's (:func:`models.backbone.rope_frequencies`), computed at construction.
 
     Raises:
         ValueError: unsupported mixers, bad sizes.
