@@ -25,7 +25,19 @@ from .budget import matched_intermediate_size
 
 
 class MatchedConfig(SuiteConfig):
-    """Base of the baselines whose MLP width is matched to Orthros' parameter budget."""
+    """Base of the baselines whose MLP width is matched to Orthros' parameter budget.
+
+    ``match_budget=True``: ``intermediate_size`` is Orthros' width, replaced by the matched one. Otherwise a
+    given ``reference_intermediate_size`` must be the width that ``intermediate_size`` was matched from.
+    The pure linear models (no attention layer) read the attention fields (heads, KV heads, head_dim, q/k
+    norm, biases) only for the Orthros budget they match; window and RoPE they refuse (``attention_layers``).
+
+    Raises:
+        ValueError: ``reference_intermediate_size`` together with ``match_budget=True``, or one that does not
+        match ``intermediate_size``.
+    """
+
+    attention_layers = False
 
     @staticmethod
     def layer_mixer(config, layer_idx):  # pragma: no cover - abstract
@@ -33,11 +45,23 @@ class MatchedConfig(SuiteConfig):
 
     def __init__(self, match_budget: bool = False, reference_intermediate_size: int | None = None, **kwargs):
         super().__init__(**kwargs)
+        if match_budget and reference_intermediate_size is not None:
+            raise ValueError(f"reference_intermediate_size={reference_intermediate_size!r} with match_budget=True: "
+                             f"the reference is intermediate_size={self.intermediate_size}; pass one of them")
         self.reference_intermediate_size = reference_intermediate_size
         self.match_budget = False
         if match_budget:
             self.reference_intermediate_size = self.intermediate_size
             self.intermediate_size = matched_intermediate_size(self, type(self).layer_mixer)
+        elif reference_intermediate_size is not None:
+            width, self.intermediate_size = self.intermediate_size, reference_intermediate_size
+            try:
+                matched = matched_intermediate_size(self, type(self).layer_mixer)
+            finally:
+                self.intermediate_size = width
+            if matched != width:
+                raise ValueError(f"reference_intermediate_size={reference_intermediate_size!r} matches "
+                                 f"intermediate_size={matched}, not {width}")
 
 
 def _positive(name, value, kind=float):
@@ -125,6 +149,7 @@ class LinearHybridConfig(_HybridMixin, GDNConfig):
     """GDN layers + one full causal attention layer in every ``full_attention_interval`` (4)."""
 
     model_type = "suite_linear_hybrid"
+    attention_layers = True
 
     def __init__(self, full_attention_interval: int = 4, **kwargs):
         self._set_interval(full_attention_interval)
@@ -144,6 +169,7 @@ class OrthrosHConfig(_HybridMixin, GDNConfig):
     """Orthros layers (``window_size`` 128, ``scale_offset``) 1:3 with two-stream GDN layers."""
 
     model_type = "suite_orthros_h"
+    attention_layers = True
 
     def __init__(self, full_attention_interval: int = 4, window_size: int = 128, scale_offset: bool = True,
                  **kwargs):

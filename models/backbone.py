@@ -13,6 +13,8 @@ T_out = 0 and take logits from the rows at ``out_index``.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 
 import torch
@@ -21,6 +23,22 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+DEFAULT_ROPE_THETA = 10000.0
+# rope_type -> (required keys, optional keys) of ``rope_parameters`` besides rope_type and rope_theta; the scaled
+# types' frequencies come from transformers' ROPE_INIT_FUNCTIONS (types that change with the sequence length,
+# "dynamic" and "longrope", are refused: the suite's RoPE tables depend on positions only)
+ROPE_TYPES = {
+    "default": (set(), set()),
+    "linear": ({"factor"}, set()),
+    "llama3": ({"factor", "low_freq_factor", "high_freq_factor"}, {"original_max_position_embeddings"}),
+    "yarn": ({"factor"}, {"original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+                          "mscale_all_dim", "truncate"}),
+}  # original_max_position_embeddings defaults to max_position_embeddings (transformers' standardisation)
+# PreTrainedConfig fields that would change what forward returns; the suite's models implement only these values
+_FIXED_BASE_FIELDS = {"output_hidden_states": False, "_output_attentions": False, "return_dict": True,
+                      "chunk_size_feed_forward": 0, "is_encoder_decoder": False}
 
 
 class SuiteConfig(PreTrainedConfig):
@@ -28,15 +46,26 @@ class SuiteConfig(PreTrainedConfig):
 
     Architecture configs subclass this and add their mixer's fields. ``window_size`` is the
     sliding window w (the token itself included), None for full attention.
+
+    RoPE lives in ``rope_parameters`` (transformers 5 layout): ``{"rope_type": ..., "rope_theta": ...}`` plus
+    the type's keys (``ROPE_TYPES``: default, linear, llama3, yarn). ``rope_theta=`` (also a property) and the
+    legacy ``rope_scaling=`` are other spellings of the same dict; default: ``{"rope_type": "default",
+    "rope_theta": 10000.0}``.
+
+    Raises:
+        ValueError: naming the field and value, for a malformed shape, an unsupported or contradictory RoPE
+        setting, a key no suite model uses, or a PreTrainedConfig option the suite's models do not implement
+        (``output_hidden_states=True``, ``return_dict=False``, ...): nothing is accepted and then ignored.
     """
 
     model_type = "suite"
+    attention_layers = True  # False: no layer is attention, so window_size, qk_norm, attention_bias, RoPE are refused
 
     def __init__(self, vocab_size=4096, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=None, head_dim=None, intermediate_size=704, max_position_embeddings=2048,
-                 rope_theta=10000.0, rms_norm_eps=1e-6, initializer_range=0.02, attention_bias=False,
-                 qk_norm=False, window_size=None, tie_word_embeddings=False, pad_token_id=None,
-                 bos_token_id=None, eos_token_id=None, **kwargs):
+                 rope_theta=None, rope_parameters=None, rms_norm_eps=1e-6, initializer_range=0.02,
+                 attention_bias=False, qk_norm=False, window_size=None, tie_word_embeddings=False,
+                 pad_token_id=None, bos_token_id=None, eos_token_id=None, **kwargs):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -45,7 +74,8 @@ class SuiteConfig(PreTrainedConfig):
         self.head_dim = head_dim or hidden_size // num_attention_heads
         self.intermediate_size = intermediate_size
         self.max_position_embeddings = max_position_embeddings
-        self.rope_theta = rope_theta
+        self.rope_parameters = _rope_parameters(rope_theta, rope_parameters, kwargs.pop("rope_scaling", None))
+        _check_rope(self.rope_parameters)  # before transformers' own checks, which raise KeyError or only warn
         self.rms_norm_eps = rms_norm_eps
         self.initializer_range = initializer_range
         self.attention_bias = attention_bias
@@ -54,6 +84,30 @@ class SuiteConfig(PreTrainedConfig):
         super().__init__(tie_word_embeddings=tie_word_embeddings, pad_token_id=pad_token_id,
                          bos_token_id=bos_token_id, eos_token_id=eos_token_id, **kwargs)
         self.validate_suite()
+        self._refuse_unused_keys()
+
+    @property
+    def rope_theta(self) -> float:
+        """RoPE base; stored as ``rope_parameters["rope_theta"]``."""
+        return self.rope_parameters["rope_theta"]
+
+    @rope_theta.setter
+    def rope_theta(self, value) -> None:
+        self.rope_parameters["rope_theta"] = value
+
+    def _refuse_unused_keys(self) -> None:
+        """Raise ValueError for a keyword no suite model reads (it would be stored and ignored)."""
+        known = _base_config_keys() | {"model_type", "rope_parameters"}
+        for cls in type(self).__mro__:
+            if "__init__" in cls.__dict__ and issubclass(cls, SuiteConfig):
+                known |= set(inspect.signature(cls.__init__).parameters)
+        for key, value in self.__dict__.items():
+            if key not in known:
+                raise ValueError(f"{key}={value!r} is not a field of {type(self).__name__}; no suite model reads it")
+        for key, fixed in _FIXED_BASE_FIELDS.items():
+            if self.__dict__.get(key, fixed) != fixed:
+                raise ValueError(f"{key.lstrip('_')}={self.__dict__[key]!r} is not implemented by the suite's "
+                                 f"models (only {fixed!r})")
 
     def validate_suite(self) -> None:
         """Raise ValueError naming the first bad field."""
@@ -71,6 +125,62 @@ class SuiteConfig(PreTrainedConfig):
             if self.window_size > self.max_position_embeddings:
                 raise ValueError(f"window_size={self.window_size} exceeds max_position_embeddings="
                                  f"{self.max_position_embeddings}")
+        _check_rope(self.rope_parameters)
+        if not self.attention_layers:
+            unused = {"window_size": None, "qk_norm": False, "attention_bias": False,
+                      "rope_parameters": {"rope_type": "default", "rope_theta": DEFAULT_ROPE_THETA}}
+            for name, neutral in unused.items():
+                if getattr(self, name) != neutral:
+                    raise ValueError(f"{name}={getattr(self, name)!r} has no effect on {self.model_type}, which has "
+                                     f"no attention layer (only {neutral!r})")
+
+
+@functools.cache
+def _base_config_keys() -> frozenset:
+    """The attributes a bare PreTrainedConfig sets (transformers' own bookkeeping and generic options)."""
+    return frozenset(PreTrainedConfig().__dict__)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _rope_parameters(rope_theta, rope_parameters, rope_scaling) -> dict:
+    """One ``rope_parameters`` dict from its three spellings; ValueError when two of them disagree."""
+    if rope_parameters is not None and rope_scaling is not None and dict(rope_parameters) != dict(rope_scaling):
+        raise ValueError(f"rope_scaling={rope_scaling!r} disagrees with rope_parameters={rope_parameters!r}; "
+                         f"pass rope_parameters only")
+    params = dict(rope_parameters if rope_parameters is not None else rope_scaling or {})
+    if "type" in params:  # the legacy spelling of rope_type
+        legacy = params.pop("type")
+        if params.setdefault("rope_type", legacy) != legacy:
+            raise ValueError(f"rope_parameters has type={legacy!r} and rope_type={params['rope_type']!r}")
+    params.setdefault("rope_type", "default")
+    if rope_theta is not None and params.setdefault("rope_theta", rope_theta) != rope_theta:
+        raise ValueError(f"rope_theta={rope_theta!r} disagrees with rope_parameters['rope_theta']="
+                         f"{params['rope_theta']!r}")
+    params.setdefault("rope_theta", DEFAULT_ROPE_THETA)
+    return params
+
+
+def _check_rope(params: dict) -> None:
+    """ValueError naming the key and value of the first RoPE setting the suite would not honour."""
+    kind = params.get("rope_type")
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"rope_parameters['rope_type']={kind!r} is not supported; supported: {', '.join(ROPE_TYPES)}")
+    required, optional = ROPE_TYPES[kind]
+    for key in sorted(required - params.keys()):
+        raise ValueError(f"rope_parameters[{key!r}] is required for rope_type {kind!r}")
+    for key, value in params.items():
+        if key == "partial_rotary_factor":
+            if value not in (None, 1, 1.0):
+                raise ValueError(f"rope_parameters['partial_rotary_factor']={value!r} is not supported (RoPE "
+                                 f"rotates the whole head)")
+        elif key not in required | optional | {"rope_type", "rope_theta"}:
+            raise ValueError(f"rope_parameters[{key!r}]={value!r} is not used by rope_type {kind!r}")
+    for key in ("rope_theta", "factor"):
+        if key in params and not _number(params[key]):
+            raise ValueError(f"rope_parameters[{key!r}]={params[key]!r} must be a positive number")
 
 
 class SwiGLU(nn.Module):
@@ -84,12 +194,36 @@ class SwiGLU(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
-    """RoPE tables for ``positions`` [B, T] (int64): cos, sin of shape [B, T, head_dim] (Llama layout)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float64) / head_dim))
+def rope_frequencies(config: SuiteConfig, device: torch.device | str | None = None) -> tuple[torch.Tensor, float]:
+    """The RoPE of ``config.rope_parameters``: inverse frequencies ``[head_dim // 2]`` float64 on ``device``,
+    and the factor that scales cos and sin (1.0 except for yarn).
+
+    ``default``: ``theta ** (-2i / head_dim)`` computed in fp64. ``linear``, ``llama3``, ``yarn``: transformers'
+    ``ROPE_INIT_FUNCTIONS`` (what ``LlamaRotaryEmbedding`` uses; their frequencies are fp32, widened to fp64).
+    Raises ValueError for an unsupported ``rope_type``.
+    """
+    params = config.rope_parameters
+    _check_rope(params)
+    if params["rope_type"] == "default":
+        d = config.head_dim
+        return 1.0 / (params["rope_theta"] ** (torch.arange(0, d, 2, device=device, dtype=torch.float64) / d)), 1.0
+    inv_freq, scale = ROPE_INIT_FUNCTIONS[params["rope_type"]](config, device)
+    return inv_freq.to(device=device, dtype=torch.float64), float(scale)
+
+
+def rope_cos_sin(positions: torch.Tensor, frequencies: tuple[torch.Tensor, float], dtype: torch.dtype):
+    """RoPE tables for ``positions`` [B, T] (int64): cos, sin of shape [B, T, head_dim] (Llama layout) in ``dtype``.
+
+    ``frequencies``: ``(inv_freq [head_dim // 2] float64, scale)`` from :func:`rope_frequencies`; angles are
+    computed in fp64, cos and sin multiplied by ``scale`` when it is not 1.
+    """
+    inv_freq, scale = frequencies
     angles = positions.to(torch.float64)[..., None] * inv_freq
     angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos().to(dtype), angles.sin().to(dtype)
+    cos, sin = angles.cos(), angles.sin()
+    if scale != 1.0:
+        cos, sin = cos * scale, sin * scale
+    return cos.to(dtype), sin.to(dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -308,7 +442,7 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
                            out_index=out_index, key_mask=key_mask,
                            attention_mask=None if attention_mask is None else attention_mask[:, -(past + T):],
                            cache=cache if use_cache else None,
-                           rope=rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta, h.dtype),
+                           rope=rope_cos_sin(position_ids, rope_frequencies(self.config, device), h.dtype),
                            out_is_last=T == 1 or (output_mask is None and isinstance(logits_to_keep, int)
                                                   and logits_to_keep == 1))
         if self.two_stream:

@@ -54,11 +54,19 @@ def _fla_window():
     return _fla_parallel_attn
 
 
+KERNELS = ("flash-attn", "sdpa-flash", "fla-window", "blocked")  # auto-selection order on CUDA
+
+
 def force_kernel(name: str | None) -> None:
-    """Force one kernel (``"blocked"``, ``"sdpa-flash"``, ...) for tests and GPU-vs-CPU checks; None restores auto."""
+    """Force one kernel of ``KERNELS`` for tests and GPU-vs-CPU checks; None restores auto.
+
+    A forced kernel serves only calls it computes exactly: :func:`attention` raises ValueError (naming the
+    kernel and the shapes) for any other call, it never falls back to another kernel.
+    Raises ValueError for a name not in ``KERNELS``.
+    """
     global _FORCE
-    if name not in (None, "blocked", "sdpa-flash", "fla-window", "flash-attn", "sdpa-masked"):
-        raise ValueError(f"unknown kernel {name!r}")
+    if name is not None and name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; known: {', '.join(KERNELS)}")
     _FORCE = name
 
 
@@ -118,7 +126,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
         ``[B, Hq, Tq, d]`` in the dtype of ``q``.
 
     Raises:
-        ValueError: on inconsistent shapes, ``window < 1``.
+        ValueError: on inconsistent shapes, ``window < 1``, or a kernel forced by :func:`force_kernel`
+        that cannot compute this call.
     """
     _check(q, k, v, q_index, window, key_mask)
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
@@ -126,8 +135,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
     if lo > 0:  # keys no query can reach (e.g. decode with a window): drop them before any kernel runs
         k, v, q_index = k[:, :, lo:], v[:, :, lo:], q_index - lo
         key_mask = None if key_mask is None else key_mask[:, lo:]
-    Tq, Tk = q.shape[2], k.shape[2]
-    kernel = _FORCE or _pick(q, Tq, Tk, q_index, window, key_mask)
+    if _FORCE is None:
+        kernel = _pick(q, k, q_index, window, key_mask)
+    else:
+        kernel = _FORCE
+        why = _cannot_serve(kernel, q, k, q_index, window, key_mask)
+        if why:
+            raise ValueError(f"forced kernel {kernel!r} cannot serve q {tuple(q.shape)}, k {tuple(k.shape)}, "
+                             f"q_index {int(q_index[0])}..{int(q_index[-1])}, window {window}: {why}")
+    Tq = q.shape[2]
     _USED[kernel] += 1
     if kernel == "flash-attn":
         out = _flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale,
@@ -143,21 +159,36 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
     return _blocked(q, k, v, q_index, window, key_mask, scale)
 
 
-def _pick(q, Tq, Tk, q_index, window, key_mask) -> str:
-    if q.device.type != "cuda" or key_mask is not None:
+def _cannot_serve(kernel, q, k, q_index, window, key_mask) -> str:
+    """Why ``kernel`` cannot compute this call exactly ("" when it can)."""
+    if kernel == "blocked":
+        return ""
+    Tq, Tk = q.shape[2], k.shape[2]
+    if key_mask is not None:
+        return "it takes no key_mask (padding)"
+    if int(q_index[-1]) != Tk - 1 or int(q_index[0]) != Tk - Tq:
+        return "its causal mask is aligned for queries at the last Tq keys only"
+    half = q.dtype in (torch.float16, torch.bfloat16)
+    if kernel == "sdpa-flash":
+        if window is not None and window < Tk:
+            return "SDPA's is_causal has no sliding window"
+        if Tq not in (1, Tk):
+            return "SDPA's is_causal aligns top-left when Tq != Tk"
+        return ""
+    if q.device.type != "cuda" or not half:
+        return "it needs CUDA fp16/bf16 tensors"
+    if kernel == "flash-attn":
+        return "" if _flash_attn_func is not None else "flash_attn is not importable"
+    if Tq != Tk:
+        return "FLA's parallel_attn needs Tq == Tk"
+    return "" if _fla_window() is not None else "FLA is not importable"
+
+
+def _pick(q, k, q_index, window, key_mask) -> str:
+    """The first kernel of ``KERNELS`` that serves the call exactly; always "blocked" off CUDA."""
+    if q.device.type != "cuda":
         return "blocked"
-    ends_at_last = int(q_index[-1]) == Tk - 1 and int(q_index[0]) == Tk - Tq
-    if not ends_at_last:  # arbitrary output positions (SFT): masked path
-        return "blocked"
-    if _flash_attn_func is not None and q.dtype in (torch.float16, torch.bfloat16):
-        return "flash-attn"
-    if window is None or window >= Tk:
-        if Tq == Tk or Tq == 1:
-            return "sdpa-flash"
-        return "blocked"
-    if Tq == Tk and _fla_window() is not None and q.dtype in (torch.float16, torch.bfloat16):
-        return "fla-window"
-    return "blocked"
+    return next(name for name in KERNELS if not _cannot_serve(name, q, k, q_index, window, key_mask))
 
 
 def _blocked(q, k, v, q_index, window, key_mask, scale):

@@ -16,17 +16,20 @@ from .orthros import OrthrosConfig, OrthrosForCausalLM
 _HF_TYPES = ("llama", "qwen3", "qwen2", "mistral")
 
 
-def _rope_theta(cfg) -> float:
-    params = getattr(cfg, "rope_parameters", None) or {}
-    scaling = getattr(cfg, "rope_scaling", None) or {}
-    kind = params.get("rope_type", scaling.get("rope_type", "default"))
-    if kind not in ("default", None):
-        raise ValueError(f"RoPE type {kind!r} of the source model is not supported by the conversion (only default RoPE)")
-    return float(params.get("rope_theta", getattr(cfg, "rope_theta", 10000.0)))
+def _rope_parameters(cfg) -> dict:
+    """The source's RoPE as a ``rope_parameters`` dict (transformers 5 keeps theta and scaling there; older
+    configs carry ``rope_theta`` / ``rope_scaling``). OrthrosConfig refuses what it cannot honour."""
+    params = dict(getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {})
+    params.setdefault("rope_theta", getattr(cfg, "rope_theta", 10000.0))
+    return params
 
 
 def orthros_config_from(source_config, window_size: int = 128, scale_offset: bool = True) -> OrthrosConfig:
-    """The Orthros config with the source model's shape (vocab, widths, heads, RoPE base, norms)."""
+    """The Orthros config with the source model's shape (vocab, widths, heads, RoPE, norms).
+
+    Raises ValueError for an unsupported source type, MLP biases, or a RoPE type Orthros does not implement
+    (supported: ``models.backbone.ROPE_TYPES``).
+    """
     cfg = source_config
     model_type = getattr(cfg, "model_type", "")
     if model_type not in _HF_TYPES and model_type != "suite_transformer":
@@ -38,7 +41,7 @@ def orthros_config_from(source_config, window_size: int = 128, scale_offset: boo
         num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
         head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
         intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_position_embeddings,
-        rope_theta=_rope_theta(cfg), rms_norm_eps=cfg.rms_norm_eps,
+        rope_parameters=_rope_parameters(cfg), rms_norm_eps=cfg.rms_norm_eps,
         attention_bias=bool(getattr(cfg, "attention_bias", False)),
         qk_norm=model_type == "qwen3" or bool(getattr(cfg, "qk_norm", False)),
         tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),

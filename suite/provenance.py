@@ -25,13 +25,20 @@ def git_commit(repo: str | Path | None = None) -> str:
     """Short commit hash of the working tree, suffixed ``-dirty`` when tracked files other than run outputs
     (``OUTPUT_PATHS``) differ; ``unknown`` outside git.
 
+    ``repo`` (default: the project root, the folder above ``suite/``) must be the top level of its git
+    checkout: a copy of the tree that is no checkout of its own (an archive unpacked inside another
+    repository) records ``unknown``, never the enclosing repository's commit.
     ``SUITE_COMMIT`` in the environment wins: machines that get a copy of the tree without ``.git``
     (the lent GPU machine) are told the commit by the command that starts them.
     """
     if os.environ.get("SUITE_COMMIT"):
         return os.environ["SUITE_COMMIT"]
-    repo = Path(repo) if repo else Path(__file__).resolve().parents[1]
+    repo = Path(repo).resolve() if repo else Path(__file__).resolve().parents[1]
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=repo, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        if Path(top).resolve() != repo:
+            return "unknown"
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True,
                              text=True, check=True).stdout.strip()
         # only code counts: a run rewrites tracked results/tables/figures itself

@@ -71,6 +71,43 @@ def test_engine_sees_the_window():
     assert (got - ref).abs().max() > 1e-3
 
 
+@pytest.mark.parametrize("arch, kw", [("orthros", dict(window_size=4)), ("transformer", {})])
+def test_engine_slots_past_the_prompt_contribute_exactly_zero(arch, kw):
+    """An earlier run that overflowed leaves NaN in its K/V slots; a later, shorter prompt on the same engine
+    must give the fresh engine's logits bit for bit (a masked slot's weight is 0, but 0 * NaN = NaN)."""
+    model = tiny(arch, **kw)
+    prompt = torch.randint(0, 67, (2, 11))
+    fresh = Engine(model, batch=2, max_len=40, bucket=8, chunk=4)
+    want = [fresh.prefill(prompt)] + fresh.decode(6, keep_logits=True)
+    engine = Engine(model, batch=2, max_len=40, bucket=8, chunk=4)
+    engine.prefill(torch.randint(0, 67, (2, 30)))
+    engine.decode(9)
+    for buf in engine.k + engine.v:
+        buf.fill_(float("nan"))
+    got = [engine.prefill(prompt)] + engine.decode(6, keep_logits=True)
+    assert all(torch.isfinite(g).all() for g in got)
+    for n, (g, w) in enumerate(zip(got, want)):
+        assert torch.equal(g, w), f"step {n}"
+
+
+def test_engine_reads_scale_offset_loaded_after_it_was_built():
+    model = tiny("orthros", window_size=4)
+    engine = Engine(model, batch=2, max_len=40, bucket=8, chunk=4)
+    trained = tiny("orthros", window_size=4)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in trained.named_parameters():
+            if name.endswith(("alpha", "beta", "alpha_out", "beta_out")):
+                p.add_(0.5 * torch.randn(p.shape, generator=g))
+    model.load_state_dict(trained.state_dict())  # weights loaded into the model the engine already holds
+    prompt = torch.randint(0, 67, (2, 11))
+    logits = [engine.prefill(prompt)] + engine.decode(5, keep_logits=True)
+    seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+    with torch.no_grad():
+        for n, got in enumerate(logits):
+            torch.testing.assert_close(got, trained(seq[:, :11 + n], logits_to_keep=1).logits[:, 0], atol=1e-5, rtol=0)
+
+
 def test_engine_bad_input():
     model = tiny("orthros", window_size=4)
     with pytest.raises(ValueError, match="chunk"):

@@ -83,8 +83,29 @@ def test_multiple_choice_matches_direct_scoring(tiny):
     assert stock["results"]["tiny_mc"]["acc,none"] == pytest.approx(got["acc"])
 
 
+def _greedy_line(model, tok, prompt):
+    """The first line of the model's greedy continuation of ``prompt`` (48 new tokens at most)."""
+    ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=48,
+                             do_sample=False, pad_token_id=tok.pad_token_id)
+    return tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0]
+
+
+def _run_local_task(tiny, name, task_class, rows, metric):
+    """Run ``task_class`` through run_tasks with ``rows`` (a local jsonl) as its validation split; the result row."""
+    root, ckpt, _, _, lm = tiny
+    path = root / f"{name}.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    config = {"task": name, "class": task_class, "dataset_path": "json",
+              "dataset_kwargs": {"data_files": {"validation": str(path)}}}
+    df = harness.run_tasks(ckpt, None, [name], root / f"{name}.csv", lm=lm, extra_tasks={name: (config, (metric,))})
+    assert df.status.tolist() == ["ok"]
+    return df.iloc[0]
+
+
 def test_recall_generation_task_matches_direct_greedy(tiny):
-    root, ckpt, model, tok, lm = tiny
+    _, _, model, tok, _ = tiny
     raw = [("The cat sat on the mat. Alice owns the cat.", "Who owns the cat?"),
            ("Paris is in France. It is large.", "Where is Paris?"),
            ("The meeting moved to Tuesday at noon.", "When is the meeting?"),
@@ -93,25 +114,14 @@ def test_recall_generation_task_matches_direct_greedy(tiny):
            ("Carol painted the door green last year.", "What color is the door?")]
     docs, expected = [], []
     for i, (context, question) in enumerate(raw):
-        prompt = context.strip().strip(".") + ". " + question
-        ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
-            gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=48,
-                                 do_sample=False, pad_token_id=tok.pad_token_id)
-        text = tok.decode(gen[0, ids.shape[1]:], skip_special_tokens=True).split("\n")[0]
+        text = _greedy_line(model, tok, context.strip().strip(".") + ". " + question)
         snippet = text.strip()[:3]
         answer = snippet if (i % 2 == 0 and snippet) else "QZXJ"   # half answerable from the greedy text
         docs.append({"context": context, "question": question, "answers": [answer]})
         expected.append(based_qa.contains_score(text, [answer]))
     assert 0 < sum(expected) < len(expected)                         # the check can tell right from wrong
-    path = root / "qa.jsonl"
-    path.write_text("\n".join(json.dumps(d) for d in docs))
-    config = {"task": "tiny_drop", "class": based_qa.BasedDrop, "dataset_path": "json",
-              "dataset_kwargs": {"data_files": {"validation": str(path)}}}
-    df = harness.run_tasks(ckpt, None, ["tiny_drop"], root / "qa.csv", lm=lm,
-                           extra_tasks={"tiny_drop": (config, ("contains",))})
-    assert df.status.tolist() == ["ok"]
-    assert df.value.iloc[0] == pytest.approx(sum(expected) / len(expected))
+    row = _run_local_task(tiny, "tiny_drop", based_qa.BasedDrop, docs, "contains")
+    assert row.value == pytest.approx(sum(expected) / len(expected))
 
 
 def test_truncate_context_windows(tiny):
@@ -125,6 +135,97 @@ def test_truncate_context_windows(tiny):
     assert context.startswith(head) and "ANSWERX" not in head
     assert "ANSWERX" in centred and centred in context
     assert based_qa.truncate_context("short text", ["x"], tok, 60, True) == "short text"
+
+
+def _direct_loglik(model, context_ids, continuation_ids):
+    """Sum log p(continuation_ids | context_ids), one forward, positions counted by hand."""
+    ids = torch.tensor([context_ids + continuation_ids])
+    with torch.no_grad():
+        logp = model(input_ids=ids).logits.log_softmax(-1)[0]
+    return sum(float(logp[len(context_ids) + i - 1, t]) for i, t in enumerate(continuation_ids))
+
+
+def test_loglikelihood_scores_the_whole_continuation_when_a_token_spans_the_join(tiny, caplog):
+    """With this BPE, encoding context + continuation together puts a token across the join: lm-eval's
+    split then leaves no continuation token ("Return the mod" + "ule": its empty-continuation assertion)
+    or scores a part ("Call ro" + "utines" scores "tines"). Right value: the continuation's own tokens."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    _, _, model, tok, lm = tiny
+    enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    spanning = [("Return the mod", "ule"), ("Call ro", "utines")]
+    aligned = [("The capital of France is", " Paris")]
+    for context, continuation in spanning:  # the premise: the inherited split is wrong here
+        _, cont = HFLM._encode_pair(lm, context, continuation)
+        assert tok.decode(cont) != continuation
+    requests = [Instance("loglikelihood", doc={}, arguments=pair, idx=0) for pair in spanning + aligned]
+    with caplog.at_level("INFO", logger="suite.eval.harness"):
+        got = lm.loglikelihood(requests, disable_tqdm=True)
+    for (context, continuation), (ll, _) in zip(spanning + aligned, got):
+        ctx_ids, cont_ids = enc(context), enc(continuation)
+        assert cont_ids and tok.decode(cont_ids) == continuation
+        assert ll == pytest.approx(_direct_loglik(model, ctx_ids, cont_ids), abs=1e-4)
+    assert "encoded separately" in caplog.text and "Call ro" in caplog.text
+
+
+def test_truncate_context_cuts_on_token_boundaries_within_budget(tiny):
+    """Multi-byte characters take two byte tokens here: a cut between them must not decode to U+FFFD,
+    and the cut text, encoded again, must fit the budget."""
+    _, _, _, tok, _ = tiny
+    context = " ".join(f"café{i} naïve{i} résumé{i}" for i in range(60))
+    enc = tok(context, add_special_tokens=False, return_offsets_mapping=True)
+    starts = {a for a, _ in enc["offset_mapping"]}
+    ends = {b for _, b in enc["offset_mapping"]}
+    for budget in range(50, 70):
+        for centre in (False, True):
+            cut = based_qa.truncate_context(context, ["résumé30"], tok, budget, centre)
+            where = context.find(cut)
+            assert where >= 0, (budget, centre, cut[:20])
+            assert where in starts and where + len(cut) in ends  # both ends on token boundaries
+            n = len(tok(cut, add_special_tokens=False)["input_ids"])
+            assert budget - 4 <= n <= budget
+            assert ("résumé30" in cut) == centre
+
+
+def test_narrativeqa_loads_its_task_and_reaches_the_dataset(tiny, monkeypatch):
+    """lm-eval's scrolls_narrativeqa dies importing transformers.data.metrics; the suite's task loads its config
+    and gets as far as reading the SCROLLS data, which offline is unavailable."""
+    import datasets
+
+    root, ckpt, _, _, lm = tiny
+    calls, real = [], datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    df = harness.run_tasks(ckpt, None, ["narrativeqa"], root / "narrativeqa.csv", lm=lm)
+    assert df.status.tolist() == [harness.NOT_OFFLINE], df.status.tolist()
+    assert df.metric.tolist() == ["f1"] and df.unit.tolist() == ["fraction"]
+    assert "NarrativeQA" in df.variant.iloc[0] and "F1" in df.variant.iloc[0]
+    assert any("narrative_qa" in str(c.get("data_files")) for c in calls)
+
+
+def test_narrativeqa_f1_matches_direct_greedy_generation(tiny):
+    _, _, model, tok, _ = tiny
+    stories = [("Who owns the cat?", "Alice owns a grey cat. The cat sleeps all day."),
+               ("Where does Bob live?", "Bob lives in a small house near the river."),
+               ("What did Carol paint?", "Carol painted the garden door green."),
+               ("When is the meeting?", "The meeting moved to Tuesday at noon.")]
+    rows, expected = [], []
+    for i, (question, story) in enumerate(stories):
+        text = _greedy_line(model, tok, f"{story}\n\nQuestion: {question}\nAnswer:")
+        # gold answers: the greedy text itself (F1 = 1) on even documents, words it does not hold (F1 = 0) on all
+        answers = ["QZXJ wug", text] if i % 2 == 0 else ["QZXJ wug"]
+        assert text.strip() and "qzxj" not in text.lower() and "wug" not in text.lower()
+        for answer in answers:  # SCROLLS: one row per (question, answer), merged by id
+            rows.append({"id": f"q{i}", "pid": f"q{i}_{len(rows)}", "input": f"{question}\n\n{story}",
+                         "output": answer})
+        expected.append(1.0 if i % 2 == 0 else 0.0)
+    row = _run_local_task(tiny, "tiny_narrativeqa", based_qa.NarrativeQA, rows, "f1")
+    assert row.n_samples == len(stories)  # the rows of one id are one document
+    assert row.value == pytest.approx(sum(expected) / len(expected))
+    # token F1 by hand: {cat, sat} vs {cat, sat, down}: P = 1, R = 2/3; {tuesday, at, noon} vs 4 words: R = 3/4
+    assert based_qa.token_f1("The Cat sat.", "a cat sat down") == pytest.approx(0.8)
+    assert based_qa.f1_score("Tuesday, at noon", ["Friday", "at noon on Tuesday"]) == pytest.approx(6 / 7)
+    assert based_qa.token_f1("noon noon", "noon") == pytest.approx(2 / 3)  # shared words counted once each
 
 
 def test_heldout_perplexity_matches_direct_loglik(tiny):

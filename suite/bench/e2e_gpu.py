@@ -73,7 +73,7 @@ def check_engine(device, steps: int = 40, archs=("orthros", "transformer")) -> f
         for arch in archs:
             kw = {"window_size": 16} if arch.startswith("orthros") else {}
             torch.manual_seed(0)
-            model = build_bench_model(arch, "1M", device, torch.float32, 256, qk_norm=True, **kw)
+            model = build_bench_model(arch, "1M", device, torch.float32, 256, **kw)  # q/k norm: its default
             engine = Engine(model, batch=2, max_len=50 + steps, bucket=32, chunk=16)
             prompt = torch.randint(0, model.config.vocab_size, (2, 50), device=device)
             logits = [engine.prefill(prompt)] + engine.decode(steps - 1, keep_logits=True)

@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import torch
 
 from models import backend
-from models.backbone import MixerContext, apply_rope, rope_cos_sin
+from models.backbone import MixerContext, apply_rope, rope_cos_sin, rope_frequencies
 
 
 RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
@@ -78,7 +78,11 @@ class Engine:
         chunk: split-K chunk of the value product; must divide ``bucket``.
         use_graphs: capture CUDA graphs (default: on CUDA).
 
-    The engine snapshots Orthros's scale-offset parameters at construction (build it after loading weights).
+    Slots past the current length hold zeros (``prefill`` clears what an earlier run left there), so a
+    masked key contributes exactly 0 to the value product, never 0 * NaN. The scale-offset parameters are
+    read from the model at every ``prefill`` and ``decode`` call, so weights loaded after the engine was
+    built are used (in place, as ``load_state_dict`` does; a captured CUDA graph holds parameter addresses).
+    The RoPE frequencies are the config's (:func:`models.backbone.rope_frequencies`), computed at construction.
 
     Raises:
         ValueError: unsupported mixers, bad sizes.
@@ -114,7 +118,9 @@ class Engine:
         self.next_tok = torch.zeros_like(self.tok)
         self.logits = torch.zeros(batch, cfg.vocab_size, device=self.device, dtype=self.dtype)  # last step's
         self.length = 0  # tokens in the cache (host copy of pos)
-        # decode rows are [base, output]: their scale-offsets stacked once (a snapshot of the parameters)
+        self._freqs = rope_frequencies(cfg, self.device)  # the config's RoPE: inverse frequencies (static) and scale
+        # decode rows are [base, output]: their scale-offsets stacked in static buffers, refreshed from the
+        # parameters by _load_scale_offset at every prefill/decode call (captured graphs read these buffers)
         self._so = [(torch.stack([m.alpha, m.alpha_out]).detach(), torch.stack([m.beta, m.beta_out]).detach())
                     if self.two_stream and a and m.scale_offset else None for m, a in zip(self.mixers, self.attention)]
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
@@ -143,6 +149,13 @@ class Engine:
                 if self.two_stream and mix.window is not None:
                     keys += min(mix.window, context + 1)
         return weights + keys * kv_row + 2 * self.state_bytes()
+
+    def _load_scale_offset(self) -> None:
+        """Copy the live alpha/alpha_out and beta/beta_out parameters into the stacked decode buffers."""
+        for so, mix in zip(self._so, self.mixers):
+            if so is not None:
+                so[0].copy_(torch.stack([mix.alpha, mix.alpha_out]))
+                so[1].copy_(torch.stack([mix.beta, mix.beta_out]))
 
     def _slot_ctx(self, i: int, slot: dict, q_index: torch.Tensor):
         """Context for recurrent layer i on the new tokens at ``q_index`` [n] (T_out = 1, the last)."""
@@ -178,17 +191,19 @@ class Engine:
     def prefill(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Run the prompt ``input_ids`` [B, T] (int64); returns logits of the last position [B, vocab].
 
-        Resets the cache; sets the next input token to the greedy choice. Raises ValueError on a bad shape.
+        Resets the cache (K/V slots from T on are zeroed); sets the next input token to the greedy choice.
+        Raises ValueError on a bad shape.
         """
         if input_ids.dim() != 2 or input_ids.shape[0] != self.batch:
             raise ValueError(f"input_ids must be [{self.batch}, T], got {tuple(input_ids.shape)}")
         B, T = input_ids.shape
         if T + 1 > self.max_len:
             raise ValueError(f"prompt of {T} tokens leaves no room in max_len={self.max_len}")
-        m, cfg = self.model, self.model.config
+        m = self.model
+        self._load_scale_offset()
         h = m.model.embed_tokens(input_ids.to(self.device))
         q_index = torch.arange(T, device=self.device)
-        cos, sin = rope_cos_sin(q_index.expand(B, T), cfg.head_dim, cfg.rope_theta, h.dtype)
+        cos, sin = rope_cos_sin(q_index.expand(B, T), self._freqs, h.dtype)
         if self.two_stream:
             h = torch.cat([h, h[:, -1:]], dim=1)
         for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
@@ -200,6 +215,7 @@ class Engine:
             q, k, v = _project(mix, x, T)
             k = apply_rope(k, cos, sin)
             self.k[i][:, :, :T].copy_(k)
+            self.k[i][:, :, T:].zero_()
             self._store_v(self.v[i], v)
             outs = [backend.attention(apply_rope(q[:, :, :T], cos, sin), k, v, q_index, mix.window)]
             if self.two_stream:
@@ -217,13 +233,16 @@ class Engine:
         return logits
 
     def _store_v(self, cache: torch.Tensor, v: torch.Tensor) -> None:
-        """Write v [B, Hkv, T, d] (positions 0..T-1) into a chunk-major V cache."""
+        """Write v [B, Hkv, T, d] (positions 0..T-1) into a chunk-major V cache and zero positions T and up."""
         c, T = self.chunk, v.shape[2]
         full = T // c
         if full:
             cache[:full].copy_(v[:, :, :full * c].unflatten(2, (full, c)).permute(2, 0, 1, 3, 4))
         if T % c:
             cache[full, :, :, :T % c].copy_(v[:, :, full * c:])
+            cache[full, :, :, T % c:].zero_()
+            full += 1
+        cache[full:].zero_()
 
     @staticmethod
     def _attend(q, k, v, masked_out):
@@ -270,12 +289,12 @@ class Engine:
 
     def _step(self, L: int) -> None:
         """One decode step over the first L cache slots; reads tok/pos, writes K/V at pos, logits, next token."""
-        m, cfg = self.model, self.model.config
+        m = self.model
         B, c = self.batch, self.chunk
         h = m.model.embed_tokens(self.tok)  # [B, 1, D]
         if self.two_stream:
             h = torch.cat([h, h], dim=1)  # base row, output row
-        self._rope = rope_cos_sin(self.pos.expand(B, 1), cfg.head_dim, cfg.rope_theta, h.dtype)
+        self._rope = rope_cos_sin(self.pos.expand(B, 1), self._freqs, h.dtype)
         # index math shared by all layers
         full_out = torch.arange(L, device=self.device) > self.pos  # keys after pos: masked out
         pos_chunk, pos_off = self.pos // c, self.pos % c
@@ -357,6 +376,7 @@ class Engine:
             raise ValueError("call prefill() before decode()")
         if self.length + n_steps > self.max_len:
             raise ValueError(f"{n_steps} steps after {self.length} tokens exceed max_len={self.max_len}")
+        self._load_scale_offset()
         kept = []
         for _ in range(n_steps):
             L = self._bucket()
@@ -376,15 +396,16 @@ def build_bench_model(arch: str, size: str, device: str | torch.device, dtype: t
                       **overrides):
     """A random-weight model of ``arch`` at ``size`` built directly on ``device`` in ``dtype`` (eval mode).
 
-    The system benchmarks use Qwen3's attention details (q/k norm, RoPE theta 1e6) and the size's
-    reference vocabulary; ``max_len`` sets ``max_position_embeddings``. ``overrides`` win.
-    Raises ValueError for an unknown arch or size.
+    The system benchmarks use Qwen3's attention details (q/k norm, RoPE theta 1e6; for archs with attention
+    layers, the others refuse them) and the size's reference vocabulary; ``max_len`` sets
+    ``max_position_embeddings``. ``overrides`` win. Raises ValueError for an unknown arch or size.
     """
-    from models.registry import build
+    from models.registry import ARCHS, build, known_archs
     from models.sizes import get_size
 
-    kw = dict(vocab_size=get_size(size).ref_vocab, qk_norm=True, rope_theta=1e6,
-              max_position_embeddings=max(max_len, 2048))
+    kw = dict(vocab_size=get_size(size).ref_vocab, max_position_embeddings=max(max_len, 2048))
+    if arch not in known_archs() or ARCHS[arch].config_cls.attention_layers:
+        kw.update(qk_norm=True, rope_theta=1e6)
     kw.update(overrides)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from models import backend
-from models.backbone import MixerContext, rope_cos_sin
+from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
 from suite.bench import cost_model as cm
 from suite.bench.engine import build_bench_model
 from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, kernels_summary,
@@ -121,7 +121,7 @@ def one_layer_prefill(model, T: int, device, chunk: int) -> dict:
     positions = torch.arange(T, device=device)[None]
     ctx = MixerContext(positions=positions, q_index=positions[0], out_index=torch.tensor([T - 1], device=device),
                        key_mask=None, attention_mask=None, cache=None,
-                       rope=rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, dtype))
+                       rope=rope_cos_sin(positions, rope_frequencies(cfg, device), dtype))
     h = torch.randn(1, rows, cfg.hidden_size, device=device, dtype=dtype)
     hc = h[:, :min(chunk, rows)].clone()
     free(device)

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from models import backend
-from models.backbone import apply_rope, rope_cos_sin
+from models.backbone import apply_rope, rope_cos_sin, rope_frequencies
 from suite.bench.engine import _is_attention, _project
 
 
@@ -102,9 +102,10 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
     device = next(model.parameters()).device
     ids = input_ids.to(device)
     positions = torch.arange(start, end, device=device).expand(B, -1)
-    cos, sin = rope_cos_sin(positions, cfg.head_dim, cfg.rope_theta, next(model.parameters()).dtype)
+    freqs = rope_frequencies(cfg, device)
+    cos, sin = rope_cos_sin(positions, freqs, next(model.parameters()).dtype)
     last = torch.full((B, 1), T - 1, device=device)
-    cos_out, sin_out = rope_cos_sin(last, cfg.head_dim, cfg.rope_theta, cos.dtype)
+    cos_out, sin_out = rope_cos_sin(last, freqs, cos.dtype)
     n_local = end - start
     h = model.model.embed_tokens(torch.cat([ids[:, start:end], ids[:, -1:]], dim=1))  # local base rows + output row
     for layer, mix in zip(model.model.layers, mixers):

@@ -44,8 +44,8 @@ TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 NOT_OFFLINE = "not run: dataset unavailable offline"
 QUALITY_COLUMNS = ["arch", "size", "n_params", "tokens", "seq_len", "task", "metric", "value", "unit", "status",
                    "stderr", "n_samples", "limit", "lm_eval_task", "variant", "task_version", "lm_eval_version"]
-UNITS = {"acc": "fraction", "acc_norm": "fraction", "contains": "fraction", "word_perplexity": "ppl",
-         "byte_perplexity": "ppl", "bits_per_byte": "bits/byte"}
+UNITS = {"acc": "fraction", "acc_norm": "fraction", "contains": "fraction", "f1": "fraction",
+         "word_perplexity": "ppl", "byte_perplexity": "ppl", "bits_per_byte": "bits/byte"}
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,11 @@ TASKS: dict[str, TaskSpec] = {
                    f"suite based_nq (hazyresearch/based_nq_2048, Natural Questions, answer-centred window); "
                    f"{_RECALL_CUT}"),
     # NarrativeQA, the seed notes' (000, 001) reading of the "NQ" column; SCROLLS full stories, scored by F1.
-    "narrativeqa": TaskSpec("scrolls_narrativeqa", ("f1",),
-                            f"{_LM} scrolls_narrativeqa (SCROLLS NarrativeQA, full story; F1, not contains-match)"),
+    # lm-eval's scrolls_narrativeqa cannot load under transformers 5 (it imports transformers.data.metrics).
+    "narrativeqa": TaskSpec("narrativeqa_scrolls", ("f1",),
+                            "suite narrativeqa_scrolls (SCROLLS NarrativeQA validation, full story then question, "
+                            "the SCROLLS prompt; generate until '\\n', 48 tokens; SQuAD token F1, best gold answer, "
+                            "as a fraction, not contains-match); no extra cut (HFLM left-truncates to max_length-48)"),
     "swde": TaskSpec("swde", ("contains",), f"{_LM} swde (hazyresearch/based-swde-v2); {_BASED_CHUNKED}"),
     "triviaqa": TaskSpec("based_triviaqa", ("contains",),
                          f"suite based_triviaqa (hazyresearch/based_triviaqa, JRT cloze form, head window); "
@@ -88,7 +91,7 @@ TASKS: dict[str, TaskSpec] = {
     "squad": TaskSpec("squad_completion", ("contains",),
                       f"{_LM} squad_completion (hazyresearch/based-squad); {_BASED_CHUNKED}"),
 }
-LM_EVAL_TASK_DIRS = ["arc", "hellaswag", "openbookqa", "piqa", "siqa", "winogrande", "mmlu/default", "scrolls", "swde", "fda",
+LM_EVAL_TASK_DIRS = ["arc", "hellaswag", "openbookqa", "piqa", "siqa", "winogrande", "mmlu/default", "swde", "fda",
                      "squad_completion"]
 COMMONSENSE = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande", "mmlu"]
 RECALL = ["drop", "nq", "narrativeqa", "swde", "triviaqa", "fda", "squad"]  # nq and narrativeqa: both readings
@@ -109,12 +112,38 @@ def import_project_models() -> list[str]:
 
 @register_model("orthros-hf")
 class OrthrosHFLM(HFLM):
-    """lm-eval ``HFLM`` that imports the project's model packages first (``--model orthros-hf``)."""
+    """lm-eval ``HFLM`` that imports the project's model packages first (``--model orthros-hf``).
+
+    Loglikelihood requests keep lm-eval's tokenization (context and continuation encoded together, split after
+    the context's tokens) except where a token spans the join: see :meth:`_encode_pair`.
+    """
 
     def __init__(self, *args, **kwargs):
         import_project_models()
         kwargs.setdefault("backend", "causal")  # project model_types are not in HF's built-in causal-LM name list
         super().__init__(*args, **kwargs)
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids ``(context_ids, continuation_ids)`` (lists of int) of one loglikelihood request.
+
+        As lm-eval: trailing spaces of the context move to the continuation, the two are encoded together and
+        split after the context's own tokens. When a token of that joint encoding spans the join (BPE merges
+        across it), the split would leave no continuation token or score only part of it; then the
+        continuation is encoded on its own, so the score always covers exactly its text, and an INFO line on
+        the ``suite.eval.harness`` logger records the pair. Raises AssertionError for an empty context (lm-eval
+        handles those before calling this).
+        """
+        if self.backend != "causal":
+            return super()._encode_pair(context, continuation)
+        assert context, "Context cannot be empty!"
+        head = context.rstrip()
+        tail = context[len(head):] + continuation
+        context_ids = self.tok_encode(head)
+        whole = self.tok_encode(head + tail)
+        if whole[:len(context_ids)] == context_ids and len(whole) > len(context_ids):
+            return context_ids, whole[len(context_ids):]
+        log.info("context and continuation encoded separately (a token spans the join): %r + %r", head[-30:], tail)
+        return context_ids, self.tok_encode(tail, add_special_tokens=False)
 
 
 def _clean_docs(dataset):

@@ -1,4 +1,4 @@
-"""Cloze-style recall QA tasks (DROP, TriviaQA, NQ) in the form of the Based / Just-Read-Twice suite.
+"""Recall QA tasks: cloze-style DROP, TriviaQA, NQ in the form of the Based / Just-Read-Twice suite, and NarrativeQA.
 
 The GLA / GatedDeltaNet line reports six recall-intensive tasks (paper Table 3: DROP, NQ, SWDE, TriviaQA, FDA,
 SQuAD). lm-eval 0.4.13 ships SWDE, FDA and SQuAD (``swde``, ``fda``, ``squad_completion``) but not the cloze
@@ -7,24 +7,44 @@ DROP / TriviaQA / NQ variants, so they are defined here (own code, same protocol
 * prompt: ``"<context>. <question>"`` (TriviaQA markup ``[PAR] [DOC] [TLE]`` removed);
 * context truncated to ``recall_context_len - recall_answer_len`` tokens of the model's tokenizer
   (2048 - 50 = 1998 by default): a window centred on the first answer occurrence for NQ, the document head for
-  DROP and TriviaQA (as JRT does, these datasets give no answer position);
+  DROP and TriviaQA (as JRT does, these datasets give no answer position); the window is cut from the text at
+  token boundaries and re-encoded to check the budget (:func:`truncate_context`);
 * greedy generation until ``"\\n"``, at most 48 tokens; metric ``contains`` = case-insensitive substring match of
   any gold answer in the generation, averaged over documents.
 
 Task config ``metadata`` (set by ``suite.eval.harness.run_tasks``) carries ``tokenizer`` (or ``pretrained``),
 ``recall_context_len`` and ``recall_answer_len``. Without a tokenizer the context is not truncated.
 The dataset can be pointed at a local file by overriding ``dataset_path``/``dataset_kwargs`` in the task config.
+
+NarrativeQA (:class:`NarrativeQA`, task ``narrativeqa_scrolls``), the seed notes' reading of the paper's "NQ"
+column. lm-eval 0.4.13's ``scrolls_narrativeqa`` cannot load under transformers 5: its module imports
+``transformers.data.metrics`` (removed) and fetches the SCROLLS metric script from the Hub. This task reads the
+same data, the SCROLLS ``narrative_qa`` validation split (the zipped jsonl lm-eval also reads), and keeps SCROLLS'
+protocol (own code):
+
+* rows of one ``id`` are merged into one document with the list of gold answers;
+* the ``input`` field is ``question + "\\n\\n" + story``; the prompt is
+  ``"<story>\\n\\nQuestion: <question>\\nAnswer:"``, the full story (HFLM left-truncates it to
+  ``max_length - 48`` tokens, so the question is kept);
+* greedy generation until ``"\\n"``, at most 48 tokens;
+* metric ``f1``: SQuAD token F1 (lower case, punctuation and articles a/an/the removed), the best over the gold
+  answers, averaged over documents, as a fraction in [0, 1] (SCROLLS reports it x 100).
 """
 from __future__ import annotations
 
 import re
+import string
+from collections import Counter
 from functools import lru_cache
 
+import datasets
 import numpy as np
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 GEN_KWARGS = {"until": ["\n"], "max_gen_toks": 48, "do_sample": False}
+SCROLLS_ZIP = "https://huggingface.co/datasets/tau/scrolls/resolve/main/narrative_qa.zip"
+NARRATIVEQA_FILES = {"validation": f"zip://narrative_qa/validation.jsonl::{SCROLLS_ZIP}"}
 DEFAULT_CONTEXT_LEN = 2048
 DEFAULT_ANSWER_LEN = 50
 
@@ -35,6 +55,42 @@ def contains_score(prediction: str, answers) -> int:
     return int(any(re.search(re.escape(a.strip()), prediction, re.IGNORECASE) for a in answers))
 
 
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lower case, no punctuation, no articles (a, an, the), single spaces."""
+    text = "".join(c for c in text.lower() if c not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """F1 of the normalised word bags of ``prediction`` and ``reference`` (1.0 when both are empty)."""
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(reference).split()
+    if not pred or not ref:
+        return float(pred == ref)
+    same = sum((Counter(pred) & Counter(ref)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_score(prediction: str, answers) -> float:
+    """The best :func:`token_f1` of ``prediction`` over the gold ``answers`` (0.0 without answers)."""
+    return max((token_f1(prediction, a) for a in answers), default=0.0)
+
+
+def merge_rows(rows) -> datasets.Dataset:
+    """SCROLLS rows (``id``, ``input``, ``output``) -> one document per id: ``question``, ``text``, ``answers``."""
+    docs: dict[str, dict] = {}
+    for row in rows:
+        doc = docs.get(row["id"])
+        if doc is None:
+            question, _, text = row["input"].partition("\n\n")
+            doc = docs[row["id"]] = {"id": row["id"], "question": question.strip(), "text": text.strip(),
+                                     "answers": []}
+        doc["answers"].append(row["output"])
+    return datasets.Dataset.from_list(list(docs.values()))
+
+
 @lru_cache(maxsize=4)
 def _tokenizer(path: str):
     from transformers import AutoTokenizer
@@ -42,40 +98,55 @@ def _tokenizer(path: str):
     return AutoTokenizer.from_pretrained(path)
 
 
+def _n_tokens(tokenizer, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def truncate_context(context: str, answers, tokenizer, max_tokens: int, center_on_answer: bool) -> str:
-    """Cut ``context`` to ``max_tokens`` tokens: centred on the first answer occurrence, else from the head."""
-    ids = tokenizer(context, add_special_tokens=False)["input_ids"]
-    if len(ids) <= max_tokens:
+    """Cut ``context`` to at most ``max_tokens`` tokens: centred on the first answer occurrence, else the head.
+
+    The cut is a substring of ``context`` between token boundaries of its encoding (character offsets of a
+    fast tokenizer; never a decode of a token slice, which splits multi-byte characters into U+FFFD), and
+    the cut text encoded again is checked against ``max_tokens``; the window shrinks from the end until it
+    fits. Returns ``context`` unchanged when it fits.
+    """
+    enc = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    if len(offsets) <= max_tokens:
         return context
     answer_tok = 0
     if center_on_answer:
         starts = [m.start() for a in answers if a and a.strip()
                   for m in [re.search(re.escape(a.strip()), context, re.IGNORECASE)] if m]
-        if starts:
-            answer_tok = len(tokenizer(context[:min(starts)], add_special_tokens=False)["input_ids"])
-    start = max(0, min(answer_tok - max_tokens // 2, len(ids) - max_tokens))
-    return tokenizer.decode(ids[start:start + max_tokens], skip_special_tokens=True)
+        if starts:  # the first token that ends after the answer's first character
+            answer_tok = next(i for i, (_, end) in enumerate(offsets) if end > min(starts))
+    start = max(0, min(answer_tok - max_tokens // 2, len(offsets) - max_tokens))
+    n = max_tokens
+    while n > 0:
+        cut = context[offsets[start][0]:offsets[start + n - 1][1]]
+        excess = _n_tokens(tokenizer, cut) - max_tokens
+        if excess <= 0:
+            return cut
+        n -= excess
+    return ""
 
 
-class _BasedQA(ConfigurableTask):
-    """Shared logic of the cloze QA recall tasks; subclasses set the dataset and the truncation anchor."""
+class _RecallTask(ConfigurableTask):
+    """A validation-split generation task of this folder: greedy until ``"\\n"`` (``GEN_KWARGS``), one metric
+    (``METRIC``) per document, averaged. Subclasses set the dataset and the prompt."""
 
     VERSION = 1
     DATASET_PATH: str = ""
-    CENTER_ON_ANSWER = False
+    METRIC = "contains"
 
     def __init__(self, config: dict | None = None, **kwargs):
-        base = {"task": type(self).__name__, "dataset_path": self.DATASET_PATH, "validation_split": "validation",
-                "output_type": "generate_until", "generation_kwargs": dict(GEN_KWARGS)}
         config = {k: v for k, v in (config or {}).items() if k != "class"}
         metadata = {"version": self.VERSION} | (config.pop("metadata", None) or {})
-        tok = metadata.get("tokenizer") or metadata.get("pretrained")
-        self._tok_path = str(tok) if tok else None
-        self._max_context = (int(metadata.get("recall_context_len", DEFAULT_CONTEXT_LEN))
-                             - int(metadata.get("recall_answer_len", DEFAULT_ANSWER_LEN)))
-        if self._max_context <= 0:
-            raise ValueError(f"recall_context_len - recall_answer_len = {self._max_context} must be > 0")
-        super().__init__(config=base | config | {"metadata": metadata})
+        super().__init__(config=self.base_config() | config | {"metadata": metadata})
+
+    def base_config(self) -> dict:
+        return {"task": type(self).__name__, "dataset_path": self.DATASET_PATH, "validation_split": "validation",
+                "output_type": "generate_until", "generation_kwargs": dict(GEN_KWARGS)}
 
     def has_training_docs(self):
         return False
@@ -88,6 +159,32 @@ class _BasedQA(ConfigurableTask):
 
     def validation_docs(self):
         return self.dataset[self.config.validation_split]
+
+    def construct_requests(self, doc, ctx, chat_template=None, apply_chat_template=False, **kwargs):
+        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, dict(GEN_KWARGS)), idx=0,
+                         **kwargs)]
+
+    def aggregation(self):
+        return {self.METRIC: np.mean}
+
+    def higher_is_better(self):
+        return {self.METRIC: True}
+
+
+class _BasedQA(_RecallTask):
+    """Shared logic of the cloze QA recall tasks; subclasses set the dataset and the truncation anchor."""
+
+    CENTER_ON_ANSWER = False
+
+    def __init__(self, config: dict | None = None, **kwargs):
+        metadata = (config or {}).get("metadata") or {}
+        tok = metadata.get("tokenizer") or metadata.get("pretrained")
+        self._tok_path = str(tok) if tok else None
+        self._max_context = (int(metadata.get("recall_context_len", DEFAULT_CONTEXT_LEN))
+                             - int(metadata.get("recall_answer_len", DEFAULT_ANSWER_LEN)))
+        if self._max_context <= 0:
+            raise ValueError(f"recall_context_len - recall_answer_len = {self._max_context} must be > 0")
+        super().__init__(config, **kwargs)
 
     @staticmethod
     def clean(context: str) -> str:
@@ -107,18 +204,8 @@ class _BasedQA(ConfigurableTask):
         answers = list(doc["answers"])
         return " " + (answers[0] if answers else "")
 
-    def construct_requests(self, doc, ctx, chat_template=None, apply_chat_template=False, **kwargs):
-        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, dict(GEN_KWARGS)), idx=0,
-                         **kwargs)]
-
     def process_results(self, doc, results):
         return {"contains": contains_score(results[0], doc["answers"])}
-
-    def aggregation(self):
-        return {"contains": np.mean}
-
-    def higher_is_better(self):
-        return {"contains": True}
 
 
 class BasedDrop(_BasedQA):
@@ -136,3 +223,26 @@ class BasedTriviaQA(_BasedQA):
 class BasedNQ(_BasedQA):
     DATASET_PATH = "hazyresearch/based_nq_2048"
     CENTER_ON_ANSWER = True
+
+
+class NarrativeQA(_RecallTask):
+    """SCROLLS NarrativeQA, generation scored by token F1 (see the module docstring)."""
+
+    DATASET_PATH = "json"
+    METRIC = "f1"
+
+    def base_config(self) -> dict:
+        return super().base_config() | {"task": "narrativeqa_scrolls",
+                                        "dataset_kwargs": {"data_files": NARRATIVEQA_FILES}}
+
+    def validation_docs(self):
+        return merge_rows(super().validation_docs())
+
+    def doc_to_text(self, doc):
+        return f"{doc['text']}\n\nQuestion: {doc['question']}\nAnswer:"
+
+    def doc_to_target(self, doc):
+        return " " + (doc["answers"][0] if doc["answers"] else "")
+
+    def process_results(self, doc, results):
+        return {"f1": f1_score(results[0], doc["answers"])}

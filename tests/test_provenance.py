@@ -1,0 +1,60 @@
+"""Provenance: the commit column names the project's own checkout, never an enclosing repository's."""
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import suite.provenance
+
+GIT = shutil.which("git") or "git"
+
+
+def _git(cwd, *args):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([GIT, *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _new_repo(path: Path) -> str:
+    """A git repository at ``path`` with one commit; returns its 12-digit short hash."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "README").write_text("x\n")
+    _git(path, "init", "-q")
+    _git(path, "add", "README")
+    _git(path, "commit", "-q", "-m", "init")
+    return _git(path, "rev-parse", "--short=12", "HEAD")
+
+
+def _copy_of_provenance(root: Path):
+    """suite/provenance.py copied to ``root``/suite/, imported from there (its project root is then ``root``)."""
+    target = root / "suite" / "provenance.py"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(suite.provenance.__file__, target)
+    spec = importlib.util.spec_from_file_location("provenance_copy", target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_copy_inside_another_repository_records_unknown(tmp_path, monkeypatch):
+    monkeypatch.delenv("SUITE_COMMIT", raising=False)
+    outer_sha = _new_repo(tmp_path / "outer")
+    copy = _copy_of_provenance(tmp_path / "outer" / "unpacked" / "orthros")  # an archive unpacked in a checkout
+    got = copy.git_commit()
+    assert outer_sha not in got
+    assert got == "unknown"
+    monkeypatch.setenv("SUITE_COMMIT", "abc123")  # told by the command that started the run: wins
+    assert copy.git_commit() == "abc123"
+
+
+def test_checkout_at_project_root_records_its_commit(tmp_path, monkeypatch):
+    monkeypatch.delenv("SUITE_COMMIT", raising=False)
+    root = tmp_path / "proj"
+    copy = _copy_of_provenance(root)
+    sha = _new_repo(root)
+    assert copy.git_commit() == sha  # the copied file is untracked: not dirty
+    _git(root, "add", "suite/provenance.py")
+    _git(root, "commit", "-q", "-m", "code")
+    assert copy.git_commit() == _git(root, "rev-parse", "--short=12", "HEAD")
+    (root / "suite" / "provenance.py").write_text("# edited\n")
+    assert copy.git_commit().endswith("-dirty")
