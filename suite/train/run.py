@@ -365,14 +365,15 @@ def window_overrides(arch: str, cfg: dict, seq_len: int | None) -> dict:
 
 
 def _parse_overrides(items: list[str]) -> dict:
-    import yaml
+    """``["KEY=VALUE", ...]`` -> dict; values read as YAML (``1e6`` is a float, ``8`` an int, ``silu`` a string)."""
+    from suite.config import load_yaml
 
     out = {}
     for item in items:
         if "=" not in item:
             raise ValueError(f"override {item!r} is not KEY=VALUE")
         key, val = item.split("=", 1)
-        out[key] = yaml.safe_load(val)
+        out[key] = load_yaml(val)
     return out
 
 
