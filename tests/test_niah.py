@@ -99,3 +99,24 @@ def test_cli_writes_grid_with_not_run_cell(setup, tmp_path):
     ok = df[df.context_len == 128]
     assert (ok.status == "ok").all() and ok.accuracy.between(0, 1).all() and (ok.wall_s > 0).all()
     assert df[df.context_len == 10000000].status.str.startswith("not run: haystack").all()
+
+
+def _damaged_copy(ckpt, dest, name):
+    """A copy of checkpoint folder ``ckpt`` whose file ``name`` is cut to half its length."""
+    import shutil
+
+    shutil.copytree(ckpt, dest)
+    blob = (dest / name).read_bytes()
+    (dest / name).write_bytes(blob[:len(blob) // 2])
+    return dest
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json", "config.json"])
+def test_load_model_names_a_truncated_file(setup, tmp_path, name):
+    ckpt = setup[0]
+    bad = _damaged_copy(ckpt, tmp_path / "bad", name)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad / name))}"):
+        niah.load_model(bad)
+    model_dir, tokenizer_dir = (ckpt, bad) if name == "tokenizer.json" else (bad, ckpt)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad / name))}"):  # also with a separate tokenizer folder
+        niah.load_model(model_dir, tokenizer_dir)

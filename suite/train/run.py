@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import importlib
 import json
 import math
 import shutil
@@ -65,7 +64,7 @@ def build_model(model, init_from: str | Path | None = None):
     from transformers import AutoModelForCausalLM, PreTrainedConfig
 
     if isinstance(model, (str, Path)):
-        _register_suite_models()
+        ckpt_io.register_suite_models()
         net = ckpt_io.load_weights(AutoModelForCausalLM, model)
     elif isinstance(model, PreTrainedConfig):
         net = AutoModelForCausalLM.from_config(model)
@@ -92,15 +91,6 @@ def build_model(model, init_from: str | Path | None = None):
         if "lm_head.weight" not in source and getattr(net.config, "tie_word_embeddings", False):
             net.tie_weights()
     return net
-
-
-def _register_suite_models() -> None:
-    """Import the suite's models so AutoModelForCausalLM knows their model types (no-op if absent)."""
-    for name in ("models.registry", "baselines"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
 
 
 def count_params(model) -> int:
@@ -221,7 +211,7 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
         torch.use_deterministic_algorithms(True, warn_only=True)
     net = build_model(model, init_from if ckpt is None else None)
     if ckpt is not None:
-        net = ckpt_io.load_weights(type(net), ckpt)
+        net = ckpt_io.load_weights(type(net), ckpt, check=False)  # sha256-verified in train()
     net.to(device).train()
     tokenizer_dir = data_dir / "tokenizer"
     _set_special_ids(net, tokenizer_dir)
