@@ -41,6 +41,10 @@ _FIXED_BASE_FIELDS = {"output_hidden_states": False, "_output_attentions": False
                       "chunk_size_feed_forward": 0, "is_encoder_decoder": False}
 
 
+NOTHING_TO_SCORE = ("nothing to score: output_mask / labels select no position with a next-token target "
+                    "(an all-False output_mask, or labels that are all -100 at the output positions)")
+
+
 class SuiteConfig(PreTrainedConfig):
     """Fields shared by every architecture of the suite (Llama/Qwen3-style backbone).
 
@@ -379,12 +383,15 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
                 raise ValueError(f"output_mask has length {mask.shape[-1]} but the input has {T} tokens")
             mask = mask.reshape(-1, T).any(0)
             if not mask.any():
-                raise ValueError("output_mask selects no position")
+                raise ValueError(NOTHING_TO_SCORE)
             return mask.nonzero().flatten()
         if isinstance(logits_to_keep, int) and logits_to_keep > 0:
             return torch.arange(max(0, T - logits_to_keep), T, device=device)
         if labels is not None and (labels[:, 1:] == -100).any():
-            return (labels[:, 1:] != -100).any(0).nonzero().flatten()
+            index = (labels[:, 1:] != -100).any(0).nonzero().flatten()
+            if not len(index):
+                raise ValueError(NOTHING_TO_SCORE)
+            return index
         return torch.arange(T, device=device)
 
     def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
@@ -407,8 +414,9 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
             ``loss`` (mean cross entropy over valid targets) when labels are given, and ``cache``.
 
         Raises:
-            ValueError: on mismatched shapes, an output mask longer than the input, or a sequence
-            past ``max_position_embeddings``.
+            ValueError: on mismatched shapes, an output mask longer than the input, a sequence past
+            ``max_position_embeddings``, or empty supervision (``NOTHING_TO_SCORE``: an all-False
+            ``output_mask``, or ``labels`` with no valid next-token target at an output position).
         """
         if input_ids is None and inputs_embeds is None:
             raise ValueError("pass input_ids or inputs_embeds")
@@ -456,6 +464,8 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
         if labels is not None:
             scored = out_index < T - 1
             targets = labels[:, out_index[scored] + 1]
+            if not (targets != -100).any():
+                raise ValueError(NOTHING_TO_SCORE)
             loss = F.cross_entropy(logits[:, scored].flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
         if use_cache:
             cache.seq_len = past + T

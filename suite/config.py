@@ -4,11 +4,16 @@ The schema (``suite/config_schema.json``, JSON Schema draft 2020-12) forbids unk
 level. ``load_config`` raises ``ConfigError`` (a ValueError) listing every problem with its key path
 and offending value, e.g. ``train.lr: -1 is less than or equal to the minimum of 0``.
 
+Numbers: ``load_yaml`` reads scientific notation without a decimal point (``3e-3``, ``1e6``) as a float,
+where YAML 1.1 (PyYAML) reads it as a string. An ``integer`` field needs a plain integer: ``steps: 1e4``
+is a float and is rejected, naming the key (``30.0 is not of type 'integer'``).
+
 CLI: ``python -m suite.config default`` validates a profile and prints it as JSON.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -24,13 +29,30 @@ class ConfigError(ValueError):
     """The study config is invalid; the message names each bad key path and value."""
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus floats in scientific notation without a dot (``3e-3``, ``-1E+6``)."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+                              list("-+0123456789"))
+# JSON Schema counts 30.0 as an integer; the suite's integer fields (steps, sizes, seeds) need an int.
+_Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator,
+                                          type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+                                              "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool)))
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load`` that also reads ``3e-3`` / ``1e6`` as floats (YAML 1.1 reads them as strings)."""
+    return yaml.load(text, Loader=_Loader)
+
+
 def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
 def validate(config: dict, source: str = "config") -> dict:
     """Validate a config dict against the schema; return it. Raises ConfigError naming key paths and values."""
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = _Validator(schema())
     problems = []
     for err in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         path = ".".join(map(str, err.absolute_path)) or "<top level>"
@@ -88,7 +110,7 @@ def load_config(profile_or_path: str | Path) -> dict:
         known = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
         raise ConfigError(f"no study config {path} (profiles: {known})")
     try:
-        config = yaml.safe_load(path.read_text())
+        config = load_yaml(path.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"bad YAML in {path}: {err}") from err
     if not isinstance(config, dict):

@@ -1,8 +1,8 @@
-"""Provenance columns carried by every results row, and atomic CSV writing.
+"""Provenance columns carried by every results row, and atomic CSV / text writing.
 
 Every row in ``results/`` records where it came from: git commit, profile, device,
-kernel backend, dtype, seed and wall time (seconds). ``write_csv`` writes to a
-temporary file and renames it, so an interrupted job never leaves a half-written CSV.
+kernel backend, dtype, seed and wall time (seconds). ``write_csv`` / ``write_text`` write to a
+temporary file and rename it, so an interrupted job never leaves a half-written file.
 """
 from __future__ import annotations
 
@@ -99,6 +99,16 @@ def write_csv(rows: Iterable[Mapping] | pd.DataFrame, path: str | Path) -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    return path
+
+
+def write_text(text: str, path: str | Path) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically (temp file + rename). Parent folders are created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 

@@ -77,3 +77,24 @@ def test_missing_profile_and_bad_yaml(tmp_path):
     bad.write_text("profile: [unclosed\n")
     with pytest.raises(ConfigError, match="bad YAML"):
         load_config(bad)
+
+
+def test_scientific_notation_reads_as_a_number(tmp_path):
+    """YAML 1.1 reads ``3e-3`` as a string; the study config reads it as the float it means."""
+    text = (PROFILES_DIR / "ci.yaml").read_text()
+    assert "  lr: 3.0e-3\n" in text
+    path = tmp_path / "ci.yaml"
+    path.write_text(text.replace("  lr: 3.0e-3\n", "  lr: 3e-3\n", 1))
+    cfg = load_config(path)
+    assert cfg["train"]["lr"] == 0.003 and isinstance(cfg["train"]["lr"], float)
+    path.write_text(text.replace("  steps: 30\n", "  steps: 3e1\n", 1))
+    with pytest.raises(ConfigError, match=r"train\.steps: 30\.0 is not of type 'integer'"):
+        load_config(path)
+
+
+def test_override_in_scientific_notation_is_a_number():
+    from suite.train.run import _parse_overrides
+
+    assert _parse_overrides(["rope_theta=1e6", "window_size=8", "act=silu"]) == \
+        {"rope_theta": 1e6, "window_size": 8, "act": "silu"}
+    assert isinstance(_parse_overrides(["rope_theta=1e6"])["rope_theta"], float)

@@ -177,3 +177,53 @@ def test_file_sources(tmp_path):
 def test_separator_never_inside_documents(data_dir):
     for split in ("train", "val", "test"):
         assert all(DOC_SEPARATOR not in d for d in read_split(data_dir, split))
+
+
+def _text_files(folder, n):
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"doc{i:02d}.txt").write_text(f"document {i}: plain UTF-8 text, naïve café ✓\n" * 10)
+
+
+def test_undecodable_files_are_skipped_and_named(tmp_path):
+    """A binary file and a Latin-1 text among 30 good files: skipped with a warning naming both and the count;
+    no U+FFFD reaches the splits, and corpus.json lists what was skipped and why."""
+    src = tmp_path / "src"
+    _text_files(src, 30)
+    (src / "blob.txt").write_bytes(bytes(range(256)))
+    (src / "latin1.txt").write_bytes("caf\xe9 cr\xe8me br\xfbl\xe9e\n".encode("latin-1"))
+    with pytest.warns(UserWarning, match=r"skipped 2 of 32 files") as record:
+        meta = build_corpus(tmp_path / "out", "files", files=[str(src / "*.txt")], **FRACTIONS)
+    message = str(record[0].message)
+    assert "blob.txt (contains NUL bytes)" in message and "latin1.txt (not valid UTF-8" in message
+    assert sum(meta["n_docs"].values()) == 30
+    assert {Path(s["name"]).name for s in meta["skipped"]} == {"blob.txt", "latin1.txt"}
+    for split in ("train", "val", "test"):
+        assert "\ufffd" not in (tmp_path / "out" / f"{split}.txt").read_text(encoding="utf-8")
+
+
+def test_mostly_undecodable_corpus_is_refused(tmp_path):
+    src = tmp_path / "src"
+    _text_files(src, 8)
+    (src / "blob.txt").write_bytes(bytes(range(256)) * 4)
+    (src / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"2 of 10 files .*blob\.txt.*latin1\.txt.*more than 10%"):
+        build_corpus(tmp_path / "out", "files", files=[str(src / "*.txt")], **FRACTIONS)
+    assert not (tmp_path / "out" / "train.txt").exists()
+
+
+def test_bad_jsonl_and_stdlib_files_are_named(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl: not valid UTF-8"):
+        list(corpus_mod.file_documents([str(bad)]))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"text": "fine"}) + "\n{\"text\": \"cut sho\n")
+    with pytest.raises(ValueError, match=r"broken\.jsonl line 2: not JSON"):
+        list(corpus_mod.file_documents([str(broken)]))
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "ok.py").write_text("x = 1\n")
+    (lib / "old.py").write_bytes(b"# -*- coding: latin-1 -*-\ns = '\xe9'\n")
+    with pytest.raises(ValueError, match=r"old\.py: not valid UTF-8"):
+        list(corpus_mod.stdlib_documents(root=lib))

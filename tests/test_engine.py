@@ -187,3 +187,21 @@ def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
     cpu = pd.read_csv(out)
     assert list(cpu.columns[:6]) == ["arch", "size", "n_params", "seq_len", "ms", "status"]
     assert (cpu.status == "ok").all() and (cpu.ms > 0).all() and (cpu.n_params > 0).all()
+
+
+def test_prefill_sweep_fails_on_a_truncated_checkpoint(tmp_path):
+    """A given checkpoint that cannot be read stops the sweep naming the file (no 'not run' row, no CSV)."""
+    import re
+
+    from suite.bench import prefill_cpu
+
+    good = tmp_path / "good"
+    tiny("transformer").save_pretrained(good)
+    args = ["--profile", "ci", "--archs", "transformer", "--lengths", "16", "--repeats", "1"]
+    cpu = pd.read_csv(prefill_cpu.main(args + ["--checkpoint", f"transformer={good}", "--out", str(tmp_path / "a.csv")]))
+    assert cpu.status.tolist() == ["ok"] and cpu.weights.tolist() == [str(good)]
+    weights = good / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    with pytest.raises(ValueError, match=re.escape(str(weights))):
+        prefill_cpu.main(args + ["--checkpoint", f"transformer={good}", "--out", str(tmp_path / "b.csv")])
+    assert not (tmp_path / "b.csv").exists()

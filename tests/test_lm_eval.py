@@ -316,3 +316,18 @@ def test_bad_requests_raise(tiny):
     with pytest.raises(ValueError, match="not found"):
         harness.perplexity_task_config(root / "missing.txt")
     assert lm_eval.api.registry.get_model("orthros-hf") is harness.OrthrosHFLM
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json"])
+def test_truncated_checkpoint_file_is_named(tiny, tmp_path, name):
+    import re
+    import shutil
+
+    _, ckpt, _, _, _ = tiny
+    bad = tmp_path / "bad"
+    shutil.copytree(ckpt, bad)
+    blob = (bad / name).read_bytes()
+    (bad / name).write_bytes(blob[:len(blob) // 2])
+    with pytest.raises(ValueError, match=re.escape(str(bad / name))):
+        harness.run_tasks(bad, None, ["val_ppl"], tmp_path / "q.csv", ppl_data=__file__)
+    assert not (tmp_path / "q.csv").exists()

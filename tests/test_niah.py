@@ -196,3 +196,24 @@ def test_training_a_suite_model_lowers_the_answer_loss(suite_data):
                                   curriculum_len=32, curriculum_frac=0.5, progress=False)
     assert np.isfinite(fit["final_loss"]) and fit["final_loss"] < np.log(len(task.values)) + 2
     assert fit["tokens"] == 20 * 16 * 32 + 20 * 8 * 64
+
+
+def _damaged_copy(ckpt, dest, name):
+    """A copy of checkpoint folder ``ckpt`` whose file ``name`` is cut to half its length."""
+    import shutil
+
+    shutil.copytree(ckpt, dest)
+    blob = (dest / name).read_bytes()
+    (dest / name).write_bytes(blob[:len(blob) // 2])
+    return dest
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json", "config.json"])
+def test_load_model_names_a_truncated_file(setup, tmp_path, name):
+    ckpt = setup[0]
+    bad = _damaged_copy(ckpt, tmp_path / "bad", name)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad / name))}"):
+        niah.load_model(bad)
+    model_dir, tokenizer_dir = (ckpt, bad) if name == "tokenizer.json" else (bad, ckpt)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(bad / name))}"):  # also with a separate tokenizer folder
+        niah.load_model(model_dir, tokenizer_dir)

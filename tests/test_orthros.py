@@ -222,3 +222,22 @@ def test_named_sizes_match_their_names():
     with torch.device("meta"):
         qwen = build("orthros", "qwen3_8b", vocab_size=151936)
     assert 8.0e9 < count_parameters(qwen) < 8.4e9
+
+
+@pytest.mark.parametrize("arch", ["orthros", "transformer"])
+def test_empty_supervision_raises_the_same_error(arch):
+    """Labels that are all -100 and an all-False output_mask both leave nothing to score: one ValueError."""
+    model = tiny() if arch == "orthros" else build("transformer", "1M", vocab_size=61, hidden_size=32,
+                                                   num_hidden_layers=1, num_attention_heads=4, intermediate_size=48)
+    ids = torch.randint(0, 61, (2, 6))
+    messages = []
+    for kwargs in (dict(labels=torch.full((2, 6), -100)), dict(output_mask=torch.zeros(6, dtype=torch.bool)),
+                   dict(labels=torch.full((2, 1), 5), input_ids=ids[:, :1]),
+                   dict(labels=ids, output_mask=torch.tensor([False] * 5 + [True]))):
+        with pytest.raises(ValueError, match="nothing to score") as err:
+            model(**{"input_ids": ids, **kwargs})
+        messages.append(str(err.value))
+    assert len(set(messages)) == 1
+    labels = torch.full((2, 6), -100)
+    labels[1, 3] = 7
+    assert torch.isfinite(model(ids, labels=labels).loss)  # one valid target in the batch is enough

@@ -125,3 +125,58 @@ def test_ttft_outlier_is_flagged_as_suspect():
     rows.append(dict(model="c", input_len=131072, output_len=128, ttft_s=1.0, status="ok"))  # one config: no median
     flags = ttft_suspects(pd.DataFrame(rows))
     assert list(flags) == [("a", 130048.0, 1024.0)] and 0.6 < flags[("a", 130048.0, 1024.0)] < 0.7
+
+
+def _copy_fixtures(tmp_path):
+    import shutil
+
+    shutil.copytree(FIX, tmp_path / "in")
+    return tmp_path / "in" / "default", tmp_path / "in" / "gpu"
+
+
+def _written(root):
+    return sorted(p.name for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def test_missing_column_is_named_before_anything_is_written(tmp_path):
+    res, gpu = _copy_fixtures(tmp_path)
+    niah = pd.read_csv(res / "niah.csv")
+    niah.drop(columns="status").to_csv(res / "niah.csv", index=False)
+    with pytest.raises(ValueError, match=r"niah\.csv: missing column\(s\) \['status'\]"):
+        render(res, gpu, tmp_path / "t", tmp_path / "f")
+    assert _written(tmp_path / "t") == [] and _written(tmp_path / "f") == []
+
+
+def test_bad_value_names_file_column_and_row(tmp_path):
+    res, gpu = _copy_fixtures(tmp_path)
+    prefill = pd.read_csv(gpu / "prefill.csv", dtype=str)
+    prefill.loc[1, "ms"] = "fast"
+    prefill.to_csv(gpu / "prefill.csv", index=False)
+    with pytest.raises(ValueError, match=r"prefill\.csv row 2: column 'ms' holds 'fast', not a number"):
+        render(res, gpu, tmp_path / "t", tmp_path / "f")
+    assert _written(tmp_path / "t") == [] and _written(tmp_path / "f") == []
+
+
+def test_extra_columns_and_files_are_tolerated(tmp_path):
+    res, gpu = _copy_fixtures(tmp_path)
+    mqar = pd.read_csv(res / "mqar.csv")
+    mqar.assign(task_variant="new column the renderers do not read").to_csv(res / "mqar.csv", index=False)
+    (res / "controls.csv").write_text("anything,at,all\n1,2,3\n")
+    render(res, gpu, tmp_path / "t", tmp_path / "f")
+    assert "table3.csv" in _written(tmp_path / "t")
+
+
+def test_all_nan_measurement_is_not_run_not_a_verdict(tmp_path):
+    res, gpu = _copy_fixtures(tmp_path)
+    mqar = pd.read_csv(res / "mqar.csv")
+    mqar.assign(accuracy=float("nan")).to_csv(res / "mqar.csv", index=False)
+    m = {"results": "{results}/mqar.csv", "column": "accuracy", "op": "difference", "numerator": {"arch": "orthros"},
+         "denominator": {"arch": "swa"}, "where": {"status": "ok"}, "expect": {"ge": 0.0}}
+    got = evaluate_measure(m, res, gpu)
+    assert got["status"] == "not run: no measured value (all NaN)" and got["value"] is None and got["ok"] is None
+    render(res, gpu, tmp_path / "t", tmp_path / "f")
+    a = pd.read_csv(tmp_path / "t" / "claims_audit.csv").set_index("id")
+    assert a.loc["C09", "measured_proxy"].startswith("not run: no measured value (all NaN)")
+    measured = mqar.assign(accuracy=[0.75, 0.5, 0.9])  # plus an orthros row without a value: it is dropped
+    pd.concat([measured, mqar.iloc[[0]].assign(accuracy=float("nan"))]).to_csv(res / "mqar.csv", index=False)
+    assert evaluate_measure(m, res, gpu)["value"] == pytest.approx(0.25)

@@ -203,3 +203,35 @@ def test_busy_run_dir_and_missing_data(data_dir, tmp_path):
         fcntl.flock(fh, fcntl.LOCK_EX)
         with pytest.raises(ValueError, match="another process is training in"):
             train(tiny_llama, data_dir, tmp_path / "run", steps=2, **HP)
+
+
+def test_reused_out_dir_refuses_any_changed_setting(data_dir, tmp_path):
+    """A finished Orthros 1M run is never relabelled: another arch, size or override stops with the field named,
+    run_config.json is left as it was, and no metrics are written."""
+    common = ["--data-dir", str(data_dir), "--out-dir", str(tmp_path), "--steps", "2", "--batch-size", "2",
+              "--seq-len", "32", "--no-progress"]
+    main(["--arch", "orthros", "--size", "1M", *common])
+    before = (tmp_path / "run_config.json").read_bytes()
+    with pytest.raises(ValueError, match=r"'arch': \('orthros', 'transformer'\).*'size': \('1M', '3M'\)"):
+        main(["--arch", "transformer", "--size", "3M", *common])
+    (tmp_path / "metrics.csv").unlink()
+    with pytest.raises(ValueError, match=r"'arch': \('orthros', 'orthros_noso'\)"):
+        main(["--arch", "orthros_noso", "--size", "1M", *common])
+    with pytest.raises(ValueError, match=r"'overrides': \(\{'vocab_size': 512\}, \{'vocab_size': 512, 'window_size': 8\}"):
+        main(["--arch", "orthros", "--size", "1M", "--override", "window_size=8", *common])
+    with pytest.raises(ValueError, match=r"'dtype': \('float32', 'bfloat16'\)"):
+        main(["--arch", "orthros", "--size", "1M", "--dtype", "bfloat16", *common])
+    assert (tmp_path / "run_config.json").read_bytes() == before
+    assert not (tmp_path / "metrics.csv").exists()
+    main(["--arch", "orthros", "--size", "1M", *common])  # the same settings resume: metrics written again
+    assert pd.read_csv(tmp_path / "metrics.csv")["arch"].tolist() == ["orthros"]
+    recorded = json.loads((tmp_path / "run_config.json").read_text())
+    assert recorded["arch"] == "orthros" and recorded["size"] == "1M" and recorded["overrides"] == {"vocab_size": VOCAB}
+
+
+def test_checkpoint_without_run_config_is_refused(data_dir, tmp_path):
+    train(tiny_llama, data_dir, tmp_path, steps=2, arch="llama", size="tiny", **HP)
+    (tmp_path / "run_config.json").unlink()
+    with pytest.raises(ValueError, match=r"run_config\.json is missing"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, arch="llama", size="tiny", **HP)
+    assert not (tmp_path / "run_config.json").exists()

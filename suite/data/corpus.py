@@ -6,6 +6,13 @@ Other sources: local files (globs of ``.txt`` / ``.jsonl`` / ``.parquet``; jsonl
 a ``text`` field) and Hugging Face datasets streamed through ``datasets`` (e.g. FineWeb-Edu,
 ``HuggingFaceFW/fineweb-edu`` config ``sample-10BT``, the paper's pretraining data, Sec. 4).
 
+Text files must be UTF-8 text. A stdlib or local file (``.txt``, ``.jsonl``, ...) that holds a NUL byte or is
+not valid UTF-8 is skipped, never decoded with replacement characters: ``build_corpus`` warns with the count
+and the name and reason of each skipped file and lists them in ``corpus.json``; when the skipped files are
+more than ``MAX_SKIPPED`` (10%) of the files read or of their bytes, it refuses the whole corpus
+(ValueError naming them) and writes nothing. A ``.jsonl`` line that is not JSON, or whose text field is
+not a string, is a ValueError naming file and line.
+
 Each document goes to one split by a hash of its name (relative path, or ``<dataset>#<index>``), so the
 split is deterministic and disjoint by document. Output, in ``data_dir``:
 
@@ -26,6 +33,8 @@ import os
 import socket
 import sys
 import sysconfig
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -34,10 +43,56 @@ DOC_SEPARATOR = f"\n{EOS_TOKEN}\n"
 SPLITS = ("train", "val", "test")
 EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
 FINEWEB_EDU = {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "split": "train"}
+MAX_SKIPPED = 0.10  # refuse a corpus whose skipped (non-UTF-8) files exceed this share of the files or bytes
+TEXT_RULE = (f"Files with a NUL byte or invalid UTF-8 are skipped with a warning naming each; more than "
+             f"{MAX_SKIPPED:.0%} of the files or bytes skipped refuses the corpus.")
 
 
 class SourceUnavailableError(RuntimeError):
     """A corpus source (e.g. a Hugging Face dataset) cannot be reached; the message names it."""
+
+
+@dataclass
+class ReadLog:
+    """Files and bytes read from disk for a corpus, and the files skipped as not UTF-8 text: (name, bytes, why)."""
+
+    files: int = 0
+    bytes: int = 0
+    skipped: list = field(default_factory=list)
+
+    def check(self, source: str) -> None:
+        """Warn naming the skipped files; raise ValueError when they exceed ``MAX_SKIPPED`` of files or bytes."""
+        if not self.skipped:
+            return
+        lost = sum(n for _, n, _ in self.skipped)
+        what = (f"{len(self.skipped)} of {self.files} files ({lost} of {self.bytes} bytes) are not UTF-8 text: "
+                + ", ".join(f"{name} ({why})" for name, _, why in self.skipped))
+        if len(self.skipped) > MAX_SKIPPED * self.files or lost > MAX_SKIPPED * self.bytes:
+            raise ValueError(f"refusing the {source!r} corpus: {what}; that is more than {MAX_SKIPPED:.0%} of the "
+                             f"files or bytes")
+        warnings.warn(f"skipped {what}", stacklevel=3)
+
+
+def read_text(path: str | Path, name: str, log: ReadLog | None = None) -> str | None:
+    """The text of a UTF-8 file. A file with a NUL byte or invalid UTF-8 is recorded in ``log`` and gives None;
+    without a ``log`` it raises ValueError naming the file."""
+    data = Path(path).read_bytes()
+    why, text = None, None
+    if b"\0" in data:
+        why = "contains NUL bytes"
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            why = f"not valid UTF-8 at byte {err.start}"
+    if log is None:
+        if why:
+            raise ValueError(f"{path}: {why}")
+        return text
+    log.files, log.bytes = log.files + 1, log.bytes + len(data)
+    if why:
+        log.skipped.append((name, len(data), why))
+    return text
 
 
 def split_of(name: str, val_fraction: float = 0.05, test_fraction: float = 0.05) -> str:
@@ -56,12 +111,14 @@ def split_of(name: str, val_fraction: float = 0.05, test_fraction: float = 0.05)
     return "train"
 
 
-def stdlib_documents(root: str | Path | None = None, max_files: int | None = None) -> Iterator[tuple[str, str]]:
+def stdlib_documents(root: str | Path | None = None, max_files: int | None = None,
+                     log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
     """(relative path, text) of the standard library's ``*.py`` files, sorted by path.
 
     ``root`` defaults to ``sysconfig.get_paths()["stdlib"]``. Test folders (``test``, ``tests``,
     ``idlelib/idle_test``, ``lib2to3/tests``), ``site-packages`` and ``__pycache__`` are skipped.
     ``max_files`` keeps a deterministic subset: the files with the smallest salted path hashes.
+    A file that is not UTF-8 text is skipped into ``log`` (see ``read_text``; ValueError without a log).
     """
     root = Path(root or sysconfig.get_paths()["stdlib"])
     if not root.is_dir():
@@ -73,16 +130,20 @@ def stdlib_documents(root: str | Path | None = None, max_files: int | None = Non
         keep = set(sorted(rels, key=lambda r: hashlib.sha256(b"subset:" + r.encode()).digest())[:max_files])
         rels = [r for r in rels if r in keep]
     for rel in rels:
-        yield rel, (root / rel).read_text(encoding="utf-8", errors="replace")
+        text = read_text(root / rel, rel, log)
+        if text is not None:
+            yield rel, text
 
 
-def file_documents(patterns: Iterable[str], text_field: str = "text",
-                   max_files: int | None = None) -> Iterator[tuple[str, str]]:
+def file_documents(patterns: Iterable[str], text_field: str = "text", max_files: int | None = None,
+                   log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
     """(name, text) of local files matching glob ``patterns`` (``**`` allowed), sorted by path.
 
     ``.txt`` (and any other suffix): one document per file. ``.jsonl``: one document per line's
     ``text_field``. ``.parquet``: one document per row's ``text_field`` (read with pandas).
-    Raises ValueError when no file matches or a row lacks ``text_field`` (naming file and row).
+    A text or jsonl file that is not UTF-8 text is skipped into ``log`` (see ``read_text``; ValueError
+    without a log). Raises ValueError when no file matches, or a jsonl line is not JSON or has no string
+    ``text_field`` / a parquet file has no ``text_field`` column (naming file and line).
     """
     paths = sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
                     if os.path.isfile(p)})
@@ -90,13 +151,15 @@ def file_documents(patterns: Iterable[str], text_field: str = "text",
         raise ValueError(f"no file matches {list(patterns)}")
     for path in paths[:max_files]:
         if path.endswith(".jsonl"):
-            with open(path, encoding="utf-8") as fh:
-                for i, line in enumerate(fh):
-                    if line.strip():
+            for i, line in enumerate((read_text(path, path, log) or "").split("\n")):
+                if line.strip():
+                    try:
                         row = json.loads(line)
-                        if text_field not in row:
-                            raise ValueError(f"{path} line {i + 1}: no field {text_field!r}")
-                        yield f"{path}#{i}", row[text_field]
+                    except json.JSONDecodeError as err:
+                        raise ValueError(f"{path} line {i + 1}: not JSON ({err})") from None
+                    if not isinstance(row, dict) or not isinstance(row.get(text_field), str):
+                        raise ValueError(f"{path} line {i + 1}: no field {text_field!r} holding a string")
+                    yield f"{path}#{i}", row[text_field]
         elif path.endswith(".parquet"):
             import pandas as pd
 
@@ -106,7 +169,9 @@ def file_documents(patterns: Iterable[str], text_field: str = "text",
             for i, text in enumerate(frame[text_field]):
                 yield f"{path}#{i}", text
         else:
-            yield path, Path(path).read_text(encoding="utf-8", errors="replace")
+            text = read_text(path, path, log)
+            if text is not None:
+                yield path, text
 
 
 def hub_reachable(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:
@@ -149,13 +214,15 @@ def hf_documents(path: str, name: str | None = None, split: str = "train", n_doc
 
 
 def documents(source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
-              max_files: int | None = None, text_field: str = "text") -> Iterator[tuple[str, str]]:
+              max_files: int | None = None, text_field: str = "text",
+              log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
     """Documents of a named source: ``"stdlib"``, ``"files"`` (globs in ``files``) or ``"hf"`` (``hf`` dict
-    with path, name, split, n_docs). Raises ValueError for an unknown source."""
+    with path, name, split, n_docs). Files that are not UTF-8 text are skipped into ``log``. Raises
+    ValueError for an unknown source."""
     if source == "stdlib":
-        return stdlib_documents(max_files=max_files)
+        return stdlib_documents(max_files=max_files, log=log)
     if source == "files":
-        return file_documents(files, text_field=text_field, max_files=max_files)
+        return file_documents(files, text_field=text_field, max_files=max_files, log=log)
     if source == "hf":
         spec = {**FINEWEB_EDU, "n_docs": 10000, **(hf or {})}
         return hf_documents(spec["path"], spec.get("name"), spec["split"], int(spec["n_docs"]),
@@ -170,7 +237,8 @@ def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[s
 
     Reuses an existing corpus when its corpus.json records the same source settings (unless
     ``overwrite``). Files are written to temporary names and renamed, so nothing is half-written.
-    Raises ValueError when a split would be empty (too few documents for the fractions).
+    Files that are not UTF-8 text are skipped with a warning, or refuse the corpus past ``MAX_SKIPPED``
+    (module docstring). Raises ValueError when a split would be empty (too few documents for the fractions).
     """
     data_dir = Path(data_dir)
     settings = {"source": source, "files": list(files), "hf": hf, "max_files": max_files,
@@ -181,10 +249,12 @@ def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[s
         if meta.get("settings") == settings:
             return meta
     docs: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
-    for name, text in documents(source, files, hf, max_files):
+    log = ReadLog()
+    for name, text in documents(source, files, hf, max_files, log=log):
         text = text.replace(EOS_TOKEN, "")  # the separator must not occur inside a document
         if text.strip():
             docs[split_of(name, val_fraction, test_fraction)].append((name, text))
+    log.check(source)
     empty = [s for s in SPLITS if not docs[s] and (s == "train" or (s == "val" and val_fraction) or
                                                     (s == "test" and test_fraction))]
     if empty:
@@ -196,7 +266,8 @@ def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[s
     data_dir.mkdir(parents=True, exist_ok=True)
     meta = {"source": source, "python_version": sys.version.split()[0], "separator": DOC_SEPARATOR,
             "n_docs": {s: len(docs[s]) for s in SPLITS}, "bytes": {}, "sha256": corpus_hash.hexdigest(),
-            "settings": settings, "docs": {s: [name for name, _ in docs[s]] for s in SPLITS}}
+            "settings": settings, "docs": {s: [name for name, _ in docs[s]] for s in SPLITS},
+            "skipped": [{"name": name, "bytes": n, "reason": why} for name, n, why in log.skipped]}
     for split in SPLITS:
         body = DOC_SEPARATOR.join(text for _, text in docs[split])
         meta["bytes"][split] = len(body.encode("utf-8", "replace"))
@@ -223,7 +294,7 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=TEXT_RULE)
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--config", help="profile name or study-config path; its data section gives the defaults")
     ap.add_argument("--source", choices=["stdlib", "files", "hf"])

@@ -37,6 +37,7 @@ from lm_eval.models.huggingface import HFLM  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 from suite.provenance import provenance, write_csv  # noqa: E402
+from suite.train.checkpoint import check_folder  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,9 @@ class OrthrosHFLM(HFLM):
 
     def __init__(self, *args, **kwargs):
         import_project_models()
+        for key in ("pretrained", "tokenizer"):  # lm-eval loads the folders itself: name a corrupt file first
+            if isinstance(kwargs.get(key), (str, Path)):
+                check_folder(kwargs[key])
         kwargs.setdefault("backend", "causal")  # project model_types are not in HF's built-in causal-LM name list
         super().__init__(*args, **kwargs)
 

@@ -180,14 +180,12 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
 
 def load_model(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, dtype: str = "float32",
                device: str = "cpu"):
-    """``(model, tokenizer)`` from a checkpoint dir, with the project's Auto classes registered first."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """``(model, tokenizer)`` from a checkpoint dir (``suite.train.checkpoint.load_pretrained``: the project's Auto
+    classes registered; ValueError naming a missing or corrupt file)."""
+    from suite.train.checkpoint import load_pretrained
 
-    import baselines  # noqa: F401  (registers the project's Auto classes; no lm-eval needed here)
-    import models  # noqa: F401
-    model = AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=getattr(torch, dtype)).to(device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir or checkpoint))
-    return model, tokenizer
+    model, tokenizer = load_pretrained(checkpoint, tokenizer_dir, dtype=getattr(torch, dtype))
+    return model.to(device), tokenizer
 
 
 def _list(cast):

@@ -3,7 +3,8 @@
 Verdicts: "consistent with the paper's own tables", "inconsistent" (the paper's numbers do not follow from each
 other), "misreading" (a seed's reading the tables contradict), "reproduced here" / "not reproduced here" (a
 measurement by this suite meets / misses the claim's ``expect``), "not testable here (why)", "not run: why".
-Renders from the reported CSVs alone; measured values are added when the results CSVs exist.
+Renders from the reported CSVs alone; measured values are added when the results CSVs exist. A NaN measurement is
+"not measured": NaN values are dropped, and a claim with none left is "not run: no measured value (all NaN)".
 
 CLI: ``python -m suite.report.audit --results results/default --gpu-results results/gpu --out paper_tables``.
 """
@@ -15,11 +16,12 @@ from pathlib import Path
 import pandas as pd
 
 from suite.eval.controls import invalid_reason
-from suite.provenance import read_csv, write_csv
+from suite.provenance import read_csv, write_csv, write_text
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
-from suite.report.measured import scale_text, select
+from suite.report.measured import read_result, scale_text, select
 from suite.report.reported import REPORTED_DIR
+from suite.report.schema import NUMBER, check_columns
 from suite.report.stats import NOISE_RULE, compare
 from suite.report.tables import to_markdown
 
@@ -48,6 +50,8 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
     "invalid: ..."). ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
     :mod:`suite.report.stats`: for a claim of equality ("on par") no difference passes; for a claim that the two
     differ (``claim_is_difference: true``) no difference fails; a difference beyond the noise is judged by ``expect``.
+    Raises ValueError naming the file and column when the CSV fails its schema (``suite.report.schema``) or lacks
+    a column the claim names, or the claim's column is not numeric.
     """
     path = Path(measure["results"].format(results=results or "<no --results>", gpu=gpu or "<no --gpu-results>"))
     out = dict(value=None, ok=None, conditions="", path=str(path), noise="")
@@ -57,13 +61,13 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
             return {**out, "status": reason}
     if not path.exists():
         return {**out, "status": f"not run: {path} missing"}
-
-    frame = read_csv(path)
+    frame = read_result(path, ("gpu_" if measure["results"].startswith("{gpu}") else "") + path.stem)
     col = measure["column"]
-    if col not in frame.columns:
-        raise ValueError(f"{path}: column {col!r} named by a claim is missing")
+    named = [col] + [c for key in ("where", "numerator", "denominator") for c in measure.get(key) or {}]
+    if any(c not in frame.columns for c in named):
+        raise ValueError(f"{path}: column(s) {[c for c in named if c not in frame.columns]} named by a claim missing")
+    check_columns(frame, path, {col: NUMBER})
     base = select(frame, measure["where"])
-    base = base[pd.to_numeric(base[col], errors="coerce").notna()]
     num = select(base, measure.get("numerator"))
     den = select(base, measure.get("denominator")) if measure["op"] != "value" else num
     if num.empty or den.empty:
@@ -72,7 +76,11 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
         why = "; ".join(sorted(set(loose["status"].astype(str)))) if "status" in loose and len(loose) else \
             f"no rows match {measure['where']} {measure.get('numerator', '')} / {measure.get('denominator', '')}"
         return {**out, "status": why if why.startswith("not run") else f"not run: {why}"}
-    a, b = pd.to_numeric(num[col]).mean(), pd.to_numeric(den[col]).mean()
+    a, b = pd.to_numeric(num[col]).dropna(), pd.to_numeric(den[col]).dropna()
+    if a.empty or b.empty:
+        return {**out, "status": "not run: no measured value (all NaN)"}
+    rows = f"({len(a)}+{len(b)} rows)"
+    a, b = a.mean(), b.mean()
     value = {"ratio": a / b if b else float("nan"), "difference": a - b, "value": a}[measure["op"]]
     exp = measure["expect"]
     ok = True
@@ -91,7 +99,7 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
             ok = not measure.get("claim_is_difference", False)
     cond = scale_text(pd.concat([num, den]).drop_duplicates())
     return {**out, "value": float(value), "ok": bool(ok), "status": "ok", "noise": noise,
-            "conditions": f"{cond} ({len(num)}+{len(den)} rows)"}
+            "conditions": f"{cond} {rows}"}
 
 
 def _formula(claim: dict, ids: list[str], derived: pd.DataFrame) -> tuple[float | None, float | None, str, str]:
@@ -234,19 +242,28 @@ def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_audit(out_dir: str | Path, results: str | Path | None, gpu_results: str | Path | None,
-                reported_dir: str | Path = REPORTED_DIR, claims_path: str | Path = CLAIMS_PATH) -> pd.DataFrame:
-    """Write ``claims_audit.{csv,md}`` and ``derived.csv`` into ``out_dir``; returns the audit frame."""
+def build_audit(results: str | Path | None, gpu_results: str | Path | None, reported_dir: str | Path = REPORTED_DIR,
+                claims_path: str | Path = CLAIMS_PATH) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(derived, audit)`` frames, writing nothing; ValueError on a bad claims file, formula id or results CSV."""
     derived = load_derived(reported_dir)
     controls_path = Path(results) / "controls.csv" if results else None
     controls = read_csv(controls_path) if controls_path is not None and controls_path.exists() else None
-    audit = audit_claims(load_claims(claims_path), derived, results, gpu_results, controls)
+    return derived, audit_claims(load_claims(claims_path), derived, results, gpu_results, controls)
+
+
+def save_audit(out_dir: str | Path, derived: pd.DataFrame, audit: pd.DataFrame) -> None:
+    """Write ``derived.csv`` and ``claims_audit.{csv,md}`` into ``out_dir`` (each atomically)."""
     out = Path(out_dir)
     write_csv(derived.round(6), out / "derived.csv")
     write_csv(audit, out / "claims_audit.csv")
-    tmp = out / ".claims_audit.md.tmp"
-    tmp.write_text(audit_markdown(audit, derived), encoding="utf-8")
-    tmp.replace(out / "claims_audit.md")
+    write_text(audit_markdown(audit, derived), out / "claims_audit.md")
+
+
+def write_audit(out_dir: str | Path, results: str | Path | None, gpu_results: str | Path | None,
+                reported_dir: str | Path = REPORTED_DIR, claims_path: str | Path = CLAIMS_PATH) -> pd.DataFrame:
+    """Write ``claims_audit.{csv,md}`` and ``derived.csv`` into ``out_dir``; returns the audit frame."""
+    derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
+    save_audit(out_dir, derived, audit)
     return audit
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from suite.config import load_yaml
+
 CLAIMS_PATH = Path(__file__).resolve().parents[2] / "paper_tables" / "claims.yaml"
 
 _FILTER = {"type": "object", "additionalProperties": {"anyOf": [
@@ -90,7 +92,7 @@ def load_claims(path: str | Path = CLAIMS_PATH) -> list[dict]:
     """Read and validate ``claims.yaml``; returns the list of claim dicts. Raises ValueError if invalid/unreadable."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as err:
         raise ValueError(f"cannot read claims file {path}: {err}") from err
     return validate_claims(data)["claims"]

@@ -1,8 +1,9 @@
 """Measured results produced by this suite (never the paper's numbers), loaded for the renderers and the audit.
 
 File names follow the results conventions: ``results/<profile>/{quality,niah,mqar,ablation,conversion,prefill_cpu}.csv``
-and ``results/gpu/{prefill,e2e}.csv``. A missing file is not an error here: it maps to ``None`` and the renderers print
-"not run: ..." cells. A corrupt file raises ValueError naming it (``suite.provenance.read_csv``).
+and ``results/gpu/{prefill,e2e,niah}.csv``. A missing file is not an error here: it maps to ``None`` and the renderers
+print "not run: ..." cells. A corrupt file, or one without the columns and types ``suite.report.schema`` lists for it,
+raises ValueError naming the file (and the column and row).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.provenance import read_csv
+from suite.report.schema import validate
 
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls"]
 GPU_FILES = ["prefill", "e2e", "niah"]
@@ -18,15 +20,19 @@ SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len",
                  "gpus", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
 
 
+def read_result(path: str | Path, name: str) -> pd.DataFrame:
+    """A results CSV checked against ``suite.report.schema.SCHEMAS[name]``; ValueError naming file, column, row."""
+    return validate(name, read_csv(path), path)
+
+
 def load_measured(results: str | Path | None, gpu_results: str | Path | None) -> dict[str, pd.DataFrame | None]:
-    """Map of result name (``quality``, ..., ``gpu_prefill``, ``gpu_e2e``) to its DataFrame, or None if absent."""
+    """Map of result name (``quality``, ..., ``gpu_prefill``, ``gpu_e2e``) to its DataFrame, or None if absent.
+    Every present file is validated (``read_result``) before any is returned."""
     out: dict[str, pd.DataFrame | None] = {}
-    for name in PROFILE_FILES:
-        path = Path(results) / f"{name}.csv" if results else None
-        out[name] = read_csv(path) if path is not None and path.exists() else None
-    for name in GPU_FILES:
-        path = Path(gpu_results) / f"{name}.csv" if gpu_results else None
-        out[f"gpu_{name}"] = read_csv(path) if path is not None and path.exists() else None
+    for folder, names, prefix in ((results, PROFILE_FILES, ""), (gpu_results, GPU_FILES, "gpu_")):
+        for name in names:
+            path = Path(folder) / f"{name}.csv" if folder else None
+            out[prefix + name] = read_result(path, prefix + name) if path is not None and path.exists() else None
     return out
 
 

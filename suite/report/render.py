@@ -5,6 +5,8 @@
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}`` and ``derived.csv`` into --out-tables and
 ``fig{2,3,4}.{png,pdf}`` into --out-figures. Missing results folders/files are fine: their cells read "not run: ...".
+Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
+render with a ValueError naming the file, column and row, and leaves the previous outputs as they were.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.provenance import write_csv
-from suite.report.audit import write_audit
+from suite.provenance import write_csv, write_text
+from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
 from suite.eval.controls import invalid_reason
 from suite.report.figures import fig2, fig3, fig4, fig_mqar
@@ -42,9 +44,9 @@ NOTES = {
 
 def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> None:
     write_csv(frame, out / f"{name}.csv")
-    (out / f"{name}.md").write_text(format_table(frame, title, cond, NOTES[name]), encoding="utf-8")
+    write_text(format_table(frame, title, cond, NOTES[name]), out / f"{name}.md")
     try:
-        (out / f"{name}.tex").write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g"), encoding="utf-8")
+        write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g"), out / f"{name}.tex")
     except ImportError:  # pandas' LaTeX writer needs jinja2; the md/csv are the primary outputs
         pass
 
@@ -52,9 +54,9 @@ def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: st
 def render(results: str | Path | None, gpu_results: str | Path | None, out_tables: str | Path,
            out_figures: str | Path, reported_dir: str | Path = REPORTED_DIR,
            claims_path: str | Path = CLAIMS_PATH) -> dict[str, list[Path]]:
-    """Render all outputs; returns {kind: [paths]}. Raises ValueError on corrupt inputs (naming the file)."""
+    """Render all outputs; returns {kind: [paths]}. Raises ValueError on corrupt inputs (naming the file), before
+    writing anything."""
     out_t, out_f = Path(out_tables), Path(out_figures)
-    out_t.mkdir(parents=True, exist_ok=True)
     reported, cond, figs = load_tables(reported_dir), load_conditions(reported_dir), load_figures(reported_dir)
     m = load_measured(results, gpu_results)
     res, gpu = results or "<no --results>", gpu_results or "<no --gpu-results>"
@@ -85,12 +87,14 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                  paper_cond=paper_conditions(cond, "Table 7"), missing=miss("ablation"),
                                  match_scale=True, invalid=invalid["lm"])),
     }
+    derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
     written: dict[str, list[Path]] = {"tables": [], "figures": []}
+    out_t.mkdir(parents=True, exist_ok=True)
     for name, (title, frame) in specs.items():
         item = f"Table {name[-1]}"
         _write_table(frame, out_t, name, title, paper_conditions(cond, item))
         written["tables"] += [out_t / f"{name}.md", out_t / f"{name}.csv"]
-    write_audit(out_t, results, gpu_results, reported_dir, claims_path)
+    save_audit(out_t, derived, audit)
     written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
     written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
                                invalid["lm"])

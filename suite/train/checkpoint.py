@@ -5,10 +5,15 @@ with ``from_pretrained``), the tokenizer files (so ``AutoTokenizer.from_pretrain
 folder), ``trainer_state.json`` (step, tokens, wall_s: human-readable) and ``trainer_state.pt``
 (optimizer, scheduler, RNG states). A checkpoint is written to ``checkpoint.tmp/`` and swapped in by
 renames, so a kill at any moment leaves either the old or the new checkpoint complete.
+
+Loading for evaluation and benchmarks goes through ``load_pretrained`` (NIAH, the CPU prefill sweep) or, where
+lm-eval loads the folder itself, ``check_folder`` first: a missing, truncated or half-written file is a
+ValueError naming that file, never a bare SafetensorError / JSONDecodeError.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -105,14 +110,65 @@ def read_info(ckpt: str | Path) -> dict:
         raise ValueError(f"corrupt checkpoint file {path}: {err}") from err
 
 
-def load_weights(model_cls, ckpt: str | Path, **kwargs):
-    """``model_cls.from_pretrained(ckpt)``; raises ValueError naming the checkpoint when loading fails."""
+def check_folder(folder: str | Path) -> None:
+    """Check the files of a local HF model or tokenizer folder before loading it: every ``*.json`` must parse,
+    every ``*.safetensors`` must have a complete header and data, and a suite checkpoint's files must match the
+    sha256s in its trainer_state.json. Raises ValueError naming the first bad file. A path that is not a
+    local folder (a Hub id) is left to ``from_pretrained``."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    if (folder / STATE_JSON).exists():
+        verify_checkpoint(folder)
+    for path in sorted(folder.iterdir()):
+        try:
+            if path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+            elif path.suffix == ".safetensors":
+                with safe_open(str(path), "pt"):
+                    pass
+        except Exception as err:  # JSONDecodeError, UnicodeDecodeError, SafetensorError
+            raise ValueError(f"corrupt checkpoint file {path}: {err}") from err
+
+
+def register_suite_models() -> None:
+    """Import the suite's models so AutoConfig / AutoModelForCausalLM know their model types (no-op if absent)."""
+    for name in ("models.registry", "baselines"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+def load_weights(model_cls, ckpt: str | Path, check: bool = True, **kwargs):
+    """``model_cls.from_pretrained(ckpt, **kwargs)`` (a model or tokenizer class) after ``check_folder`` (unless
+    ``check`` is False); raises ValueError naming the bad file, or the folder when loading fails."""
     ckpt = Path(ckpt)
+    if check:
+        check_folder(ckpt)
     try:
         return model_cls.from_pretrained(str(ckpt), **kwargs)
-    except (OSError, ValueError, RuntimeError) as err:
-        raise ValueError(f"cannot load checkpoint {ckpt} (files: {sorted(p.name for p in ckpt.iterdir())}): "
-                         f"{err}") from err
+    except Exception as err:
+        files = sorted(p.name for p in ckpt.iterdir()) if ckpt.is_dir() else "not a folder"
+        raise ValueError(f"cannot load {ckpt} (files: {files}): {err}") from err
+
+
+def load_pretrained(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, *, tokenizer: bool = True,
+                    **model_kwargs):
+    """``(model, tokenizer)`` of a checkpoint folder, model in eval mode: the loader of every evaluation and
+    benchmark (NIAH, CPU prefill sweep). The tokenizer comes from ``tokenizer_dir`` (default: the checkpoint);
+    ``tokenizer=False`` returns None for it. ``model_kwargs`` go to ``from_pretrained`` (``dtype``,
+    ``max_position_embeddings``, ...). Raises ValueError naming the missing or corrupt file (``check_folder``)
+    or the folder that does not load."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    register_suite_models()
+    model = load_weights(AutoModelForCausalLM, checkpoint, **model_kwargs).eval()
+    if not tokenizer:
+        return model, None
+    return model, load_weights(AutoTokenizer, tokenizer_dir or checkpoint, check=tokenizer_dir is not None)
 
 
 def load_training_state(ckpt: str | Path, optimizer, scheduler) -> None:

@@ -15,7 +15,8 @@ Outputs in ``out_dir`` (keep it under a git-ignored folder such as ``work_dirs/`
   and at the end; an interrupted run resumes from it, a finished run is not recomputed;
 - ``metrics.csv``: one row, final train loss (mean of the last 10 steps), val loss / perplexity on fixed
   val windows, tokens, n_params, tok/s, corpus sha256 and the provenance columns;
-- ``run_config.json``: the hyperparameters, checked on resume.
+- ``run_config.json``: the run's settings (hyperparameters, arch, size, model, overrides, init_from, data,
+  profile, dtype); a resume must match every one of them.
 
 CLI: ``python -m suite.train.run --config default --arch orthros --size 3M --data-dir D --out-dir O``
 (``--model DIR`` trains an HF checkpoint folder instead; ``--init-from DIR`` loads a checkpoint's
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import importlib
 import json
 import math
 import shutil
@@ -44,12 +44,10 @@ from transformers import get_cosine_with_min_lr_schedule_with_warmup
 from suite.data.batches import TokenBatches, eval_windows
 from suite.data.retrieval import RetrievalSampler
 from suite.data.tokenizer import load_tokens
-from suite.provenance import provenance, read_csv, write_csv
+from suite.provenance import provenance, read_csv, write_csv, write_text
 from suite.train import checkpoint as ckpt_io
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-RESUME_KEYS = ("data_offset", "steps", "batch_size", "seq_len", "lr", "warmup", "min_lr_ratio", "weight_decay",
-               "grad_clip", "seed", "retrieval_fraction", "retrieval_max_keys", "init_from", "data_sha256")
 
 
 class TrainingDivergedError(RuntimeError):
@@ -65,7 +63,7 @@ def build_model(model, init_from: str | Path | None = None):
     from transformers import AutoModelForCausalLM, PreTrainedConfig
 
     if isinstance(model, (str, Path)):
-        _register_suite_models()
+        ckpt_io.register_suite_models()
         net = ckpt_io.load_weights(AutoModelForCausalLM, model)
     elif isinstance(model, PreTrainedConfig):
         net = AutoModelForCausalLM.from_config(model)
@@ -92,15 +90,6 @@ def build_model(model, init_from: str | Path | None = None):
         if "lm_head.weight" not in source and getattr(net.config, "tie_word_embeddings", False):
             net.tie_weights()
     return net
-
-
-def _register_suite_models() -> None:
-    """Import the suite's models so AutoModelForCausalLM knows their model types (no-op if absent)."""
-    for name in ("models.registry", "baselines"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
 
 
 def count_params(model) -> int:
@@ -140,9 +129,9 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
           grad_clip: float = 1.0, seed: int = 42, profile: str = "default", device: str = "cpu",
           dtype: str = "float32", retrieval_fraction: float = 0.0, retrieval_max_keys: int = 4,
           save_every: int | None = None, val_batches: int = 8, init_from: str | Path | None = None,
-          arch: str | None = None, size: str | None = None, backend: str | None = None, overwrite: bool = False,
-          progress: bool = True, deterministic: bool = True, threads: int | None = None,
-          data_offset: int = 0) -> dict:
+          arch: str | None = None, size: str | None = None, overrides: dict | None = None,
+          backend: str | None = None, overwrite: bool = False, progress: bool = True, deterministic: bool = True,
+          threads: int | None = None, data_offset: int = 0) -> dict:
     """Train ``model`` for ``steps`` optimizer steps of [batch_size, seq_len] tokens; return the metrics row.
 
     ``model``: checkpoint folder, ``PreTrainedConfig`` or zero-argument factory returning a fresh model
@@ -156,9 +145,12 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     ``retrieval_fraction`` of the rows are synthetic retrieval sequences (``suite.data.retrieval``).
 
     ``backend`` (provenance column) defaults to the attention kernels ``models.backend`` used, else "torch".
+    ``arch``, ``size`` and ``overrides`` (the model-config overrides the factory applies) label the run; with
+    the other settings they go to run_config.json.
 
-    Resumes from ``<out_dir>/checkpoint`` when present (same hyperparameters required, else ValueError
-    naming them; ``overwrite=True`` starts afresh); returns the saved metrics when the run is finished.
+    Resumes from ``<out_dir>/checkpoint`` when present: every run_config.json field must be the same (else
+    ValueError naming the differing fields, and run_config.json is left untouched; ``overwrite=True`` starts
+    afresh); returns the saved metrics when the run is finished.
     Raises TrainingDivergedError naming the step when the loss is NaN/inf, ValueError naming a corrupt
     checkpoint file.
     """
@@ -180,7 +172,7 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
                   "grad_clip": grad_clip, "seed": seed, "retrieval_fraction": retrieval_fraction,
                   "retrieval_max_keys": retrieval_max_keys, "init_from": None if init_from is None else str(init_from),
                   "model": str(model) if isinstance(model, (str, Path)) else None, "data_sha256": corpus["sha256"],
-                  "arch": arch, "size": size, "profile": profile, "dtype": dtype}
+                  "arch": arch, "size": size, "overrides": overrides, "profile": profile, "dtype": dtype}
     out_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(out_dir):
         ckpt = _prepare_out_dir(out_dir, run_config, overwrite)
@@ -221,7 +213,7 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
         torch.use_deterministic_algorithms(True, warn_only=True)
     net = build_model(model, init_from if ckpt is None else None)
     if ckpt is not None:
-        net = ckpt_io.load_weights(type(net), ckpt)
+        net = ckpt_io.load_weights(type(net), ckpt, check=False)  # sha256-verified in train()
     net.to(device).train()
     tokenizer_dir = data_dir / "tokenizer"
     _set_special_ids(net, tokenizer_dir)
@@ -300,21 +292,29 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
 
 
 def _prepare_out_dir(out_dir: Path, run_config: dict, overwrite: bool) -> Path | None:
-    """Create ``out_dir``, check a previous run there has the same settings (ValueError naming the
-    differing ones), write run_config.json; return the checkpoint to resume from, or None."""
+    """Check that a checkpoint in ``out_dir`` comes from a run with exactly these settings (every field of
+    ``run_config``; ValueError naming the differing ones, or a missing/corrupt run_config.json, and nothing
+    written), then write run_config.json; return the checkpoint to resume from, or None."""
     if overwrite:
         for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "loss.csv", "metrics.csv", "run_config.json"):
             path = out_dir / name
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
     ckpt = ckpt_io.find_checkpoint(out_dir)
     config_path = out_dir / "run_config.json"
-    if ckpt is not None and config_path.exists():
-        old = json.loads(config_path.read_text())
-        changed = {k: (old.get(k), run_config[k]) for k in RESUME_KEYS if old.get(k) != run_config[k]}
+    new = json.loads(json.dumps(run_config, default=str))  # as it reads back (tuples -> lists, Paths -> str)
+    if ckpt is not None:
+        if not config_path.exists():
+            raise ValueError(f"{config_path} is missing, so the settings of the checkpoint {ckpt} are unknown; "
+                             f"use another out_dir or overwrite=True")
+        try:
+            old = json.loads(config_path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"corrupt run config {config_path}: {err}") from err
+        changed = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
         if changed:
             raise ValueError(f"{out_dir} holds a run with other settings {changed} (old, new); "
                              f"use another out_dir or overwrite=True")
-    config_path.write_text(json.dumps(run_config, indent=2))
+    write_text(json.dumps(new, indent=2), config_path)
     return ckpt
 
 
@@ -365,14 +365,15 @@ def window_overrides(arch: str, cfg: dict, seq_len: int | None) -> dict:
 
 
 def _parse_overrides(items: list[str]) -> dict:
-    import yaml
+    """``["KEY=VALUE", ...]`` -> dict; values read as YAML (``1e6`` is a float, ``8`` an int, ``silu`` a string)."""
+    from suite.config import load_yaml
 
     out = {}
     for item in items:
         if "=" not in item:
             raise ValueError(f"override {item!r} is not KEY=VALUE")
         key, val = item.split("=", 1)
-        out[key] = yaml.safe_load(val)
+        out[key] = load_yaml(val)
     return out
 
 
@@ -405,6 +406,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if not (args.arch or args.model):
         ap.error("give --arch (build a model) or --model (continue a checkpoint)")
+    if args.model and args.override:
+        ap.error("--override changes the config of a model built from --arch; it does not apply to --model")
 
     cfg: dict = {}
     if args.config:
@@ -429,7 +432,7 @@ def main(argv: list[str] | None = None) -> None:
                      **_parse_overrides(args.override)}
         model = lambda: build(args.arch, args.size or cfg.get("main_size"), **overrides)
     else:
-        model = args.model
+        model, overrides = args.model, None
     data_offset = args.data_offset
     if data_offset is None:
         data_offset = cfg.get("conversion", {}).get("base_steps", 0) if args.recipe == "conversion" else 0
@@ -438,7 +441,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--out-dir {args.out_dir!r} must hold '{{seed}}' when several seeds are given")
     for seed in seeds:
         fmt = {"seed": seed}
-        _train_one(args, cfg, hp, data_cfg, pick, model, data_offset, seed,
+        _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed,
                    args.out_dir.format(**fmt), args.model.format(**fmt) if args.model else None,
                    args.init_from.format(**fmt) if args.init_from else None)
 
@@ -453,7 +456,8 @@ def _seed_list(text: str) -> list[int]:
     return seeds
 
 
-def _train_one(args, cfg, hp, data_cfg, pick, model, data_offset, seed, out_dir, model_dir, init_from) -> None:
+def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, out_dir, model_dir,
+               init_from) -> None:
     model = model_dir or model
     row = train(model, args.data_dir, out_dir, steps=pick("steps"), batch_size=pick("batch_size"),
                 seq_len=pick("seq_len"), lr=pick("lr", 3e-4), warmup=pick("warmup", 0),
@@ -465,7 +469,8 @@ def _train_one(args, cfg, hp, data_cfg, pick, model, data_offset, seed, out_dir,
                 else data_cfg.get("retrieval_fraction", 0.0),
                 retrieval_max_keys=data_cfg.get("retrieval_max_keys", 4), grad_clip=hp.get("grad_clip", 1.0),
                 save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=init_from,
-                arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), data_offset=data_offset,
+                arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), overrides=overrides,
+                data_offset=data_offset,
                 overwrite=args.overwrite, progress=not args.no_progress, threads=cfg.get("threads"))
     print(json.dumps({k: row[k] for k in ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl",
                                           "tok_s", "wall_s")}, default=str))
