@@ -10,6 +10,9 @@ Kernels, in order of preference:
   ``window_size=(w-1, 0)``; flash-attn aligns a short query block bottom-right, as Orthros needs.
 * ``sdpa-flash`` (CUDA): torch SDPA for full causal self-attention (T_q == T_k, ``is_causal``)
   and for a single query per row over all keys (prefill's output token, decode).
+* ``sdpa-flash-lse`` (CUDA, bf16/fp16): full causal attention of the *last* T_q of T_k > T_q positions (a
+  context-parallel rank's chunk, a cached continuation): the flash kernel over the keys before the block (all
+  visible) and over the block's own keys (causal), merged by their log-sum-exp.
 * ``fla-window`` (CUDA, FLA importable): FLA's Triton ``parallel_attn(window_size=w)`` for
   the sliding window.
 * ``blocked`` (any device, the CPU path): queries in blocks; each block sees only the key span it
@@ -57,7 +60,7 @@ def _fla_window():
 def force_kernel(name: str | None) -> None:
     """Force one kernel (``"blocked"``, ``"sdpa-flash"``, ...) for tests and GPU-vs-CPU checks; None restores auto."""
     global _FORCE
-    if name not in (None, "blocked", "sdpa-flash", "fla-window", "flash-attn", "sdpa-masked"):
+    if name not in (None, "blocked", "sdpa-flash", "fla-window", "flash-attn", "sdpa-masked", "sdpa-flash-lse"):
         raise ValueError(f"unknown kernel {name!r}")
     _FORCE = name
 
@@ -140,6 +143,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
         out = _fla_window()(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale,
                             window_size=window)
         return out.transpose(1, 2)
+    if kernel == "sdpa-flash-lse":
+        if (window is not None and window < Tk) or key_mask is not None or int(q_index[0]) != Tk - Tq:
+            raise ValueError("kernel sdpa-flash-lse needs full causal attention of the last Tq keys' queries "
+                             f"without padding (window {window}, Tk {Tk}, q_index[0] {int(q_index[0])}, Tq {Tq})")
+        return _last_block_causal(q, k, v, scale)
     return _blocked(q, k, v, q_index, window, key_mask, scale)
 
 
@@ -154,7 +162,7 @@ def _pick(q, Tq, Tk, q_index, window, key_mask) -> str:
     if window is None or window >= Tk:
         if Tq == Tk or Tq == 1:
             return "sdpa-flash"
-        return "blocked"
+        return "sdpa-flash-lse" if q.dtype in (torch.float16, torch.bfloat16) else "blocked"
     if Tq == Tk and _fla_window() is not None and q.dtype in (torch.float16, torch.bfloat16):
         return "fla-window"
     return "blocked"
@@ -187,3 +195,31 @@ def _blocked(q, k, v, q_index, window, key_mask, scale):
         outs.append(F.scaled_dot_product_attention(q[:, :, start:start + block], k[:, :, lo:hi], v[:, :, lo:hi],
                                                    attn_mask=bias, scale=scale))
     return torch.cat(outs, dim=2)
+
+
+def _flash_lse(q, k, v, causal: bool, scale: float):
+    """Flash attention with its log-sum-exp: out [B, Hq, Tq, d] (dtype of q), lse [B, Hq, Tq] float32.
+
+    ``causal`` aligns top-left (use it with Tq == Tk only). K/V heads are repeated to Hq (GQA).
+    """
+    if k.shape[1] != q.shape[1]:
+        g = q.shape[1] // k.shape[1]
+        k, v = (t.repeat_interleave(g, dim=1) for t in (k, v))
+    if q.is_cuda:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
+    else:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    return out, lse[..., :q.shape[2]].float()
+
+
+def _last_block_causal(q, k, v, scale):
+    """Causal attention of queries at key positions Tk - Tq .. Tk - 1: every key before the block (no mask)
+    and the block's own keys (causal), merged exactly by their log-sum-exp (in float32)."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    start = Tk - Tq
+    out, lse = _flash_lse(q, k[:, :, start:], v[:, :, start:], True, scale)
+    if start == 0:
+        return out
+    out_pre, lse_pre = _flash_lse(q, k[:, :, :start], v[:, :, :start], False, scale)
+    own = torch.sigmoid(lse - lse_pre)[..., None]  # exp(lse) / (exp(lse) + exp(lse_pre)), the block's share
+    return torch.lerp(out_pre.float(), out.float(), own).to(q.dtype)
