@@ -10,6 +10,14 @@ def run_dir(arch, size, seed=SEED):
     return RUN.format(arch=arch, size=size, seed=seed)
 
 
+# train.gpus > 1 (cuda profiles): data-parallel training, one torchrun process per GPU of one host (FSDP2)
+TRAIN_GPUS = STUDY["train"].get("gpus", 1) if STUDY["device"] == "cuda" else 0
+
+
+def train_launch(wildcards, resources):
+    return f"{PY} torch.distributed.run --standalone --nproc_per_node {resources.gpu} -m" if resources.gpu > 1 else PY
+
+
 rule train:
     input:
         rules.tokenizer.output,
@@ -20,11 +28,14 @@ rule train:
         checkpoint=directory(RUN + "/checkpoint"),
     params:
         out=RUN,
+        launch=train_launch,
     threads: THREADS
+    resources:
+        gpu=TRAIN_GPUS,
     log:
         WORK + "/logs/train_{arch}_{size}_seed{seed}.log",
     shell:
-        "{PY} suite.train.run {CFG} --data-dir {DATA} --out-dir {params.out} --arch {wildcards.arch} "
+        "{params.launch} suite.train.run {CFG} --data-dir {DATA} --out-dir {params.out} --arch {wildcards.arch} "
         "--size {wildcards.size} --seed {wildcards.seed} > {log} 2>&1 "
         "&& cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
 
@@ -45,11 +56,14 @@ rule conversion_cpt:
         checkpoint=directory(CONV_DIR.format(variant="base_cpt") + "/checkpoint"),
     params:
         out=CONV_DIR.format(variant="base_cpt"),
+        launch=train_launch,
     threads: THREADS
+    resources:
+        gpu=TRAIN_GPUS,
     log:
         WORK + "/logs/conversion_base_cpt.log",
     shell:
-        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir {params.out} "
+        "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir {params.out} "
         "--model {input.base} --size {CONV[size]} > {log} 2>&1 "
         "&& cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
 
@@ -65,10 +79,13 @@ rule conversion_orthros:
         checkpoint=directory(CONV_DIR.format(variant="conversion") + "/checkpoint"),
     params:
         out=CONV_DIR.format(variant="conversion"),
+        launch=train_launch,
     threads: THREADS
+    resources:
+        gpu=TRAIN_GPUS,
     log:
         WORK + "/logs/conversion_orthros.log",
     shell:
-        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir {params.out} "
+        "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir {params.out} "
         "--arch orthros --size {CONV[size]} --init-from {input.base} > {log} 2>&1 "
         "&& cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
