@@ -10,6 +10,9 @@ Kernels, in order of preference:
   ``window_size=(w-1, 0)``; flash-attn aligns a short query block bottom-right, as Orthros needs.
 * ``sdpa-flash`` (CUDA): torch SDPA for full causal self-attention (T_q == T_k, ``is_causal``)
   and for a single query per row over all keys (prefill's output token, decode).
+* ``sdpa-flash-lse`` (CUDA, bf16/fp16): full causal attention of the *last* T_q of T_k > T_q positions (a
+  context-parallel rank's chunk, a cached continuation): the flash kernel over the keys before the block (all
+  visible) and over the block's own keys (causal), merged by their log-sum-exp.
 * ``fla-window`` (CUDA, FLA importable): FLA's Triton ``parallel_attn(window_size=w)`` for
   the sliding window.
 * ``blocked`` (any device, the CPU path): queries in blocks; each block sees only the key span it
@@ -54,7 +57,7 @@ def _fla_window():
     return _fla_parallel_attn
 
 
-KERNELS = ("flash-attn", "sdpa-flash", "fla-window", "blocked")  # auto-selection order on CUDA
+KERNELS = ("flash-attn", "sdpa-flash", "sdpa-flash-lse", "fla-window", "blocked")  # auto-selection order on CUDA
 
 
 def force_kernel(name: str | None) -> None:
@@ -156,6 +159,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
         out = _fla_window()(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale,
                             window_size=window)
         return out.transpose(1, 2)
+    if kernel == "sdpa-flash-lse":
+        return _last_block_causal(q, k, v, scale)
     return _blocked(q, k, v, q_index, window, key_mask, scale)
 
 
@@ -175,6 +180,10 @@ def _cannot_serve(kernel, q, k, q_index, window, key_mask) -> str:
         if Tq not in (1, Tk):
             return "SDPA's is_causal aligns top-left when Tq != Tk"
         return ""
+    if kernel == "sdpa-flash-lse":
+        if window is not None and window < Tk:
+            return "it computes full causal attention only (no window)"
+        return "" if q.device.type != "cuda" or half else "PyTorch's CUDA flash kernel needs fp16/bf16"
     if q.device.type != "cuda" or not half:
         return "it needs CUDA fp16/bf16 tensors"
     if kernel == "flash-attn":
@@ -218,3 +227,31 @@ def _blocked(q, k, v, q_index, window, key_mask, scale):
         outs.append(F.scaled_dot_product_attention(q[:, :, start:start + block], k[:, :, lo:hi], v[:, :, lo:hi],
                                                    attn_mask=bias, scale=scale))
     return torch.cat(outs, dim=2)
+
+
+def _flash_lse(q, k, v, causal: bool, scale: float):
+    """Flash attention with its log-sum-exp: out [B, Hq, Tq, d] (dtype of q), lse [B, Hq, Tq] float32.
+
+    ``causal`` aligns top-left (use it with Tq == Tk only). K/V heads are repeated to Hq (GQA).
+    """
+    if k.shape[1] != q.shape[1]:
+        g = q.shape[1] // k.shape[1]
+        k, v = (t.repeat_interleave(g, dim=1) for t in (k, v))
+    if q.is_cuda:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
+    else:
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    return out, lse[..., :q.shape[2]].float()
+
+
+def _last_block_causal(q, k, v, scale):
+    """Causal attention of queries at key positions Tk - Tq .. Tk - 1: every key before the block (no mask)
+    and the block's own keys (causal), merged exactly by their log-sum-exp (in float32)."""
+    Tq, Tk = q.shape[2], k.shape[2]
+    start = Tk - Tq
+    out, lse = _flash_lse(q, k[:, :, start:], v[:, :, start:], True, scale)
+    if start == 0:
+        return out
+    out_pre, lse_pre = _flash_lse(q, k[:, :, :start], v[:, :, :start], False, scale)
+    own = torch.sigmoid(lse - lse_pre)[..., None]  # exp(lse) / (exp(lse) + exp(lse_pre)), the block's share
+    return torch.lerp(out_pre.float(), out.float(), own).to(q.dtype)

@@ -76,6 +76,8 @@ def _cross_checks(config: dict) -> list[str]:
     train, data = config["train"], config["data"]
     if config["window"] > train["seq_len"]:
         problems.append(f"window: {config['window']} is larger than train.seq_len {train['seq_len']}")
+    if train["batch_size"] % train.get("gpus", 1):
+        problems.append(f"train.batch_size: {train['batch_size']} is not a multiple of train.gpus {train['gpus']}")
     if train["warmup"] >= train["steps"]:
         problems.append(f"train.warmup: {train['warmup']} must be below train.steps {train['steps']}")
     if data.get("val_fraction", 0.05) + data.get("test_fraction", 0.05) >= 1:

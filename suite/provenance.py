@@ -1,7 +1,8 @@
 """Provenance columns carried by every results row, and atomic CSV / text writing.
 
 Every row in ``results/`` records where it came from: git commit, profile, device,
-kernel backend, dtype, seed and wall time (seconds). ``write_csv`` / ``write_text`` write to a
+kernel backend, dtype, seed, wall time (seconds) and the number of processes (``world_size``: 1 unless
+the run was launched by torchrun over several GPUs/ranks). ``write_csv`` / ``write_text`` write to a
 temporary file and rename it, so an interrupted job never leaves a half-written file.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-PROVENANCE_COLUMNS = ["commit", "profile", "device", "backend", "dtype", "seed", "wall_s"]
+PROVENANCE_COLUMNS = ["commit", "profile", "device", "backend", "dtype", "seed", "wall_s", "world_size"]
 
 
 OUTPUT_PATHS = ("results", "paper_tables", "figures", "report.html")  # what runs write; not code
@@ -80,10 +81,17 @@ def software_versions(device: str = "cpu") -> dict:
 
 
 def provenance(profile: str, seed: int | None, dtype: str, backend: str, device: str = "cpu",
-               wall_s: float | None = None) -> dict:
-    """The provenance columns as a dict, ready to merge into a results row."""
+               wall_s: float | None = None, world_size: int = 1) -> dict:
+    """The provenance columns (``PROVENANCE_COLUMNS``) as a dict, ready to merge into a results row.
+
+    ``world_size``: processes (ranks) that produced the row, e.g. 2 for ``torchrun --nproc_per_node 2``.
+    Raises ValueError when it is not a positive integer.
+    """
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
     return {"commit": git_commit(), "profile": profile, "device": device_name(device), "backend": backend,
-            "dtype": dtype, "seed": seed, "wall_s": None if wall_s is None else round(float(wall_s), 3)}
+            "dtype": dtype, "seed": seed, "wall_s": None if wall_s is None else round(float(wall_s), 3),
+            "world_size": world_size}
 
 
 def write_csv(rows: Iterable[Mapping] | pd.DataFrame, path: str | Path) -> Path:

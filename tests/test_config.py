@@ -68,6 +68,10 @@ def test_cross_field_checks():
     cfg["main_size"] = "7T"
     with pytest.raises(ConfigError, match=r"main_size: unknown size '7T'"):
         validate(cfg)
+    cfg = _base()
+    cfg["train"].update(batch_size=12, gpus=8)
+    with pytest.raises(ConfigError, match=r"train\.batch_size: 12 is not a multiple of train\.gpus 8"):
+        validate(cfg)
 
 
 def test_missing_profile_and_bad_yaml(tmp_path):

@@ -113,3 +113,28 @@ def test_cli_writes_headline_rows(tmp_path):
     assert list(pre["input_len"]) == [8192 << k for k in range(8)]
     assert pre["speedup"].is_monotonic_increasing
     assert {"commit", "device", "backend", "wall_s"} <= set(df.columns)
+
+
+def test_sequence_parallel_communication_hand_count():
+    # TINY K/V per token and layer: 2 (K, V) x 1 head x 4 dims x 2 bytes = 16 bytes
+    rates = cm.Rates(link_bytes_per_s=1e3, link_latency_s=1.0, hbm_bytes_per_s=1e3)
+    one, two = (cm.prefill_time(TINY, 8, "transformer", g, rates, None) for g in (1, 2))
+    assert one["comm_s"] == one["cp_s"] == 0
+    # all_gather of K and V: half of 8 tokens x 16 B received, 2 collectives, + the logits broadcast
+    assert two["comm_s"] == pytest.approx(8 * 16 / 2 / 1e3 + 2 + 1)
+    # reassembly 2 x 8 x 16 B; K/V of 8 keys read (1 head) and written (2 heads): 8 x 2 x 3 x 4 x 2 B;
+    # merge: 4 queries x 2 heads x 4 dims x 34 B
+    assert two["cp_s"] == pytest.approx((256 + 384 + 4 * 8 * cm.MERGE_BYTES_PER_EL) / 1e3)
+    assert two["attn_s"] == pytest.approx(one["attn_s"] / 2)  # head-tail chunks balance the causal pairs
+    # Orthros, w = 3: one halo of 2 tokens x 16 B, two all_reduces of 2 heads x (4 + 2) fp32, 4 collectives
+    orth = cm.prefill_time(TINY, 8, "orthros", 2, rates, 3)
+    assert orth["comm_s"] == pytest.approx((2 * 16 + 2 * 2 * 6 * 4) / 1e3 + 4)
+    assert cm.seq_parallel_speedup(TINY, 8, "orthros", 2, rates, 3) == pytest.approx(
+        cm.prefill_time(TINY, 8, "orthros", 1, rates, 3)["total_s"] / orth["total_s"])
+
+
+def test_two_gpu_speedups_near_two_at_long_lengths():
+    s = cm.Shape.from_size("qwen3_8b")
+    for arch, w in (("transformer", None), ("orthros", 128)):
+        speed = [cm.seq_parallel_speedup(s, T, arch, 2, window=w) for T in (131072, 1048576)]
+        assert 1.9 < speed[0] <= speed[1] < 2.0

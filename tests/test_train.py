@@ -7,22 +7,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from suite.data.corpus import build_corpus
-from suite.data.tokenizer import prepare
 from suite.provenance import PROVENANCE_COLUMNS
 from suite.train.run import TrainingDivergedError, main, train
 
-VOCAB = 512
+VOCAB = 512  # the tokenizer of the data_dir fixture (conftest.py)
 HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=3, min_lr_ratio=0.1, weight_decay=0.05, seed=3,
           progress=False, val_batches=2)
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("data")
-    build_corpus(d, "stdlib", max_files=30, val_fraction=0.2, test_fraction=0.2)
-    prepare(d, "bpe", VOCAB)
-    return d
 
 
 def tiny_llama():

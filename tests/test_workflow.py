@@ -21,9 +21,25 @@ def snakemake(*args, timeout=900):
 @pytest.mark.parametrize("args", [["--config", "profile=gpu"], ["--profile", "profiles/snakemake/slurm"]],
                          ids=["gpu", "slurm"])
 def test_profiles_resolve_in_a_dry_run(args):
-    run = snakemake("-n", *args, timeout=300)
+    run = snakemake("-n", "-p", *args, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "rule train:" in run.stdout or "train " in run.stdout
+    if "slurm" in args[-1]:  # train.gpus = 8: data-parallel training on the GPUs of one node
+        assert "--nproc_per_node 8 -m suite.train.run --config slurm" in run.stdout
+    else:
+        assert "-m suite.train.run --config gpu" in run.stdout and "nproc_per_node" not in run.stdout
+
+
+@pytest.mark.parametrize("args, gpus", [(["--config", "profile=gpu"], 2), (["--profile", "profiles/snakemake/slurm"], 8)],
+                         ids=["gpu", "slurm"])
+def test_seq_parallel_rule_asks_for_gpus_and_launches_torchrun(args, gpus):
+    run = snakemake("-n", "-p", "results/gpu/seq_parallel.csv", *args, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"gpu={gpus}" in run.stdout
+    assert f"torch.distributed.run --standalone --nproc_per_node {gpus} -m suite.bench.seq_parallel_gpu" in run.stdout
+    if gpus == 2:  # the CPU profiles have no such rule
+        cpu = snakemake("-n", "results/gpu/seq_parallel.csv", timeout=300)
+        assert cpu.returncode != 0 and "No rule to produce" in cpu.stdout + cpu.stderr
 
 
 def test_bad_config_stops_naming_the_key(tmp_path):

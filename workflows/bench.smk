@@ -48,6 +48,8 @@ rule gpu_benchmarks:
         prefill=GPU_OUT + "/prefill.csv",
         e2e=GPU_OUT + "/e2e.csv",
         cost=GPU_OUT + "/cost_model.csv",
+    resources:
+        gpu=1,
     log:
         WORK + "/logs/gpu_benchmarks.log",
     shell:
@@ -62,7 +64,28 @@ rule fla_crosscheck:
     output:
         crosscheck=GPU_OUT + "/fla_crosscheck.csv",
         throughput=GPU_OUT + "/baseline_throughput.csv",
+    resources:
+        gpu=1,
     log:
         WORK + "/logs/fla_crosscheck.log",
     shell:
         "{PY} suite.bench.fla_vs_naive --out-dir {GPU_OUT} > {log} 2>&1"
+
+
+if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one host with >= 2 GPUs): name the CSV
+
+    rule seq_parallel:
+        """Sequence-parallel prefill of Orthros and the Transformer on 1 vs resources.gpu GPUs of one host (torchrun),
+        128K..1M, with the cost model's predictions (issue 13). In the slurm profile the executor's srun wraps it."""
+        input:
+            BENCH_CODE,
+        output:
+            GPU_OUT + "/seq_parallel.csv",
+        resources:
+            gpu=2,
+        log:
+            WORK + "/logs/seq_parallel.log",
+        shell:
+            "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
+            "{PY} torch.distributed.run --standalone --nproc_per_node {resources.gpu} "
+            "-m suite.bench.seq_parallel_gpu --out {output} > {log} 2>&1"

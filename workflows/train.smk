@@ -24,6 +24,14 @@ def copy_results(out_pattern, res_pattern, seeds):
                        for s in seeds)
 
 
+# train.gpus > 1 (cuda profiles): data-parallel training, one torchrun process per GPU of one host (FSDP2)
+TRAIN_GPUS = STUDY["train"].get("gpus", 1) if STUDY["device"] == "cuda" else 0
+
+
+def train_launch(wildcards, resources):
+    return f"{PY} torch.distributed.run --standalone --nproc_per_node {resources.gpu} -m" if resources.gpu > 1 else PY
+
+
 rule train:
     input:
         rules.tokenizer.output,
@@ -35,11 +43,14 @@ rule train:
         out=lambda w: f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
         copy_back=lambda w: copy_results(f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
                                     f"{RES}/train/{w.arch}/{w.size}/seed{{seed}}", SEEDS),
+        launch=train_launch,
     threads: THREADS
+    resources:
+        gpu=TRAIN_GPUS,
     log:
         WORK + "/logs/train_{arch}_{size}.log",
     shell:
-        "{PY} suite.train.run {CFG} --data-dir {DATA} --out-dir '{params.out}' --arch {wildcards.arch} "
+        "{params.launch} suite.train.run {CFG} --data-dir {DATA} --out-dir '{params.out}' --arch {wildcards.arch} "
         "--size {wildcards.size} --seed {SEED_LIST} --no-progress > {log} 2>&1 && {params.copy_back}"
 
 
@@ -62,11 +73,14 @@ rule conversion_cpt:
     params:
         out=lambda w: CONV_DIR.format(variant="base_cpt"),
         copy_back=lambda w: copy_results(CONV_DIR.format(variant="base_cpt"), CONV_RES.format(variant="base_cpt"), CONV_SEEDS),
+        launch=train_launch,
     threads: THREADS
+    resources:
+        gpu=TRAIN_GPUS,
     log:
         WORK + "/logs/conversion_base_cpt.log",
     shell:
-        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
+        "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
         "--model '{CONV_BASE}' --size {CONV[size]} --seed {CONV_SEED_LIST} --no-progress > {log} 2>&1 && {params.copy_back}"
 
 
@@ -82,10 +96,13 @@ rule conversion_orthros:
         out=lambda w: CONV_DIR.format(variant="conversion"),
         copy_back=lambda w: copy_results(CONV_DIR.format(variant="conversion"), CONV_RES.format(variant="conversion"),
                                     CONV_SEEDS),
+        launch=train_launch,
     threads: THREADS
+    resources:
+        gpu=TRAIN_GPUS,
     log:
         WORK + "/logs/conversion_orthros.log",
     shell:
-        "{PY} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
+        "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
         "--arch orthros --size {CONV[size]} --init-from '{CONV_BASE}' --seed {CONV_SEED_LIST} --no-progress "
         "> {log} 2>&1 && {params.copy_back}"

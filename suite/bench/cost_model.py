@@ -12,6 +12,12 @@ the H200 figures of the shared platform notes (``platform-facts.md``), overridab
 
 Orthros prefill (regime "Prefill", T_out = 1) follows :class:`models.backbone.SuiteForCausalLM`:
 T base rows (window attention, build K/V) plus one output row (full attention over the T keys).
+
+On N GPUs (:func:`prefill_time` with ``gpus``) the model follows :mod:`suite.bench.seq_parallel`: compute
+splits evenly (head-tail chunks balance the Transformer's causal pairs), plus per layer the collectives at
+the link bandwidth and latency of :class:`Rates` (not overlapped with compute) and, for the Transformer,
+the HBM traffic that context parallelism adds (all-gathered K/V reassembled, K/V repeated to the query
+heads for the flash kernel, the log-sum-exp merge of two partial outputs).
 An Orthros decode step processes two rows per sequence (one base, one output) but reads the weights once;
 the output row reads the whole K/V history and the base row the last w keys.
 
@@ -80,7 +86,7 @@ class Rates:
     window_tflops: FLA ``parallel_attn(window_size=128)`` at 128K: 2.90 ms for 2.75e11 FLOPs (95 TFLOP/s).
     hbm_bytes_per_s: copy bandwidth (read + write bytes per second), 4.3e12.
     link_bytes_per_s, link_latency_s: GPU-to-GPU link for sequence parallelism (NVLink 4, assumed,
-        not measured): 450 GB/s per direction, 20 us per collective.
+        not measured): 450 GB/s per direction received by each rank, 20 us per collective.
     """
 
     gemm_tflops: float = 687.0
@@ -169,16 +175,25 @@ def elementwise_bytes(shape: Shape, rows: int, arch: str) -> float:
     return BYTES_BF16 * passes * rows
 
 
+MERGE_BYTES_PER_EL = 34  # sdpa-flash-lse merge: two bf16 partials to fp32 (2+4 each), lerp (4+4+4), back to bf16 (4+2)
+
+
 def prefill_time(shape: Shape, T: int, arch: str, gpus: int = 1, rates: Rates | None = None,
                  window: int | None = 128, batch: int = 1) -> dict:
     """Predicted prefill seconds, by component, on ``gpus`` GPUs with sequence (context) parallelism.
 
-    Dense, element-wise and attention work split evenly over the GPUs (ideal load balance). Comm:
-    Orthros sends a (w-1)-token K/V halo to the next rank and merges the output token's partial
-    softmax (two collectives per layer); the Transformer passes every K/V shard around a ring,
-    overlapped with attention (attention time = max(compute, ring transfer)).
+    Dense, element-wise and attention work split evenly over the GPUs (ideal load balance). On N > 1 GPUs,
+    per layer (:mod:`suite.bench.seq_parallel`; collectives are not overlapped with compute):
 
-    Returns dict with ``dense_s``, ``attn_s``, ``elementwise_s``, ``lm_head_s``, ``comm_s``, ``total_s``.
+    * Orthros: two all_gathers of the (w-1)-token K/V halo (each rank receives N-1 tails) and two
+      all_reduces merging the output token's partial softmax (fp32): ``comm_s``.
+    * Transformer: two all_gathers of every rank's K and V (each rank receives (N-1)/N of the T tokens'
+      K/V): ``comm_s``; and ``cp_s``, the HBM bytes context parallelism adds: the gathered K/V reassembled
+      (2 x T tokens' K/V), the K/V of ~T keys repeated to Hq heads for the flash kernel (read Hkv + write Hq
+      heads, K and V), and the log-sum-exp merge of two partial outputs over the T/N queries
+      (``MERGE_BYTES_PER_EL`` per output element).
+
+    Returns dict with ``dense_s``, ``attn_s``, ``elementwise_s``, ``lm_head_s``, ``comm_s``, ``cp_s``, ``total_s``.
 
     Raises:
         ValueError: bad T/arch/window/batch, or gpus < 1.
@@ -187,31 +202,41 @@ def prefill_time(shape: Shape, T: int, arch: str, gpus: int = 1, rates: Rates | 
         raise ValueError(f"gpus must be a positive integer, got {gpus!r}")
     rates = rates or Rates()
     f = prefill_flops(shape, T, arch, window, batch)
-    gemm, hbm = rates.gemm_tflops * 1e12, rates.hbm_bytes_per_s
+    gemm, hbm, link, lat = rates.gemm_tflops * 1e12, rates.hbm_bytes_per_s, rates.link_bytes_per_s, rates.link_latency_s
     kv_tok_layer = shape.kv_bytes_per_token() / shape.layers
     rows = T + (1 if arch == "orthros" else 0)
+    L, qd = shape.layers, shape.heads * shape.head_dim
     out = {
         "dense_s": f["dense"] / gpus / gemm,
-        "elementwise_s": shape.layers * batch * elementwise_bytes(shape, rows, arch) / gpus / hbm,
+        "elementwise_s": L * batch * elementwise_bytes(shape, rows, arch) / gpus / hbm,
         "lm_head_s": max(f["lm_head"] / gemm, BYTES_BF16 * shape.hidden * shape.vocab / hbm),
         "comm_s": 0.0,
+        "cp_s": 0.0,
     }
     if arch == "transformer":
-        attn = f["full_attn"] / gpus / (rates.attn_tflops * 1e12)
+        out["attn_s"] = f["full_attn"] / gpus / (rates.attn_tflops * 1e12)
         if gpus > 1:
-            ring_bytes = batch * T * kv_tok_layer * (gpus - 1) / gpus
-            ring = shape.layers * (ring_bytes / rates.link_bytes_per_s + (gpus - 1) * rates.link_latency_s)
-            out["comm_s"] = max(0.0, ring - attn)
+            gathered = batch * T * kv_tok_layer * (gpus - 1) / gpus
+            out["comm_s"] = L * (gathered / link + 2 * lat) + lat  # + the logits broadcast
+            repeat = batch * T * 2 * (shape.heads + shape.kv_heads) * shape.head_dim * BYTES_BF16
+            merge = batch * T / gpus * qd * MERGE_BYTES_PER_EL
+            out["cp_s"] = L * (2 * batch * T * kv_tok_layer + repeat + merge) / hbm
     else:
         attn = f["window_attn"] / gpus / (rates.window_tflops * 1e12)
-        attn += shape.layers * batch * T * kv_tok_layer / gpus / hbm  # output token reads all K/V once
+        out["attn_s"] = attn + L * batch * T * kv_tok_layer / gpus / hbm  # output token reads all K/V once
         if gpus > 1:
-            halo = batch * (window - 1) * kv_tok_layer
+            halo = batch * (gpus - 1) * (window - 1) * kv_tok_layer
             merge = batch * shape.heads * (shape.head_dim + 2) * 4  # fp32 partial output, max, sum-exp
-            out["comm_s"] = shape.layers * ((halo + 2 * merge) / rates.link_bytes_per_s + 3 * rates.link_latency_s)
-    out["attn_s"] = attn
+            out["comm_s"] = L * ((halo + 2 * merge) / link + 4 * lat)
     out["total_s"] = sum(v for k, v in out.items() if k != "total_s")
     return out
+
+
+def seq_parallel_speedup(shape: Shape, T: int, arch: str, gpus: int, rates: Rates | None = None,
+                         window: int | None = 128) -> float:
+    """Predicted same-arch speedup of ``gpus`` GPUs over one: prefill_time(1) / prefill_time(gpus)."""
+    one = prefill_time(shape, T, arch, 1, rates, window)["total_s"]
+    return one / prefill_time(shape, T, arch, gpus, rates, window)["total_s"]
 
 
 def decode_step_bytes(shape: Shape, context: int, batch: int, arch: str, window: int | None = 128) -> int:

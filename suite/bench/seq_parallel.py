@@ -1,7 +1,11 @@
-"""Sequence-parallel (context-parallel) Orthros prefill over N ranks (paper Sec. 4.5: 8 GPUs, up to 1M tokens).
+"""Sequence-parallel (context-parallel) prefill over N ranks (paper Sec. 4.5: 8 GPUs, up to 1M tokens).
 
-The T prompt tokens (base stream) are split contiguously over the ranks; the one output-stream
-token (the last position, T_out = 1) is replicated on every rank. Per layer:
+Both architectures compute exactly what the one-process model computes (the logits of the last position,
+regime "Prefill"), with every rank holding only its shard of the activations. Works with any
+torch.distributed backend (gloo on CPU, nccl on GPUs); ``group`` selects the ranks (default: all).
+
+**Orthros** (:func:`prefill`). The T prompt tokens (base stream) are split contiguously over the ranks;
+the one output-stream token (the last position, T_out = 1) is replicated on every rank. Per layer:
 
 * each rank projects its shard's K/V (RoPE at the tokens' global positions) and receives the K/V of
   the w-1 tokens before its shard (the halo, gathered from the tails of earlier ranks), then runs
@@ -11,15 +15,24 @@ token (the last position, T_out = 1) is replicated on every rank. Per layer:
   merge across ranks (all_reduce MAX of m, SUM of l*exp(m_r - m) and o*exp(m_r - m)) gives the
   exact result.
 
-Everything else (norms, projections, q/k norms, scale-offset, MLP, LM head) calls the model's own
-modules. Communication per layer: one all_gather of a [B, Hkv, w-1, d] K/V tail and three small
-all_reduces. Works with any torch.distributed backend (gloo on CPU, nccl on GPUs).
+Communication per layer: two all_gathers of a [B, Hkv, w-1, d] K/V tail and two small all_reduces.
 
-Benchmark on N GPUs: ``torchrun --nproc_per_node N -m suite.bench.seq_parallel --seq-len 1048576``.
+**Transformer** (:func:`prefill_transformer`), full causal attention. The tokens are split into 2N
+contiguous chunks and rank r holds chunks r and 2N-1-r (head-tail load balancing: every rank then has the
+same number of causal query-key pairs). Per layer every rank all-gathers the K/V of all ranks (two
+all_gathers of [B, Hkv, ~T/N, d]) and attends its chunks' queries to the keys up to each chunk's end
+through :func:`models.backend.attention` (on CUDA the ``sdpa-flash-lse`` kernel: flash attention over the
+earlier keys and over the chunk's own keys, merged by log-sum-exp). PyTorch's own context-parallel API
+(``torch.distributed.tensor.experimental.context_parallel``) is not used: it intercepts only the CUDA
+flash/efficient/cuDNN SDPA ops, so it cannot run (or be tested) on CPU with gloo.
+
+Everything else (norms, projections, q/k norms, scale-offset, MLP, LM head) calls the model's own modules;
+the MLP runs on row blocks of ``MLP_ROWS`` (token-wise, so exact) to bound memory at 1M tokens.
+
+Timing on N GPUs and the CSV: :mod:`suite.bench.seq_parallel_gpu`.
 """
 from __future__ import annotations
 
-import argparse
 import math
 
 import torch
@@ -44,6 +57,120 @@ def shard_bounds(T: int, world: int) -> list[tuple[int, int]]:
         bounds.append((start, end))
         start = end
     return bounds
+
+
+def _attention_mixers(model, two_stream: bool) -> list:
+    """The layers' attention mixers of a two-stream (Orthros) model, or of a single-stream model whose layers are
+    all full causal attention (no window). Raises ValueError naming the model or the offending layer."""
+    if bool(getattr(model, "two_stream", False)) != two_stream:
+        raise ValueError(f"{type(model).__name__} is " + ("not a two-stream (Orthros) model" if two_stream else
+                                                          "a two-stream model: use prefill()"))
+    mixers = [layer.mixer for layer in model.model.layers]
+    for i, m in enumerate(mixers):
+        if not _is_attention(m) or (not two_stream and m.window is not None):
+            kind = "attention" if two_stream else "full causal attention"
+            raise ValueError(f"layer {i} mixer {type(m).__name__} (window {getattr(m, 'window', None)}) is not {kind}; "
+                             f"sequence-parallel prefill supports the orthros and transformer archs")
+    return mixers
+
+
+MLP_ROWS = 65536  # rows per MLP block: the [rows, FFN] intermediates of 1M tokens would not fit beside the rest
+
+
+def _add_mlp(layer, h: torch.Tensor) -> None:
+    """``h += mlp(post_attention_layernorm(h))`` in place, on blocks of ``MLP_ROWS`` rows of h [B, R, D]."""
+    for i in range(0, h.shape[1], MLP_ROWS):
+        block = h[:, i:i + MLP_ROWS]
+        block += layer.mlp(layer.post_attention_layernorm(block))
+
+
+def balanced_chunks(T: int, world: int) -> list[list[tuple[int, int]]]:
+    """Head-tail load balancing: per rank, its [start, end) token ranges.
+
+    T is split into 2 x world contiguous chunks (:func:`shard_bounds`); rank r holds chunks r and
+    2 x world - 1 - r, so every rank has the same number of causal query-key pairs (up to rounding). Adjacent
+    chunks are merged (one rank: [(0, T)]). Raises ValueError when T < 2 x world.
+    """
+    if world < 1 or T < 2 * world:
+        raise ValueError(f"cannot split {T} tokens into {2 * world} chunks for {world} ranks (need T >= 2 x ranks)")
+    chunks = shard_bounds(T, 2 * world)
+    out = []
+    for r in range(world):
+        (s0, e0), (s1, e1) = chunks[r], chunks[2 * world - 1 - r]
+        out.append([(s0, e1)] if e0 == s1 else [(s0, e0), (s1, e1)])
+    return out
+
+
+def _gather_sequence(t: torch.Tensor, chunks: list[list[tuple[int, int]]], group) -> torch.Tensor:
+    """All ranks' rows of t [B, H, n_local, d] (rank r's rows are its ``chunks[r]`` in order), reassembled in
+    token order: [B, H, T, d]."""
+    if len(chunks) == 1:
+        return t
+    sizes = [sum(e - s for s, e in ch) for ch in chunks]
+    pad = max(sizes) - t.shape[2]  # all_gather needs equal shapes
+    if pad:
+        t = torch.cat([t, t.new_zeros(*t.shape[:2], pad, t.shape[3])], dim=2)
+    parts = [torch.empty_like(t) for _ in chunks]
+    dist.all_gather(parts, t.contiguous(), group=group)
+    pieces = []
+    for part, ch in zip(parts, chunks):
+        offset = 0
+        for s, e in ch:
+            pieces.append((s, part[:, :, offset:offset + e - s]))
+            offset += e - s
+    return torch.cat([p for _, p in sorted(pieces, key=lambda x: x[0])], dim=2)
+
+
+@torch.inference_mode()
+def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
+    """Context-parallel Prefill of a full-causal-attention model (the Transformer baseline).
+
+    ``input_ids`` [B, T] int64 (the full prompt, the same on every rank). Returns the logits of the last
+    position [B, vocab] (dtype of the model) on every rank.
+
+    Raises:
+        ValueError: a two-stream model, a mixer that is not full causal attention (window), T < 2 x world size.
+    """
+    mixers = _attention_mixers(model, two_stream=False)
+    cfg = model.config
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    B, T = input_ids.shape
+    chunks = balanced_chunks(T, world)
+    mine = chunks[rank]
+    param = next(model.parameters())
+    device = param.device
+    local = torch.cat([torch.arange(s, e, device=device) for s, e in mine])
+    cos, sin = rope_cos_sin(local.expand(B, -1), cfg.head_dim, cfg.rope_theta, param.dtype)
+    n_local = local.numel()
+    h = model.model.embed_tokens(input_ids.to(device)[:, local])
+    for layer, mix in zip(model.model.layers, mixers):
+        q, k, v = _project(mix, layer.input_layernorm(h), n_local)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        keys, values = _gather_sequence(k, chunks, group), _gather_sequence(v, chunks, group)
+        outs, offset = [], 0
+        for s, e in mine:  # queries s..e-1 see keys 0..e-1 (causal, bottom-right aligned)
+            outs.append(backend.attention(q[:, :, offset:offset + e - s], keys[:, :, :e], values[:, :, :e],
+                                          torch.arange(s, e, device=device)))
+            offset += e - s
+        o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
+        h = h + mix.o_proj(o.transpose(1, 2).reshape(B, n_local, -1))
+        del q, k, v, keys, values, outs, o
+        _add_mlp(layer, h)
+    # position T - 1 ends chunk 2N - 1, the last local row of rank 0
+    if rank == 0:
+        logits = model.lm_head(model.model.norm(h[:, -1]))
+    else:
+        logits = torch.empty(B, model.lm_head.out_features, device=device, dtype=param.dtype)
+    if world > 1:
+        dist.broadcast(logits, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    return logits
+
+
+def prefill_any(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
+    """:func:`prefill` for two-stream (Orthros) models, :func:`prefill_transformer` otherwise."""
+    if getattr(model, "two_stream", False):
+        return prefill(model, input_ids, group)
+    return prefill_transformer(model, input_ids, group)
 
 
 def _halo(t: torch.Tensor, n: int, bounds, rank: int, group) -> torch.Tensor:
@@ -87,13 +214,7 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
     Raises:
         ValueError: not an Orthros (two-stream attention) model, T < world size, or T past the window rules.
     """
-    if not getattr(model, "two_stream", False):
-        raise ValueError(f"{type(model).__name__} is not a two-stream (Orthros) model")
-    mixers = [layer.mixer for layer in model.model.layers]
-    for i, m in enumerate(mixers):
-        if not _is_attention(m):
-            raise ValueError(f"layer {i} mixer {type(m).__name__} is not attention; sequence-parallel prefill "
-                             f"supports transformer, swa and orthros")
+    mixers = _attention_mixers(model, two_stream=True)
     cfg = model.config
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     B, T = input_ids.shape
@@ -124,40 +245,5 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
         o_out = _merged_query_attention(apply_rope(q[:, :, n_local:], cos_out, sin_out), k, v, group)
         o = torch.cat([o_base[:, :, halo:], o_out], dim=2)
         h = h + mix.o_proj(o.transpose(1, 2).reshape(B, n_local + 1, -1))
-        h = h + layer.mlp(layer.post_attention_layernorm(h))
+        _add_mlp(layer, h)
     return model.lm_head(model.model.norm(h[:, -1]))
-
-
-def main(argv=None) -> None:  # pragma: no cover - needs several GPUs
-    """Time a sequence-parallel prefill of a random-weight model under torchrun (prints ms on rank 0)."""
-    from suite.bench.engine import build_bench_model
-
-    ap = argparse.ArgumentParser(description="sequence-parallel Orthros prefill timing (torchrun)")
-    ap.add_argument("--seq-len", type=int, default=131072)
-    ap.add_argument("--size", default="qwen3_8b")
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args(argv)
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
-    torch.cuda.set_device(rank % torch.cuda.device_count())
-    torch.manual_seed(0)  # same weights on every rank
-    model = build_bench_model("orthros", args.size, "cuda", torch.bfloat16, args.seq_len)
-    ids = torch.randint(0, model.config.vocab_size, (1, args.seq_len), device="cuda")
-    times = []
-    for i in range(args.repeats + 1):
-        dist.barrier()
-        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0.record()
-        prefill(model, ids)
-        t1.record()
-        torch.cuda.synchronize()
-        if i:
-            times.append(t0.elapsed_time(t1))
-    if rank == 0:
-        print(f"seq-parallel orthros prefill T={args.seq_len} ranks={dist.get_world_size()}: "
-              f"median {sorted(times)[len(times) // 2]:.1f} ms")
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

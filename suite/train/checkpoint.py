@@ -42,21 +42,25 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(out_dir: str | Path, model, optimizer, scheduler, info: dict,
-                    tokenizer_dir: str | Path | None = None) -> Path:
+                    tokenizer_dir: str | Path | None = None, model_state: dict | None = None,
+                    optimizer_state: dict | None = None) -> Path:
     """Atomically (re)write ``<out_dir>/checkpoint``. ``info`` (JSON-serialisable: step, tokens, wall_s,
-    ...) goes to trainer_state.json. Returns the checkpoint folder."""
+    ...) goes to trainer_state.json. ``model_state`` / ``optimizer_state`` replace ``model.state_dict()`` /
+    ``optimizer.state_dict()`` (the full states gathered from a sharded model, :mod:`suite.train.distributed`).
+    Returns the checkpoint folder."""
     out_dir = Path(out_dir)
     final, tmp, old = out_dir / "checkpoint", out_dir / "checkpoint.tmp", out_dir / "checkpoint.old"
     shutil.rmtree(tmp, ignore_errors=True)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # "Writing model shards" bars would interleave with the training bar
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, state_dict=model_state)
     if tokenizer_dir is not None:
         for f in Path(tokenizer_dir).iterdir():
             if f.is_file():
                 shutil.copy2(f, tmp / f.name)
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
+    optimizer_state = optimizer.state_dict() if optimizer_state is None else optimizer_state
+    torch.save({"optimizer": optimizer_state, "scheduler": scheduler.state_dict(), "rng": rng_state()},
                tmp / STATE_PT)
     info = {**info, "files_sha256": {f.name: file_sha256(f) for f in sorted(tmp.iterdir()) if f.name != STATE_JSON}}
     (tmp / STATE_JSON).write_text(json.dumps(info, indent=2))
@@ -171,13 +175,19 @@ def load_pretrained(checkpoint: str | Path, tokenizer_dir: str | Path | None = N
     return model, load_weights(AutoTokenizer, tokenizer_dir or checkpoint, check=tokenizer_dir is not None)
 
 
-def load_training_state(ckpt: str | Path, optimizer, scheduler) -> None:
-    """Restore optimizer, scheduler and RNG state from trainer_state.pt. Raises ValueError naming the
-    file when it is missing or corrupt."""
+def load_training_state(ckpt: str | Path, optimizer, scheduler, model=None) -> None:
+    """Restore optimizer, scheduler and RNG state from trainer_state.pt; with ``model`` (plain, DDP or
+    FSDP-sharded) the optimizer state goes through :func:`suite.train.distributed.load_optimizer`, so a
+    checkpoint resumes on any number of ranks. Raises ValueError naming the file when it is missing or corrupt."""
+    from suite.train.distributed import load_optimizer
+
     path = Path(ckpt) / STATE_PT
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
-        optimizer.load_state_dict(state["optimizer"])
+        if model is None:
+            optimizer.load_state_dict(state["optimizer"])
+        else:
+            load_optimizer(model, optimizer, state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
     except Exception as err:
         raise ValueError(f"corrupt checkpoint file {path}: {err}") from err

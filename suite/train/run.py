@@ -21,6 +21,11 @@ Outputs in ``out_dir`` (keep it under a git-ignored folder such as ``work_dirs/`
 CLI: ``python -m suite.train.run --config default --arch orthros --size 3M --data-dir D --out-dir O``
 (``--model DIR`` trains an HF checkpoint folder instead; ``--init-from DIR`` loads a checkpoint's
 weights into the built model: Base CPT and conversion runs).
+
+Several GPUs: the same command under ``torchrun --standalone --nproc_per_node N -m suite.train.run ...``
+trains data-parallel, FSDP2-sharded by default (``--parallel ddp`` replicates instead): each rank takes
+``batch_size / N`` rows of the same global batch, rank 0 writes every output, and the metrics row records
+``world_size`` (:mod:`suite.train.distributed`).
 """
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ from suite.data.retrieval import RetrievalSampler
 from suite.data.tokenizer import load_tokens
 from suite.provenance import provenance, read_csv, write_csv, write_text
 from suite.train import checkpoint as ckpt_io
+from suite.train import distributed
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -131,7 +137,7 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
           save_every: int | None = None, val_batches: int = 8, init_from: str | Path | None = None,
           arch: str | None = None, size: str | None = None, overrides: dict | None = None,
           backend: str | None = None, overwrite: bool = False, progress: bool = True, deterministic: bool = True,
-          threads: int | None = None, data_offset: int = 0) -> dict:
+          threads: int | None = None, data_offset: int = 0, parallel: str = "fsdp") -> dict:
     """Train ``model`` for ``steps`` optimizer steps of [batch_size, seq_len] tokens; return the metrics row.
 
     ``model``: checkpoint folder, ``PreTrainedConfig`` or zero-argument factory returning a fresh model
@@ -148,11 +154,16 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     ``arch``, ``size`` and ``overrides`` (the model-config overrides the factory applies) label the run; with
     the other settings they go to run_config.json.
 
+    Under torchrun (or any initialised process group of N > 1 ranks) every rank calls ``train`` with the
+    same arguments and its own ``device``: ``batch_size`` is the global batch (a multiple of N), the model is
+    sharded with FSDP2 (``parallel="fsdp"``) or replicated with DDP (``"ddp"``), and rank 0 alone writes
+    files; every rank returns the metrics row.
+
     Resumes from ``<out_dir>/checkpoint`` when present: every run_config.json field must be the same (else
     ValueError naming the differing fields, and run_config.json is left untouched; ``overwrite=True`` starts
     afresh); returns the saved metrics when the run is finished.
     Raises TrainingDivergedError naming the step when the loss is NaN/inf, ValueError naming a corrupt
-    checkpoint file.
+    checkpoint file, a batch_size that is not a multiple of the world size, or an unknown ``parallel``.
     """
     for name, val in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
         if not isinstance(val, int) or val < 1:
@@ -162,6 +173,11 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     if not (lr > 0 and 0 <= min_lr_ratio <= 1 and warmup >= 0 and weight_decay >= 0):
         raise ValueError(f"bad optimizer settings lr={lr}, min_lr_ratio={min_lr_ratio}, warmup={warmup}, "
                          f"weight_decay={weight_decay}")
+    ctx = distributed.context()
+    if batch_size % ctx.world_size:
+        raise ValueError(f"batch_size {batch_size} is not a multiple of the world size {ctx.world_size}")
+    if parallel not in distributed.PARALLEL:
+        raise ValueError(f"parallel must be one of {distributed.PARALLEL}, got {parallel!r}")
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     if not (data_dir / "corpus.json").exists():
         raise ValueError(f"{data_dir / 'corpus.json'} does not exist: build the corpus and tokenizer first "
@@ -173,15 +189,25 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
                   "retrieval_max_keys": retrieval_max_keys, "init_from": None if init_from is None else str(init_from),
                   "model": str(model) if isinstance(model, (str, Path)) else None, "data_sha256": corpus["sha256"],
                   "arch": arch, "size": size, "overrides": overrides, "profile": profile, "dtype": dtype}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive(out_dir):
-        ckpt = _prepare_out_dir(out_dir, run_config, overwrite)
-        info = ckpt_io.verify_checkpoint(ckpt) if ckpt is not None else None
+    if ctx.main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out_dir) if ctx.main else contextlib.nullcontext():
+        ckpt, info, error = None, None, None
+        if ctx.main:  # rank 0 checks the run folder; the others follow its verdict
+            try:
+                ckpt = _prepare_out_dir(out_dir, run_config, overwrite)
+                info = ckpt_io.verify_checkpoint(ckpt) if ckpt is not None else None
+            except ValueError as err:
+                error = str(err)
+        ckpt, info, error = distributed.broadcast((ckpt, info, error), ctx)
+        if error is not None:
+            raise ValueError(error)
         if info is not None and info["step"] >= steps and (out_dir / "metrics.csv").exists():
             return read_csv(out_dir / "metrics.csv").iloc[0].to_dict()
         return _train_loop(model, data_dir, out_dir, corpus, run_config, ckpt, info, init_from=init_from,
                            device=device, dtype=dtype, threads=threads, deterministic=deterministic,
-                           save_every=save_every, progress=progress, val_batches=val_batches, backend=backend)
+                           save_every=save_every, progress=progress, val_batches=val_batches, backend=backend,
+                           ctx=ctx, parallel=parallel)
 
 
 @contextlib.contextmanager
@@ -196,7 +222,8 @@ def _exclusive(out_dir: Path):
 
 
 def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: dict, ckpt, info, *, init_from,
-                device, dtype, threads, deterministic, save_every, progress, val_batches, backend) -> dict:
+                device, dtype, threads, deterministic, save_every, progress, val_batches, backend,
+                ctx: distributed.Dist, parallel: str) -> dict:
     steps, batch_size, seq_len = run_config["steps"], run_config["batch_size"], run_config["seq_len"]
     lr, warmup, seed = run_config["lr"], run_config["warmup"], run_config["seed"]
     retrieval_fraction, data_offset = run_config["retrieval_fraction"], run_config["data_offset"]
@@ -217,13 +244,14 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     net.to(device).train()
     tokenizer_dir = data_dir / "tokenizer"
     _set_special_ids(net, tokenizer_dir)
+    net = distributed.wrap(net, ctx, parallel)  # one process: net itself
     optimizer = make_optimizer(net, lr, run_config["weight_decay"])
     scheduler = get_cosine_with_min_lr_schedule_with_warmup(optimizer, warmup, steps,
                                                            min_lr_rate=run_config["min_lr_ratio"])
     start, tokens_done, wall_before = 0, 0, 0.0
     loss_rows: list[dict] = []
     if ckpt is not None:
-        ckpt_io.load_training_state(ckpt, optimizer, scheduler)
+        ckpt_io.load_training_state(ckpt, optimizer, scheduler, model=net)
         start, tokens_done, wall_before = info["step"], info["tokens"], info["wall_s"]
         if (out_dir / "loss.csv").exists():
             loss_rows = [r for r in read_csv(out_dir / "loss.csv").to_dict("records") if r["step"] <= start]
@@ -237,19 +265,23 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     t0 = time.perf_counter()
 
     def snapshot(step: int) -> None:
-        write_csv(loss_rows, out_dir / "loss.csv")
-        state = {"step": step, "tokens": tokens_done, "wall_s": wall_before + time.perf_counter() - t0}
-        ckpt_io.save_checkpoint(out_dir, net, optimizer, scheduler, state,
-                                tokenizer_dir if tokenizer_dir.exists() else None)
+        model_state, optimizer_state = distributed.full_state(net, optimizer, ctx)  # collective
+        if ctx.main:
+            write_csv(loss_rows, out_dir / "loss.csv")
+            state = {"step": step, "tokens": tokens_done, "wall_s": wall_before + time.perf_counter() - t0}
+            ckpt_io.save_checkpoint(out_dir, distributed.unwrap(net), optimizer, scheduler, state,
+                                    tokenizer_dir if tokenizer_dir.exists() else None, model_state, optimizer_state)
+        distributed.barrier(ctx)
 
-    bar = tqdm(total=steps, initial=start, disable=not progress, mininterval=1.0,
+    bar = tqdm(total=steps, initial=start, disable=not progress or not ctx.main, mininterval=1.0,
                desc=f"train {arch or ''} {size or ''}".strip())
     for step in range(start + 1, steps + 1):
         t_step = time.perf_counter()
-        x = batches.batch(data_offset + step - 1).to(device)
+        x = batches.batch(data_offset + step - 1)  # the global batch; this rank trains on its rows
+        x_rank = distributed.shard_rows(x, ctx).to(device)
         with _autocast(device, dtype):
-            loss = net(input_ids=x, labels=x).loss
-        loss_val = loss.detach().item()
+            loss = net(input_ids=x_rank, labels=x_rank).loss
+        loss_val = distributed.mean(loss.detach(), ctx)
         if not math.isfinite(loss_val):
             bar.close()
             raise TrainingDivergedError(f"loss is {loss_val} at step {step} of {steps} (run {out_dir}); "
@@ -272,8 +304,10 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
             snapshot(step)
     bar.close()
 
-    val_loss = evaluate(net, eval_windows(load_tokens(data_dir, "val"), batch_size, seq_len, val_batches),
-                        device, dtype)
+    val = eval_windows(load_tokens(data_dir, "val"), batch_size, seq_len, val_batches)
+    val_loss = evaluate(net, [distributed.shard_rows(b, ctx) for b in val], device, dtype)
+    if ctx.active:
+        val_loss = distributed.mean(torch.tensor(val_loss), ctx)
     wall_s = wall_before + time.perf_counter() - t0
     frame = pd.DataFrame(loss_rows)
     train_loss = float(frame["loss"].tail(10).mean())
@@ -286,8 +320,10 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
            "tok_s": tokens_done / train_wall if train_wall > 0 else float("nan"),
            "retrieval_fraction": retrieval_fraction, "init_from": run_config["init_from"],
            "data_sha256": corpus["sha256"],
-           **provenance(profile, seed, dtype, backend, device, wall_s)}
-    write_csv([row], out_dir / "metrics.csv")
+           **provenance(profile, seed, dtype, backend, device, wall_s, ctx.world_size)}
+    if ctx.main:
+        write_csv([row], out_dir / "metrics.csv")
+    distributed.barrier(ctx)
     return row
 
 
@@ -403,6 +439,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="first batch index of the stream (default: conversion.base_steps with --recipe conversion)")
     ap.add_argument("--overwrite", action="store_true")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--parallel", choices=distributed.PARALLEL, default="fsdp",
+                    help="under torchrun: FSDP2 sharding (default) or DDP replication; ignored in one process")
     args = ap.parse_args(argv)
     if not (args.arch or args.model):
         ap.error("give --arch (build a model) or --model (continue a checkpoint)")
@@ -439,11 +477,16 @@ def main(argv: list[str] | None = None) -> None:
     seeds = args.seed or cfg.get("seeds", [42])[:1]
     if len(seeds) > 1 and "{seed}" not in args.out_dir:
         ap.error(f"--out-dir {args.out_dir!r} must hold '{{seed}}' when several seeds are given")
-    for seed in seeds:
-        fmt = {"seed": seed}
-        _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed,
-                   args.out_dir.format(**fmt), args.model.format(**fmt) if args.model else None,
-                   args.init_from.format(**fmt) if args.init_from else None)
+    device = distributed.init_from_env(args.device or cfg.get("device", "cpu"))  # torchrun: one rank per GPU
+    ctx = distributed.context()
+    try:
+        for seed in seeds:
+            fmt = {"seed": seed}
+            _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx,
+                       args.out_dir.format(**fmt), args.model.format(**fmt) if args.model else None,
+                       args.init_from.format(**fmt) if args.init_from else None)
+    finally:
+        distributed.shutdown()
 
 
 def _seed_list(text: str) -> list[int]:
@@ -456,24 +499,24 @@ def _seed_list(text: str) -> list[int]:
     return seeds
 
 
-def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, out_dir, model_dir,
+def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx, out_dir, model_dir,
                init_from) -> None:
     model = model_dir or model
     row = train(model, args.data_dir, out_dir, steps=pick("steps"), batch_size=pick("batch_size"),
                 seq_len=pick("seq_len"), lr=pick("lr", 3e-4), warmup=pick("warmup", 0),
-                min_lr_ratio=pick("min_lr_ratio", 0.1), weight_decay=pick("weight_decay", 0.05),
-                seed=seed,
-                profile=args.profile or cfg.get("profile", "default"), device=args.device or cfg.get("device", "cpu"),
+                min_lr_ratio=pick("min_lr_ratio", 0.1), weight_decay=pick("weight_decay", 0.05), seed=seed,
+                profile=args.profile or cfg.get("profile", "default"), device=device,
                 dtype=args.dtype or cfg.get("dtype", "float32"),
                 retrieval_fraction=args.retrieval_fraction if args.retrieval_fraction is not None
                 else data_cfg.get("retrieval_fraction", 0.0),
                 retrieval_max_keys=data_cfg.get("retrieval_max_keys", 4), grad_clip=hp.get("grad_clip", 1.0),
                 save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=init_from,
                 arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), overrides=overrides,
-                data_offset=data_offset,
-                overwrite=args.overwrite, progress=not args.no_progress, threads=cfg.get("threads"))
-    print(json.dumps({k: row[k] for k in ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl",
-                                          "tok_s", "wall_s")}, default=str))
+                data_offset=data_offset, overwrite=args.overwrite, progress=not args.no_progress,
+                threads=cfg.get("threads"), parallel=args.parallel)
+    keys = ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl", "tok_s", "wall_s")
+    if ctx.main:
+        print(json.dumps({k: row.get(k) for k in keys + (("world_size",) if ctx.active else ())}, default=str))
 
 
 if __name__ == "__main__":
