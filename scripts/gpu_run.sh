@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# One part of the gpu profile's DAG, run ON THE LENT GPU MACHINE (offline) from the repository root, then everything
+# it produced packed into ONE archive, $OUT/gpu_results.tar.gz, for the trip back (scripts/gpu_unpack.sh; README:
+# GPU runs). One device call each, <= 10 minutes:
+#   PART=train   training (6 archs at 12M and the SO ablation at 6M/12M/25M, 3 seeds each), the conversion
+#                experiment, lm-eval of every run, the CPU prefill sweeps       -> quality/ablation/conversion.csv, ...
+#   PART=recall  NIAH and MQAR (a retrieval training run per arch), then controls.csv, and the paper tables and
+#                figures, when the train part's CSVs are already in results/gpu (unpacked from its archive)
+#   PART=bench   system benchmarks, one at a time on an otherwise idle GPU: suite/bench/gpu_all.sh (PART=main of it:
+#                prefill, E2E, cost model), then the FLA cross-check; on >= 2 GPUs then seq_parallel.csv
+#   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs
+#                those rules even where their outputs exist
+#                (e.g. FORCE=fla_crosscheck TARGETS=results/gpu/fla_crosscheck.csv)
+# Results of earlier calls in results/gpu are kept: the part goes on where the last call stopped (a job that reads a
+# checkpoint re-runs the training it needs, since checkpoints do not come back; scripts/gpu_plan.py).
+# Wheels (scripts/gpu_wheels.sh, here): .whl_xz/wheels.tar.xz (all of them, one solid xz) if carried, else .whl/*.whl
+# and .whl_tilelang/*.whl, installed into /tmp/site.
+# Env: TOTAL_S (560) caps the whole command, packing included; GPU_JOBS (4): GPU jobs of train/recall at once, all
+#   on the first GPU (small models; snakemake does not spread jobs over GPUs); GPU_ALL_PART (main): gpu_all.sh's own
+#   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
+#   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
+#   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
+#   DRY): set file times so that results of earlier calls count as up to date.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WHAT=${PART:-}
+unset PART  # suite/bench/gpu_all.sh reads its own PART from the environment
+if [[ -n "${TARGETS:-}" ]]; then
+  WHAT=targets
+elif [[ ! "$WHAT" =~ ^(train|recall|bench)$ ]]; then
+  echo "PART must be train, recall or bench (or set TARGETS), got '$WHAT'" >&2
+  exit 2
+fi
+DRY=${DRY:-0}
+TOTAL_S=${TOTAL_S:-560}
+PACK_S=${PACK_S:-25}
+GPU_JOBS=${GPU_JOBS:-4}
+GPU_ALL_PART=${GPU_ALL_PART:-main}
+OUT=${OUT:-work_dirs/gpu/out}
+RES=results/gpu
+RUN=work_dirs/gpu/run          # this call's own logs, packed under gpu_run/
+mkdir -p "$OUT" "$RUN" work_dirs/gpu/logs
+OUT=$(cd "$OUT" && pwd)
+rm -f "$RUN"/*
+MARK=$RUN/.start
+touch "$MARK"
+exec > >(tee -a "$RUN/gpu_run.log") 2>&1
+
+left() { echo $(( TOTAL_S - PACK_S - SECONDS )); }
+
+pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB), whatever happened before
+  local rc=$? stage=/tmp/gpu_pack cap=1048576 f
+  set +e
+  rm -rf "$stage" && mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
+  [[ -d $RES ]] && mkdir -p "$stage/results" && cp -a "$RES" "$stage/results/"
+  # the paper tables and figures, where this call rendered them
+  find paper_tables figures -type f -newer "$MARK" 2>/dev/null | while read -r f; do
+    mkdir -p "$stage/$(dirname "$f")" && cp -a "$f" "$stage/$f"
+  done
+  while (( cap >= 16384 )); do  # logs: the last $cap bytes of each
+    rm -rf "$stage/gpu_run" "$stage/work_dirs/gpu/logs" && mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
+    for f in work_dirs/gpu/logs/*.log; do [[ -f $f ]] && tail -c "$cap" "$f" > "$stage/$f"; done
+    for f in "$RUN"/*; do [[ -f $f ]] && tail -c "$cap" "$f" > "$stage/gpu_run/$(basename "$f")"; done
+    echo "exit status $rc after ${SECONDS}s" > "$stage/gpu_run/status.txt"
+    tar -czf "$OUT/gpu_results.tar.gz" -C "$stage" .
+    (( $(stat -c %s "$OUT/gpu_results.tar.gz") <= 16 * 1024 * 1024 )) && break
+    cap=$(( cap / 4 ))
+  done
+  echo "== packed $(tar -tzf "$OUT/gpu_results.tar.gz" | grep -vc '/$') files into $OUT/gpu_results.tar.gz" \
+    "($(stat -c %s "$OUT/gpu_results.tar.gz") bytes) after ${SECONDS}s; exit status $rc"
+  rm -rf "$stage"
+  exit "$rc"
+}
+trap pack EXIT
+
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export SUITE_COMMIT=${SUITE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+
+# -- 1. wheels into /tmp/site ---------------------------------------------------------------------------------------
+if (( DRY )); then
+  PY=${PYTHON:-python3}
+  NGPU=${NGPU:-1}
+  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+else
+  PY=python3
+  wheels=()
+  fallback=.whl_fallback
+  if compgen -G ".whl_xz/*.tar.xz" > /dev/null; then
+    rm -rf /tmp/gpu_wheels
+    python3 -c 'import sys, tarfile; [tarfile.open(p).extractall(sys.argv[1], filter="data") for p in sys.argv[2:]]' \
+      /tmp/gpu_wheels .whl_xz/*.tar.xz || exit 3
+    wheels=(/tmp/gpu_wheels/*.whl)
+    fallback=/tmp/gpu_wheels/fallback
+  else
+    for d in .whl .whl_tilelang; do compgen -G "$d/*.whl" > /dev/null && wheels+=("$d"/*.whl); done
+  fi
+  (( ${#wheels[@]} )) || { echo "no wheels: run scripts/gpu_wheels.sh here and carry .whl_xz (or .whl)" >&2; exit 3; }
+  install() {
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$@" 2>&1 \
+      | grep -v "^WARNING: Target directory" || true
+  }
+  echo "== installing ${#wheels[@]} wheels into /tmp/site ($(left)s left)"
+  install "${wheels[@]}"
+  z3=/tmp/site/z3/lib
+  [[ -f $z3/libz3.so.4.15 && ! -e $z3/libz3.so ]] && ln -s libz3.so.4.15 "$z3/libz3.so"  # dropped from the wheel
+  export PYTHONPATH="/tmp/site:$ROOT"
+  # an image package whose version fails a carried package's requirement: its fallback wheel (gpu_wheels.py FALLBACK)
+  read -r -a need <<< "$(python3 scripts/gpu_wheels.py check --installed --fallback-dir "$fallback" 2>/dev/null \
+    | sed -n 's/^fallback: *//p')"
+  if (( ${#need[@]} )); then
+    echo "== the image's version fails a requirement; installing fallback wheels: ${need[*]##*/}"
+    install "${need[@]}"
+  fi
+  NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+fi
+
+# -- 2. environment record --------------------------------------------------------------------------------------------
+{
+  echo "part: $WHAT ${TARGETS:-}; commit $SUITE_COMMIT; $(date -u +%FT%TZ); $NGPU GPU(s)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+  "$PY" - "$DRY" <<'PY'
+import importlib, sys
+print("python", sys.version.split()[0], sys.executable)
+names = ("snakemake",) if sys.argv[1] == "1" else (
+    "torch", "triton", "fla", "transformers", "snakemake", "lm_eval", "datasets", "tilelang")
+for name in names:
+    try:
+        mod = importlib.import_module(name)
+        print(f"{name} {getattr(mod, '__version__', '?')} ({mod.__file__})")
+    except Exception as exc:  # noqa: BLE001 - a record, not a check
+        print(f"{name}: not importable ({type(exc).__name__}: {exc})")
+try:
+    if sys.argv[1] == "1":
+        sys.exit(0)
+    import torch
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    print("cuda", torch.version.cuda, "devices", names)
+    from models import backend
+    print("backend", backend.describe("cuda" if torch.cuda.is_available() else "cpu"))
+except Exception as exc:  # noqa: BLE001
+    print("backend: not described", exc)
+PY
+  (( DRY )) || env -u PYTHONPATH python3 -m pip list --format=freeze > "$RUN/image_pip_freeze.txt" 2>/dev/null
+  (( DRY )) || python3 scripts/gpu_wheels.py check --installed
+} 2>&1 | grep -v "Warning" | tee "$RUN/env.log"
+
+# -- 3. file times: results of earlier calls (unpacked, then carried here) count as up to date ------------------------
+OLD=946684800  # 2000-01-01: code and data; results one day later
+age() {
+  find . \( -path ./.git -o -path ./results -o -path ./work_dirs -o -path "./.whl*" \) -prune -o -type f -print0 \
+    | xargs -0 -r touch -h -d "@$OLD"
+  [[ -d work_dirs/gpu/data ]] && find work_dirs/gpu/data -type f -print0 | xargs -0 -r touch -h -d "@$OLD"
+  [[ -d $RES ]] && find "$RES" -type f -print0 | xargs -0 -r touch -h -d "@$((OLD + 86400))"
+}
+AGE=${AGE:-$(( DRY ? 0 : 1 ))}
+(( AGE )) && age
+
+# -- 4. snakemake ---------------------------------------------------------------------------------------------------
+CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros)  # jobs that read a checkpoint of another job
+COMMON=(--cores all --config profile=gpu --keep-going --scheduler greedy --rerun-incomplete
+        --set-resources niah:gpu=1 mqar:gpu=1 lm_eval:gpu=1 conversion_lm_eval:gpu=1
+        gpu_benchmarks:bench=1 fla_crosscheck:bench=1 seq_parallel:bench=1)
+(( DRY )) && COMMON+=(-n)
+FAILED=0
+
+smk() {  # smk NAME GPU_SLOTS MIN_S [snakemake args ...]: one invocation, capped by what is left of TOTAL_S, and
+  local name=$1 slots=$2 min=$3 cap rc  # not started with less than MIN_S left (DRY: always)
+  shift 3
+  cap=$(left)
+  (( DRY )) && min=1
+  (( cap >= min )) || { echo "== $name: skipped, ${cap}s left (it needs ${min}s)"; FAILED=1; return 1; }
+  echo "== $name (${cap}s left): snakemake ${*}"
+  timeout -s TERM -k 30 "$cap" env PART="$GPU_ALL_PART" "$PY" -m snakemake "${COMMON[@]}" \
+    --resources gpu="$slots" bench=1 "$@" > "$RUN/$name.log" 2>&1
+  rc=$?
+  echo "   jobs: $(grep -E '^(local)?rule [a-z_0-9]+:$' "$RUN/$name.log" | awk '{sub(":", "", $2); print $2}' | sort \
+    | uniq -c | awk '{printf "%s x%s  ", $2, $1}')"
+  grep -E "steps \([0-9]+%\) done" "$RUN/$name.log" | tail -n 1
+  grep -E "^Error in rule|Exception|MissingInput|Nothing to be done|^Terminating" "$RUN/$name.log" | head -n 20
+  (( rc == 124 )) && echo "== $name: stopped at its time cap (${cap}s)"
+  echo "== $name: exit status $rc, $(left)s left"
+  (( rc )) && FAILED=1
+  return "$rc"
+}
+
+exists_all() { local f; for f in "$@"; do [[ -e $f ]] || return 1; done; }
+
+TRAIN_T=("$RES/quality.csv" "$RES/ablation.csv" "$RES/conversion.csv" "$RES/prefill_cpu.csv" "$RES/prefill_128k.csv")
+RECALL_T=("$RES/niah.csv" "$RES/mqar.csv")
+SLOTS=$GPU_JOBS
+
+data_prep() {  # corpus + tokenizer (deterministic: the image's Python stdlib), then aged like the code
+  (( DRY )) && return 0
+  smk data "$SLOTS" 60 tokenizer || return 1
+  (( AGE )) && find work_dirs/gpu/data -type f -print0 | xargs -0 -r touch -h -d "@$OLD"
+  return 0
+}
+
+case $WHAT in
+  train)
+    data_prep
+    # plan first: a job that reads a checkpoint made in an earlier call re-runs that training (scripts/gpu_plan.py);
+    # again with those forced, since a forced job can read another earlier checkpoint (conversion <- transformer)
+    force=()
+    for round in 1 2 3; do
+      if (( ${#force[@]} )); then smk plan "$SLOTS" 1 -n --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
+      else smk plan "$SLOTS" 1 -n -- "${TRAIN_T[@]}"; fi
+      mapfile -t more < <("$PY" scripts/gpu_plan.py orphans "$RUN/plan.log" --consumers "${CONSUMERS[@]}" \
+        | tr ' ' '\n' | grep . | grep -vxF -f <(printf '%s\n' "${force[@]}" | grep .))
+      (( ${#more[@]} )) || break
+      force+=("${more[@]}")
+    done
+    (( ${#force[@]} )) && echo "== re-training, its checkpoints stayed on an earlier machine: ${force[*]}"
+    if (( DRY )); then :  # the last plan was the dry run
+    elif (( ${#force[@]} )); then smk train "$SLOTS" 60 --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
+    else smk train "$SLOTS" 60 -- "${TRAIN_T[@]}"; fi
+    ;;
+  recall)
+    data_prep
+    smk recall "$SLOTS" 60 -- "${RECALL_T[@]}"
+    if exists_all "$RES/quality.csv" "${RECALL_T[@]}"; then
+      final=("$RES/controls.csv")
+      exists_all "${TRAIN_T[@]}" && final+=(render)
+      smk final "$SLOTS" 30 --allowed-rules controls render collect_niah collect_mqar -- "${final[@]}"
+    else
+      echo "== controls and render skipped: they need quality.csv (PART=train) and niah/mqar.csv"
+    fi
+    ;;
+  bench)
+    smk gpu_benchmarks "$NGPU" 300 --allowed-rules gpu_benchmarks --forcerun gpu_benchmarks \
+      -- "$RES/prefill.csv" "$RES/e2e.csv" "$RES/cost_model.csv"
+    smk fla_crosscheck "$NGPU" "${CROSSCHECK_MIN_S:-300}" --allowed-rules fla_crosscheck --forcerun fla_crosscheck \
+      -- "$RES/fla_crosscheck.csv" "$RES/baseline_throughput.csv"
+    if (( NGPU >= 2 )); then
+      smk seq_parallel "$NGPU" 240 --allowed-rules seq_parallel --forcerun seq_parallel -- "$RES/seq_parallel.csv"
+    fi
+    ;;
+  targets)
+    read -r -a targets <<< "$TARGETS"
+    read -r -a force <<< "${FORCE:-}"
+    if (( ${#force[@]} )); then smk targets "$SLOTS" 30 --forcerun "${force[@]}" -- "${targets[@]}"
+    else smk targets "$SLOTS" 30 -- "${targets[@]}"; fi
+    ;;
+esac
+
+echo "== results/gpu CSVs written by this call:"
+find "$RES" -type f -newer "$MARK" 2>/dev/null | sort | sed 's/^/   /' | head -n 80
+exit "$FAILED"

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Unpack an archive that scripts/gpu_run.sh packed on the GPU machine into this repository, then show what changed:
+#   results/gpu/...            -> results/gpu/... (overlaid: files the call did not write stay as they are)
+#   paper_tables/, figures/    -> the same paths (only where that call rendered them)
+#   work_dirs/gpu/logs/*.log   -> work_dirs/gpu/logs/ (git-ignored; the rules' logs)
+#   gpu_run/                   -> work_dirs/gpu/logs/gpu_run/ (that call's own logs: env.log, one log per snakemake
+#                                 step, the image's pip freeze, status.txt)
+# Usage: bash scripts/gpu_unpack.sh ARCHIVE   (e.g. the files_at folder of the device call + /gpu_results.tar.gz)
+set -euo pipefail
+[[ $# -eq 1 && -f "$1" ]] || { echo "usage: $0 ARCHIVE (a gpu_results.tar.gz from scripts/gpu_run.sh)" >&2; exit 2; }
+ARCHIVE=$(realpath "$1")
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tar -xzf "$ARCHIVE" -C "$tmp" -m  # -m: files get the time of unpacking (the GPU machine sets old times, gpu_run.sh)
+
+links=$(cd "$tmp" && find . ! -type f ! -type d)
+[[ -z $links ]] || { echo "refusing: the archive holds links or special files: $links" >&2; exit 1; }
+stray=$(cd "$tmp" && find . -type f | sed 's#^\./##' \
+  | grep -vE '^(results/gpu|paper_tables|figures|work_dirs/gpu/logs|gpu_run)/' || true)
+for f in $stray; do  # a result or log anywhere else is refused; anything else is left out
+  case $f in
+    results/*|work_dirs/*) echo "refusing: $f is outside results/gpu and work_dirs/gpu/logs" >&2; exit 1 ;;
+  esac
+  echo "ignoring $f (not something gpu_run.sh packs)" >&2
+  rm -f "$tmp/$f"
+done
+
+for d in results paper_tables figures work_dirs; do
+  [[ -d "$tmp/$d" ]] && mkdir -p "$d" && cp -R "$tmp/$d/." "$d/"
+done
+if [[ -d "$tmp/gpu_run" ]]; then
+  rm -rf work_dirs/gpu/logs/gpu_run && mkdir -p work_dirs/gpu/logs && cp -R "$tmp/gpu_run" work_dirs/gpu/logs/gpu_run
+fi
+
+echo "== unpacked $(find "$tmp" -type f | wc -l) files from $ARCHIVE"
+[[ -f work_dirs/gpu/logs/gpu_run/status.txt ]] && echo "   call: $(cat work_dirs/gpu/logs/gpu_run/status.txt)"
+[[ -f work_dirs/gpu/logs/gpu_run/env.log ]] && head -n 3 work_dirs/gpu/logs/gpu_run/env.log | sed 's/^/   /'
+echo "== logs: work_dirs/gpu/logs/ (this call's own: work_dirs/gpu/logs/gpu_run/)"
+if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+  echo "== git status (results/gpu, paper_tables, figures):"
+  git status --short -- results/gpu paper_tables figures
+  git diff --stat -- results/gpu paper_tables figures | tail -n 1
+else
+  echo "== files written (not a git checkout):"
+  (cd "$tmp" && find results paper_tables figures -type f 2>/dev/null | sort | sed 's/^/   /') || true
+fi

@@ -1,0 +1,167 @@
+"""scripts/gpu_run.sh in its CPU smoke mode (DRY=1: `snakemake -n` of each step), the archive it packs, and
+scripts/gpu_unpack.sh; scripts/gpu_plan.py's reading of a snakemake plan."""
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import gpu_plan as gp  # noqa: E402
+
+SKIP = shutil.ignore_patterns(".git", ".venv", "work_dirs", ".whl*", ".snakemake", "__pycache__", ".pytest_cache",
+                              "*.egg-info")
+
+
+@pytest.fixture()
+def repo(tmp_path):
+    """A copy of the repository (gpu_run.sh sets file times and writes under work_dirs/)."""
+    dst = tmp_path / "repo"
+    shutil.copytree(ROOT, dst, ignore=SKIP, symlinks=True)
+    return dst
+
+
+def gpu_run(repo: Path, out: Path, **env) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("PART", "TARGETS", "TOTAL_S", "NGPU", "AGE")}
+    env = {**base, "DRY": "1", "PYTHON": sys.executable, "OUT": str(out), "SUITE_COMMIT": "test", **env}
+    return subprocess.run(["bash", "scripts/gpu_run.sh"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def members(archive: Path) -> set[str]:
+    with tarfile.open(archive) as tar:
+        return {m.name.removeprefix("./") for m in tar.getmembers() if m.isfile()}
+
+
+def test_train_plan_retrains_what_an_earlier_call_left_without_checkpoints(repo, tmp_path):
+    # this call's data preparation (corpus, tokenizer) is done ...
+    data = repo / "work_dirs" / "gpu" / "data"
+    for f in ("train.txt", "val.txt", "test.txt", "corpus.json", "tokenizer/tokenizer.json", "tokens/train.npy",
+              "tokens/val.npy", "tokens/test.npy"):
+        (data / f).parent.mkdir(parents=True, exist_ok=True)
+        (data / f).write_text("x\n")
+    # ... and an earlier call trained the 12M Transformer (its CSVs came back), but its lm-eval and conversion did not
+    for seed in (42, 43, 44):
+        d = repo / "results" / "gpu" / "train" / "transformer" / "12M" / f"seed{seed}"
+        d.mkdir(parents=True)
+        (d / "metrics.csv").write_text("arch,val_loss\ntransformer,3.0\n")
+        (d / "loss.csv").write_text("step,loss\n1,8.0\n")
+    run = gpu_run(repo, tmp_path / "out", PART="train", AGE="1")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    assert "re-training, its checkpoints stayed on an earlier machine: " in log
+    forced = log.split("re-training, its checkpoints stayed on an earlier machine: ")[1].splitlines()[0].split()
+    assert forced == [f"results/gpu/train/transformer/12M/seed{s}/metrics.csv" for s in (42, 43, 44)]
+
+    archive = tmp_path / "out" / "gpu_results.tar.gz"
+    names = members(archive)
+    assert {"gpu_run/plan.log", "gpu_run/env.log", "gpu_run/status.txt",
+            "gpu_run/gpu_run.log"} <= names
+    assert "results/gpu/prefill.csv" in names and "results/gpu/train/transformer/12M/seed42/metrics.csv" in names
+    assert not any(n.startswith(("paper_tables/", "figures/")) for n in names)  # nothing was rendered
+    with tarfile.open(archive) as tar:
+        plan = tar.extractfile("./gpu_run/plan.log").read().decode()  # the last plan: with the re-training forced
+        status = tar.extractfile("./gpu_run/status.txt").read().decode()
+    assert "Forced execution" in plan and status.startswith("exit status 0")
+    rules = [line.split()[1].rstrip(":") for line in plan.splitlines() if line.startswith(("rule ", "localrule "))]
+    assert rules.count("train") == 13 and rules.count("lm_eval") == 13 and "conversion_cpt" in rules
+    assert "tokenizer" not in rules and "corpus" not in rules
+    # the GPU rules that declare no gpu resource get one (one pool of JOBS_PER_GPU slots), the benchmarks 'bench'
+    assert "resources: tmpdir=/tmp, gpu=1" in plan
+
+
+def test_bench_runs_each_benchmark_alone_and_forced(repo, tmp_path):
+    run = gpu_run(repo, tmp_path / "out", PART="bench", NGPU="1")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    assert "== gpu_benchmarks" in log and "== fla_crosscheck" in log and "== seq_parallel" not in log
+    with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
+        bench = tar.extractfile("./gpu_run/gpu_benchmarks.log").read().decode()
+        fla = tar.extractfile("./gpu_run/fla_crosscheck.log").read().decode()
+    assert "rule gpu_benchmarks:" in bench and "Forced execution" in bench and "rule fla_crosscheck" not in bench
+    assert "rule fla_crosscheck:" in fla and "rule gpu_benchmarks" not in fla
+    assert "bench=1" in bench and "gpu=1" in bench
+
+
+def test_bad_part_stops_before_anything(repo, tmp_path):
+    run = gpu_run(repo, tmp_path / "out", PART="everything")
+    assert run.returncode == 2 and "PART must be train, recall or bench" in run.stderr
+
+
+def test_unpack_overlays_results_and_logs(repo, tmp_path):
+    stage = tmp_path / "stage"
+    (stage / "results" / "gpu" / "eval").mkdir(parents=True)
+    (stage / "results" / "gpu" / "mqar.csv").write_text("arch,acc\northros,1.0\n")
+    (stage / "results" / "gpu" / "eval" / "x.csv").write_text("a\n1\n")
+    (stage / "work_dirs" / "gpu" / "logs").mkdir(parents=True)
+    (stage / "work_dirs" / "gpu" / "logs" / "mqar_orthros.log").write_text("trained\n")
+    (stage / "gpu_run").mkdir()
+    (stage / "gpu_run" / "status.txt").write_text("exit status 0 after 500s\n")
+    (stage / "gpu_run" / "env.log").write_text("part: recall\n")
+    (stage / "stray.txt").write_text("not packed by gpu_run.sh\n")
+    archive = tmp_path / "gpu_results.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(stage, arcname=".")
+    before = (repo / "results" / "gpu" / "prefill.csv").read_text()
+    run = subprocess.run(["bash", "scripts/gpu_unpack.sh", str(archive)], cwd=repo, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (repo / "results" / "gpu" / "mqar.csv").read_text() == "arch,acc\northros,1.0\n"
+    assert (repo / "results" / "gpu" / "eval" / "x.csv").exists()
+    assert (repo / "results" / "gpu" / "prefill.csv").read_text() == before  # not in the archive: left alone
+    assert (repo / "work_dirs" / "gpu" / "logs" / "mqar_orthros.log").read_text() == "trained\n"
+    assert (repo / "work_dirs" / "gpu" / "logs" / "gpu_run" / "status.txt").exists()
+    assert not (repo / "stray.txt").exists() and "ignoring stray.txt" in run.stderr
+    assert "exit status 0 after 500s" in run.stdout
+
+    evil = tmp_path / "evil.tar.gz"
+    (stage / "results" / "default").mkdir()
+    (stage / "results" / "default" / "quality.csv").write_text("x\n")
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(stage, arcname=".")
+    run = subprocess.run(["bash", "scripts/gpu_unpack.sh", str(evil)], cwd=repo, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 1 and "refusing" in run.stderr
+    assert not (repo / "results" / "default" / "quality.csv").read_text() == "x\n"
+
+
+PLAN = """\
+Building DAG of jobs...
+[Tue Dec  1 02:29:30 2026]
+rule lm_eval:
+    input: results/gpu/train/gdn/12M/seed42/metrics.csv, work_dirs/gpu/data/val.txt, models/orthros.py
+    output: results/gpu/eval/quality/gdn/12M/seed42.csv
+    reason: Missing output files: results/gpu/eval/quality/gdn/12M/seed42.csv
+[Tue Dec  1 02:29:30 2026]
+rule lm_eval:
+    input: results/gpu/train/gla/12M/seed42/metrics.csv, work_dirs/gpu/data/val.txt
+    output: results/gpu/eval/quality/gla/12M/seed42.csv
+[Tue Dec  1 02:29:30 2026]
+localrule train:
+    input: work_dirs/gpu/data/tokenizer/tokenizer.json
+    output: results/gpu/train/gla/12M/seed42/metrics.csv, results/gpu/train/gla/12M/seed42/loss.csv
+[Tue Dec  1 02:29:30 2026]
+rule collect_quality:
+    input: results/gpu/train/orthros/12M/seed42/metrics.csv
+    output: results/gpu/quality.csv
+"""
+
+
+def test_plan_orphans(tmp_path):
+    jobs = gp.parse_plan(PLAN)
+    assert [j.rule for j in jobs] == ["lm_eval", "lm_eval", "train", "collect_quality"]
+    gla = "results/gpu/train/gla/12M/seed42/"
+    assert jobs[2].outputs == [gla + "metrics.csv", gla + "loss.csv"]
+    for arch in ("gdn", "gla", "orthros"):
+        f = tmp_path / f"results/gpu/train/{arch}/12M/seed42/metrics.csv"
+        f.parent.mkdir(parents=True)
+        f.write_text("x\n")
+    # gdn: made in an earlier call -> orphan; gla: trained in this plan; orthros: read by a rule without checkpoints
+    assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path) == ["results/gpu/train/gdn/12M/seed42/metrics.csv"]
+    assert gp.orphans(jobs, {"collect_quality"}, root=tmp_path) == ["results/gpu/train/orthros/12M/seed42/metrics.csv"]
+    (tmp_path / "results/gpu/train/gdn/12M/seed42/metrics.csv").unlink()
+    assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path) == []
