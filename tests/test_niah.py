@@ -193,7 +193,7 @@ def test_training_a_suite_model_lowers_the_answer_loss(suite_data):
     torch.manual_seed(0)
     model = build("orthros", "1M", vocab_size=tok.get_vocab_size(), window_size=8)
     fit = niah.train_needle_model(model, task, train, seq_len=64, steps=40, batch_size=8, lr=3e-3, n_queries=2,
-                                  curriculum_len=32, curriculum_frac=0.5, progress=False)
+                                  curriculum=[(32, 0.5, 16)], progress=False)
     assert np.isfinite(fit["final_loss"]) and fit["final_loss"] < np.log(len(task.values)) + 2
     assert fit["tokens"] == 20 * 16 * 32 + 20 * 8 * 64
 

@@ -87,8 +87,8 @@ rule niah:
     params:
         lengths=csv_list(NIAH["lengths"]),
         depths=csv_list(NIAH["depths"]),
-        curriculum=(f"--curriculum-len {NIAH['curriculum_len']} --curriculum-frac {NIAH.get('curriculum_frac', 0.0)}"
-                    if "curriculum_len" in NIAH else ""),
+        curriculum=("--curriculum " + ",".join(f"{p['len']}:{p['frac']}:{p['rows']}" for p in NIAH["curriculum"])
+                    if NIAH.get("curriculum") else ""),
         queries=NIAH.get("queries", 3),
     shell:
         "{PY} suite.eval.niah --arch {wildcards.arch} --size {NIAH[size]} {CFG} --data-dir {DATA} "
