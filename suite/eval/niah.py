@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from suite.common import autocast
 from suite.data.needles import FORMATS, NeedleTask, whole_number_match
 from suite.provenance import provenance, write_csv
 
@@ -94,7 +95,7 @@ def generate_answer(model, tokenizer, prompt_ids: list[int], max_new_tokens: int
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
                        lr: float, n_queries: int = 3, curriculum: list[tuple[int, float, int]] = (),
                        warmup: int = 30, weight_decay: float = 0.05, seed: int = 0, device: str = "cpu",
-                       progress: bool = True) -> dict:
+                       dtype: str = "float32", progress: bool = True) -> dict:
     """Train ``model`` in place on retrieval rows (loss on answer tokens only); returns
     ``{"final_loss", "tokens", "train_s"}``. ``curriculum``: phases ``(length, fraction of the steps, rows)`` run
     first, in order; the remaining steps use ``seq_len`` and ``batch_size``. Raises ValueError for bad settings
@@ -128,7 +129,8 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
         for row, (_, positions) in enumerate(seqs):
             labels[row, positions] = x[row, torch.tensor(positions, device=device) + 1]
         mask = (labels != -100).any(0)
-        logits = model(input_ids=x, output_mask=mask).logits
+        with autocast(device, dtype):
+            logits = model(input_ids=x, output_mask=mask).logits
         loss = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
         loss_val = float(loss.detach())
         if not math.isfinite(loss_val):
@@ -172,7 +174,8 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
             for _ in range(trials):
                 prompt = task.eval_prompt(rng, hay, context_len - len(prefix), depth)
                 budget = answer_budget(task, prompt.key, prompt.value)
-                text = generate_answer(model, tokenizer, prefix + prompt.ids, budget)
+                with autocast(device, dtype):
+                    text = generate_answer(model, tokenizer, prefix + prompt.ids, budget)
                 correct += whole_number_match(text, prompt.value)
                 distances.append(prompt.distance)
                 example = example or text
@@ -247,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--depths", type=_list(float), default=[0.0, 0.5, 1.0])
     p.add_argument("--trials", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", default="float32")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="autocast dtype (weights stay float32)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--profile", default="smoke")
     p.add_argument("--label-arch", default=None, help="arch column for --checkpoint runs")
@@ -259,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(a.seed)
     extra = {}
     if a.checkpoint:
-        model, tokenizer = load_model(a.checkpoint, a.tokenizer, a.dtype, a.device)
+        model, tokenizer = load_model(a.checkpoint, a.tokenizer, "float32", a.device)
         arch, train_len = a.label_arch or "checkpoint", a.train_len
         train_tokens = load_tokens(a.data_dir, "train") if a.data_dir else None
         task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
@@ -274,8 +278,8 @@ def main(argv: list[str] | None = None) -> None:
         model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len)
         fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
                                  batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
-                                 curriculum=a.curriculum, seed=a.seed,
-                                 device=a.device, progress=not a.no_progress)
+                                 curriculum=a.curriculum, seed=a.seed, device=a.device, dtype=a.dtype,
+                                 progress=not a.no_progress)
         arch, train_len = a.arch, a.train_len
         extra = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
                  "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),
