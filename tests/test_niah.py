@@ -172,13 +172,15 @@ def test_code_task_rows_and_labels(suite_data):
     assert all(len(tok.encode(" =" + v, add_special_tokens=False).ids) == 2 for v in task.values)
     rng = np.random.default_rng(3)
     ids, labels = task.training_sequence(rng, train, 96, n_queries=3)
-    assert ids.shape == (96,) and len(labels) == 3
+    assert ids.shape == (96,) and len(labels) == 6            # the value and the line end, per question
     text = tok.decode(ids.tolist())
     pairs = dict(re.findall(r"\n (\w+) =(\d)\n", text))
     assert len(pairs) == 3, text
-    for t in labels:  # position t predicts an answer token: the value stored for the key just asked
+    for t in labels[0::2]:  # position t predicts the value stored for the key just asked, then the line ends
         asked = tok.decode([int(ids[t - 1])]).strip()
-        assert tok.decode([int(ids[t + 1])]) == pairs[asked]
+        assert tok.decode([int(ids[t + 1])]) == pairs[asked] and tok.decode([int(ids[t + 2])]) == "\n"
+    assert [t + 1 for t in labels[0::2]] == labels[1::2]
+    assert task.correct("7\n memory =3", "7") and not task.correct("3\n memory =7", "7")  # the first line answers
     with pytest.raises(ValueError, match="too short"):
         task.training_sequence(rng, train, 20, n_queries=3)
 

@@ -148,7 +148,7 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
                    steps: int, *, vocab_size: int = 8192, batch_size: int = 64, lr: float = 1e-3,
                    weight_decay: float = 0.1, num_test: int = 1000, seed: int = 0, power_a: float = 0.01,
                    eval_kv: list[int] | None = None, far_distance: int | None = None, device: str = "cpu",
-                   dtype: str = "float32", log_every: int = 0) -> dict:
+                   dtype: str = "float32", shared_slots: bool = True, log_every: int = 0) -> dict:
     """Train a fresh model on MQAR with AdamW (cosine LR decay) and measure held-out accuracy.
 
     ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``). Step ``s`` trains on a
@@ -170,7 +170,8 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
     start, loss = time.perf_counter(), torch.tensor(float("nan"))
     for step in range(steps):
         kv = train_kv[step % len(train_kv)]
-        x, y = mqar_data(vocab_size, seq_len, kv, batch_size, seed * 1_000_003 + step, power_a, shared_slots=True)
+        x, y = mqar_data(vocab_size, seq_len, kv, batch_size, seed * 1_000_003 + step, power_a,
+                         shared_slots=shared_slots)
         slots = (y != -100).any(0)
         with autocast(device, dtype):
             logits = _logits(model, x.to(device), slots)

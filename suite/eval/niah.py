@@ -11,8 +11,9 @@ Two steps, one process (``python -m suite.eval.niah``):
 2. **Evaluate**: for every (context length, depth) cell, ``--trials`` prompts of exactly ``context_len`` tokens
    (held-out TEST text, one needle at the line boundary nearest the depth, then the question); the model
    greedily generates with its KV cache (``model.generate``, batch 1) a budget derived from the tokenizer (the
-   question's last line plus the answer plus a margin). A trial is correct when the value occurs in the
-   generation as a whole number (``12345670`` does not contain ``1234567``).
+   question's last line plus the answer plus a margin). A trial is correct when the value occurs in the answer as a
+   whole number (``12345670`` does not contain ``1234567``); the answer is the whole generation for RULER's format
+   and its first line for the code format (:meth:`suite.data.needles.NeedleTask.correct`).
 
 Each row records ``distance_min``/``distance_max``: tokens from the needle's value to the answer position. A
 sliding-window model of L layers and window w cannot read a value more than L*(w-1) tokens back: those cells
@@ -37,7 +38,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.common import autocast
-from suite.data.needles import FORMATS, NeedleTask, whole_number_match
+from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 
 NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status", "train_len",
@@ -176,7 +177,7 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
                 budget = answer_budget(task, prompt.key, prompt.value)
                 with autocast(device, dtype):
                     text = generate_answer(model, tokenizer, prefix + prompt.ids, budget)
-                correct += whole_number_match(text, prompt.value)
+                correct += task.correct(text, prompt.value)
                 distances.append(prompt.distance)
                 example = example or text
         except ValueError as err:
