@@ -227,3 +227,12 @@ def test_bad_jsonl_and_stdlib_files_are_named(tmp_path):
     (lib / "old.py").write_bytes(b"# -*- coding: latin-1 -*-\ns = '\xe9'\n")
     with pytest.raises(ValueError, match=r"old\.py: not valid UTF-8"):
         list(corpus_mod.stdlib_documents(root=lib))
+
+
+def test_site_packages_source_reads_installed_code_once():
+    """The GPU profiles' larger offline corpus: installed packages' sources, vendored duplicates kept once."""
+    docs = list(corpus_mod.site_packages_documents(max_files=300))
+    assert len(docs) > 100 and all(name.endswith(".py") for name, _ in docs)
+    texts = [text for _, text in docs]
+    assert len(set(texts)) == len(texts)
+    assert not any({"tests", "__pycache__"} & set(name.split("/")[:-1]) for name, _ in docs)

@@ -172,13 +172,15 @@ def test_code_task_rows_and_labels(suite_data):
     assert all(len(tok.encode(" =" + v, add_special_tokens=False).ids) == 2 for v in task.values)
     rng = np.random.default_rng(3)
     ids, labels = task.training_sequence(rng, train, 96, n_queries=3)
-    assert ids.shape == (96,) and len(labels) == 3
+    assert ids.shape == (96,) and len(labels) == 6            # the value and the line end, per question
     text = tok.decode(ids.tolist())
     pairs = dict(re.findall(r"\n (\w+) =(\d)\n", text))
     assert len(pairs) == 3, text
-    for t in labels:  # position t predicts an answer token: the value stored for the key just asked
+    for t in labels[0::2]:  # position t predicts the value stored for the key just asked, then the line ends
         asked = tok.decode([int(ids[t - 1])]).strip()
-        assert tok.decode([int(ids[t + 1])]) == pairs[asked]
+        assert tok.decode([int(ids[t + 1])]) == pairs[asked] and tok.decode([int(ids[t + 2])]) == "\n"
+    assert [t + 1 for t in labels[0::2]] == labels[1::2]
+    assert task.correct("7\n memory =3", "7") and not task.correct("3\n memory =7", "7")  # the first line answers
     with pytest.raises(ValueError, match="too short"):
         task.training_sequence(rng, train, 20, n_queries=3)
 
@@ -193,7 +195,7 @@ def test_training_a_suite_model_lowers_the_answer_loss(suite_data):
     torch.manual_seed(0)
     model = build("orthros", "1M", vocab_size=tok.get_vocab_size(), window_size=8)
     fit = niah.train_needle_model(model, task, train, seq_len=64, steps=40, batch_size=8, lr=3e-3, n_queries=2,
-                                  curriculum_len=32, curriculum_frac=0.5, progress=False)
+                                  curriculum=[(32, 0.5, 16)], progress=False)
     assert np.isfinite(fit["final_loss"]) and fit["final_loss"] < np.log(len(task.values)) + 2
     assert fit["tokens"] == 20 * 16 * 32 + 20 * 8 * 64
 

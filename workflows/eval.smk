@@ -3,8 +3,8 @@
 # whether an experiment can say anything at all (suite.eval.controls).
 
 LM_EVAL_CODE = MODEL_CODE + code("suite/eval/harness.py", "suite/eval/tasks")
-NIAH_CODE = MODEL_CODE + code("suite/eval/niah.py", "suite/data/needles.py", "suite/data/retrieval.py")
-MQAR_CODE = MODEL_CODE + code("suite/eval/mqar.py")
+NIAH_CODE = MODEL_CODE + code("suite/eval/niah.py", "suite/data/needles.py", "suite/data/retrieval.py", "suite/common.py")
+MQAR_CODE = MODEL_CODE + code("suite/eval/mqar.py", "suite/common.py")
 ARCHS = STUDY["archs"]
 ARCH_LIST = ",".join(ARCHS)
 MAIN = STUDY["main_size"]
@@ -27,8 +27,9 @@ def lm_tasks(size):
     return csv_list(LM["tasks"]) if size == MAIN else "val_ppl"
 
 
+GPU_JOB = 1 if STUDY["device"].startswith("cuda") else 0   # resources: one GPU job at a time (--resources gpu=1)
 LM_ARGS = (f"--tokenizer {DATA}/tokenizer --ppl-data {DATA}/val.txt --max-length {TRAIN_LEN} --boundary-token eos "
-           f"--profile {PROFILE} --batch-size {LM.get('batch_size', 1)}"
+           f"--profile {PROFILE} --batch-size {LM.get('batch_size', 1)} --device {STUDY['device']}"
            + (f" --limit {LM['limit']}" if LM["limit"] is not None else ""))
 
 
@@ -42,6 +43,8 @@ rule lm_eval:
     output:
         per_seed(QUALITY.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}")),
     threads: THREADS
+    resources:
+        gpu=GPU_JOB,
     log:
         WORK + "/logs/lm_eval_{arch}_{size}.log",
     params:
@@ -60,6 +63,8 @@ rule conversion_lm_eval:
     output:
         per_seed(RES + "/eval/quality/conversion_{{variant}}/seed{seed}.csv", CONV_SEEDS),
     threads: THREADS
+    resources:
+        gpu=GPU_JOB,
     log:
         WORK + "/logs/lm_eval_conversion_{variant}.log",
     params:
@@ -82,20 +87,23 @@ rule niah:
     output:
         NIAH_OUT,
     threads: THREADS
+    resources:
+        gpu=GPU_JOB,
     log:
         WORK + "/logs/niah_{arch}.log",
     params:
         lengths=csv_list(NIAH["lengths"]),
         depths=csv_list(NIAH["depths"]),
-        curriculum=(f"--curriculum-len {NIAH['curriculum_len']} --curriculum-frac {NIAH.get('curriculum_frac', 0.0)}"
-                    if "curriculum_len" in NIAH else ""),
+        curriculum=("--curriculum " + ",".join(f"{p['len']}:{p['frac']}:{p['rows']}" for p in NIAH["curriculum"])
+                    if NIAH.get("curriculum") else ""),
         queries=NIAH.get("queries", 3),
     shell:
         "{PY} suite.eval.niah --arch {wildcards.arch} --size {NIAH[size]} {CFG} --data-dir {DATA} "
         "--haystack {input.haystack} --format {NIAH[format]} --value-digits {NIAH[value_digits]} "
         "--train-len {NIAH[train_len]} --steps {NIAH[steps]} --batch-size {NIAH[batch_size]} --lr {NIAH[lr]} "
         "--queries {params.queries} {params.curriculum} --lengths {params.lengths} --depths {params.depths} "
-        "--trials {NIAH[trials]} --seed {SEED} --device {STUDY[device]} --profile {PROFILE} --no-progress "
+        "--trials {NIAH[trials]} --seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} "
+        "--no-progress "
         "--out {output} > {log} 2>&1"
 
 
@@ -109,6 +117,8 @@ rule mqar:
     output:
         MQAR_OUT,
     threads: THREADS
+    resources:
+        gpu=GPU_JOB,
     log:
         WORK + "/logs/mqar_{arch}.log",
     params:
@@ -120,7 +130,7 @@ rule mqar:
         "{PY} suite.eval.mqar --arch {wildcards.arch} --size {MQAR[size]} --seq-len {params.seq_lens} "
         "--kv-pairs {params.kv} {params.train_kv} --window {MQAR[window]} --vocab-size {MQAR[vocab_size]} "
         "--steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} --num-test {params.num_test} "
-        "--seed {SEED} --device {STUDY[device]} --profile {PROFILE} --out {output} > {log} 2>&1"
+        "--seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} --out {output} > {log} 2>&1"
 
 
 def runs(pattern, archs, sizes, seeds=SEEDS):

@@ -135,6 +135,19 @@ def stdlib_documents(root: str | Path | None = None, max_files: int | None = Non
             yield rel, text
 
 
+def site_packages_documents(max_files: int | None = None, log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
+    """(relative path, text) of the ``*.py`` files of the running interpreter's installed packages
+    (``sysconfig.get_paths()["purelib"]``), with the stdlib's folder rules and subset (see ``stdlib_documents``);
+    a file whose text another file already had (vendored copies) is kept once. An offline corpus far larger than
+    the stdlib for the GPU profiles: what a machine has installed decides its size, recorded in corpus.json."""
+    seen: set[bytes] = set()
+    for rel, text in stdlib_documents(sysconfig.get_paths()["purelib"], max_files, log):
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        if digest not in seen:
+            seen.add(digest)
+            yield rel, text
+
+
 def file_documents(patterns: Iterable[str], text_field: str = "text", max_files: int | None = None,
                    log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
     """(name, text) of local files matching glob ``patterns`` (``**`` allowed), sorted by path.
@@ -216,18 +229,20 @@ def hf_documents(path: str, name: str | None = None, split: str = "train", n_doc
 def documents(source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
               max_files: int | None = None, text_field: str = "text",
               log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
-    """Documents of a named source: ``"stdlib"``, ``"files"`` (globs in ``files``) or ``"hf"`` (``hf`` dict
+    """Documents of a named source: ``"stdlib"``, ``"site_packages"``, ``"files"`` (globs in ``files``) or ``"hf"`` (``hf`` dict
     with path, name, split, n_docs). Files that are not UTF-8 text are skipped into ``log``. Raises
     ValueError for an unknown source."""
     if source == "stdlib":
         return stdlib_documents(max_files=max_files, log=log)
+    if source == "site_packages":
+        return site_packages_documents(max_files=max_files, log=log)
     if source == "files":
         return file_documents(files, text_field=text_field, max_files=max_files, log=log)
     if source == "hf":
         spec = {**FINEWEB_EDU, "n_docs": 10000, **(hf or {})}
         return hf_documents(spec["path"], spec.get("name"), spec["split"], int(spec["n_docs"]),
                             spec.get("text_field", text_field))
-    raise ValueError(f"unknown data source {source!r}; expected 'stdlib', 'files' or 'hf'")
+    raise ValueError(f"unknown data source {source!r}; expected 'stdlib', 'site_packages', 'files' or 'hf'")
 
 
 def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
@@ -297,7 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=TEXT_RULE)
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--config", help="profile name or study-config path; its data section gives the defaults")
-    ap.add_argument("--source", choices=["stdlib", "files", "hf"])
+    ap.add_argument("--source", choices=["stdlib", "site_packages", "files", "hf"])
     ap.add_argument("--files", nargs="*", help="globs for --source files")
     ap.add_argument("--hf-path", help="Hugging Face dataset for --source hf (default HuggingFaceFW/fineweb-edu)")
     ap.add_argument("--hf-name", help="dataset config (default sample-10BT)")

@@ -45,7 +45,7 @@ TEMPLATES = {
                        question=("\nWhat is the special magic number for {key} mentioned in the provided text? "
                                  "The special magic number for {key} mentioned in the provided text is"),
                        answer=" {value}."),
-    "code": Templates(needle="\n {key} ={value}\n", question="\n {key} =", answer="{value}"),
+    "code": Templates(needle="\n {key} ={value}\n", question="\n {key} =", answer="{value}\n"),
 }
 
 
@@ -194,6 +194,13 @@ class NeedleTask:
         cut = int(bounds[np.argmin(np.abs(bounds - depth * hay_len))])
         ids = crop[:cut].tolist() + needle + crop[cut:].tolist() + question
         return Prompt(ids=ids, key=key, value=value, distance=context_len - 1 - (cut + value_at))
+
+
+    def correct(self, generated: str, value: str) -> bool:
+        """Whether a generation answers ``value``: RULER scores the whole generation (a restated sentence is fine);
+        the code format's answer is its first line, as the needle's value ends its line."""
+        answer = generated.split("\n", 1)[0] if self.fmt == "code" else generated
+        return whole_number_match(answer, value)
 
 
 def whole_number_match(text: str, value: str) -> bool:

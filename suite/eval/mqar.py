@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from suite.common import autocast
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -147,7 +148,7 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
                    steps: int, *, vocab_size: int = 8192, batch_size: int = 64, lr: float = 1e-3,
                    weight_decay: float = 0.1, num_test: int = 1000, seed: int = 0, power_a: float = 0.01,
                    eval_kv: list[int] | None = None, far_distance: int | None = None, device: str = "cpu",
-                   log_every: int = 0) -> dict:
+                   dtype: str = "float32", shared_slots: bool = True, log_every: int = 0) -> dict:
     """Train a fresh model on MQAR with AdamW (cosine LR decay) and measure held-out accuracy.
 
     ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``). Step ``s`` trains on a
@@ -169,9 +170,11 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
     start, loss = time.perf_counter(), torch.tensor(float("nan"))
     for step in range(steps):
         kv = train_kv[step % len(train_kv)]
-        x, y = mqar_data(vocab_size, seq_len, kv, batch_size, seed * 1_000_003 + step, power_a, shared_slots=True)
+        x, y = mqar_data(vocab_size, seq_len, kv, batch_size, seed * 1_000_003 + step, power_a,
+                         shared_slots=shared_slots)
         slots = (y != -100).any(0)
-        logits = _logits(model, x.to(device), slots)
+        with autocast(device, dtype):
+            logits = _logits(model, x.to(device), slots)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y[:, slots].flatten().to(device), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -183,7 +186,8 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
     by_kv = {}
     for kv in eval_kv or train_kv:
         test_x, test_y = test_set(vocab_size, seq_len, kv, num_test, seed * 1_000_003 + 10_000_000, power_a)
-        by_kv[kv] = mqar_accuracy(model, test_x, test_y, kv, far_distance)
+        with autocast(device, dtype):
+            by_kv[kv] = mqar_accuracy(model, test_x, test_y, kv, far_distance)
     return {"by_kv": by_kv, "final_train_loss": float(loss.item()),
             "n_params": sum(p.numel() for p in model.parameters()), "train_s": train_s,
             "num_train": steps * batch_size, "num_test": num_test}
@@ -222,7 +226,7 @@ def kernel_label(device: str) -> str:
 
 
 def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int, *, arch: str, size: str,
-             profile: str, seed: int = 0, device: str = "cpu", train_kv: list[int] | None = None,
+             profile: str, seed: int = 0, device: str = "cpu", dtype: str = "float32", train_kv: list[int] | None = None,
              window: int | None = None, num_layers: int | None = None, **train_kwargs) -> list[dict]:
     """MQAR rows, one per (seq_len, num_kv_pairs) cell.
 
@@ -247,8 +251,8 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
             if not trained or not evaluated:
                 continue
             reset_usage()
-            out = train_and_eval(model_factory, seq_len, trained, steps, seed=seed, device=device, eval_kv=evaluated,
-                                 far_distance=far, **train_kwargs)
+            out = train_and_eval(model_factory, seq_len, trained, steps, seed=seed, device=device, dtype=dtype,
+                                 eval_kv=evaluated, far_distance=far, **train_kwargs)
             for kv in evaluated:
                 results[kv] = (trained, out)
         for kv in kv_pairs:
@@ -260,13 +264,13 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
                 why = f"num_kv_pairs={kv} > seq_len/4={seq_len // 4}" if 4 * kv > seq_len else \
                     "no trainable pair count fits this seq_len"
                 rows.append(base | {"n_params": None, "accuracy": None, "status": f"not run: {why}"}
-                            | provenance(profile, seed, "float32", "none", device, None))
+                            | provenance(profile, seed, dtype, "none", device, None))
                 continue
             trained, out = results[kv]
             rows.append(base | {"n_params": out["n_params"], **out["by_kv"][kv], "status": "ok",
                                 "train_kv": "+".join(map(str, trained)), "num_train": out["num_train"],
                                 "num_test": out["num_test"], "final_train_loss": out["final_train_loss"]}
-                        | provenance(profile, seed, "float32", kernel_label(device), device, out["train_s"]))
+                        | provenance(profile, seed, dtype, kernel_label(device), device, out["train_s"]))
     return rows
 
 
@@ -299,6 +303,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-test", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="autocast dtype (weights stay float32)")
     p.add_argument("--profile", default="smoke")
     p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
@@ -314,7 +320,7 @@ def main(argv: list[str] | None = None) -> None:
         factory = registry_factory(a.arch, a.size, **({"window_size": a.window}
                                                       if a.window and a.arch in WINDOWED else {}))
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
-                    seed=a.seed, device=a.device, train_kv=a.train_kv, window=a.window, num_layers=layers,
+                    seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window, num_layers=layers,
                     vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr, num_test=a.num_test)
     write_csv(rows, a.out)
     for row in rows:

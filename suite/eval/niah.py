@@ -3,15 +3,17 @@
 Two steps, one process (``python -m suite.eval.niah``):
 
 1. **Train** (``--arch``/``--size``): a fresh model learns the retrieval task of :mod:`suite.data.needles` on
-   train-split haystacks at ``--train-len`` tokens, with a curriculum (the first ``--curriculum-frac`` of the
-   steps at ``--curriculum-len`` tokens, twice the batch) and the loss on the answer tokens only: the SFT
+   train-split haystacks at ``--train-len`` tokens after a curriculum of shorter phases (``--curriculum
+   LEN:FRAC:ROWS,...``: the first FRAC of the steps at LEN tokens with ROWS rows, and so on) with the loss on the
+   answer tokens only: the SFT
    regime of Sec. 3.2, so Orthros carries an output-stream token only at answer positions.
    ``--checkpoint DIR`` instead evaluates an existing HF checkpoint (no training).
 2. **Evaluate**: for every (context length, depth) cell, ``--trials`` prompts of exactly ``context_len`` tokens
    (held-out TEST text, one needle at the line boundary nearest the depth, then the question); the model
    greedily generates with its KV cache (``model.generate``, batch 1) a budget derived from the tokenizer (the
-   question's last line plus the answer plus a margin). A trial is correct when the value occurs in the
-   generation as a whole number (``12345670`` does not contain ``1234567``).
+   question's last line plus the answer plus a margin). A trial is correct when the value occurs in the answer as a
+   whole number (``12345670`` does not contain ``1234567``); the answer is the whole generation for RULER's format
+   and its first line for the code format (:meth:`suite.data.needles.NeedleTask.correct`).
 
 Each row records ``distance_min``/``distance_max``: tokens from the needle's value to the answer position. A
 sliding-window model of L layers and window w cannot read a value more than L*(w-1) tokens back: those cells
@@ -35,7 +37,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from suite.data.needles import FORMATS, NeedleTask, whole_number_match
+from suite.common import autocast
+from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 
 NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status", "train_len",
@@ -91,15 +94,23 @@ def generate_answer(model, tokenizer, prompt_ids: list[int], max_new_tokens: int
 
 
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
-                       lr: float, n_queries: int = 3, curriculum_len: int | None = None, curriculum_frac: float = 0.0,
+                       lr: float, n_queries: int = 3, curriculum: list[tuple[int, float, int]] = (),
                        warmup: int = 30, weight_decay: float = 0.05, seed: int = 0, device: str = "cpu",
-                       progress: bool = True) -> dict:
+                       dtype: str = "float32", progress: bool = True) -> dict:
     """Train ``model`` in place on retrieval rows (loss on answer tokens only); returns
-    ``{"final_loss", "tokens", "train_s"}``. The first ``curriculum_frac`` of the steps use ``curriculum_len``
-    tokens and twice the batch. Raises ValueError for bad lengths or a non-finite loss (naming the step)."""
-    if steps < 1 or batch_size < 1 or not 0 <= curriculum_frac < 1:
-        raise ValueError(f"steps={steps}, batch_size={batch_size} must be >= 1 and curriculum_frac="
-                         f"{curriculum_frac} in [0, 1)")
+    ``{"final_loss", "tokens", "train_s"}``. ``curriculum``: phases ``(length, fraction of the steps, rows)`` run
+    first, in order; the remaining steps use ``seq_len`` and ``batch_size``. Raises ValueError for bad settings
+    or a non-finite loss (naming the step)."""
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"steps={steps} and batch_size={batch_size} must be >= 1")
+    if any(n < 1 or rows < 1 or not 0 < frac < 1 for n, frac, rows in curriculum) or \
+            sum(frac for _, frac, _ in curriculum) >= 1:
+        raise ValueError(f"curriculum {list(curriculum)}: each phase needs length >= 1, rows >= 1 and a fraction "
+                         "in (0, 1), the fractions summing to below 1")
+    phases, end = [], 0
+    for n, frac, rows in curriculum:
+        end += int(frac * steps)
+        phases.append((end, n, rows))
     torch.manual_seed(seed)
     model.to(device).train()
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -108,19 +119,19 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
                             lr=lr, betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / max(1, warmup)) * 0.5 * (1 + math.cos(math.pi * s / steps)))
-    short_steps = int(curriculum_frac * steps) if curriculum_len else 0
     start, tokens, loss_val = time.perf_counter(), 0, float("nan")
     bar = tqdm(range(steps), desc="niah train", disable=not progress, mininterval=2.0)
     for step in bar:
         rng = np.random.default_rng([seed, step])
-        T, rows = (curriculum_len, 2 * batch_size) if step < short_steps else (seq_len, batch_size)
+        T, rows = next(((n, r) for until, n, r in phases if step < until), (seq_len, batch_size))
         seqs = [task.training_sequence(rng, hay, T, n_queries) for _ in range(rows)]
         x = torch.from_numpy(np.stack([s for s, _ in seqs])).to(device)
         labels = torch.full_like(x, -100)
         for row, (_, positions) in enumerate(seqs):
             labels[row, positions] = x[row, torch.tensor(positions, device=device) + 1]
         mask = (labels != -100).any(0)
-        logits = model(input_ids=x, output_mask=mask).logits
+        with autocast(device, dtype):
+            logits = model(input_ids=x, output_mask=mask).logits
         loss = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
         loss_val = float(loss.detach())
         if not math.isfinite(loss_val):
@@ -164,8 +175,9 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
             for _ in range(trials):
                 prompt = task.eval_prompt(rng, hay, context_len - len(prefix), depth)
                 budget = answer_budget(task, prompt.key, prompt.value)
-                text = generate_answer(model, tokenizer, prefix + prompt.ids, budget)
-                correct += whole_number_match(text, prompt.value)
+                with autocast(device, dtype):
+                    text = generate_answer(model, tokenizer, prefix + prompt.ids, budget)
+                correct += task.correct(text, prompt.value)
                 distances.append(prompt.distance)
                 example = example or text
         except ValueError as err:
@@ -197,6 +209,13 @@ def _list(cast):
     return parse
 
 
+def _phases(text: str) -> list[tuple[int, float, int]]:
+    try:
+        return [(int(n), float(f), int(r)) for n, f, r in (item.split(":") for item in text.split(",") if item)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS,..., got {text!r}") from None
+
+
 def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int):
     from models.registry import build
     from suite.train.run import window_overrides
@@ -226,13 +245,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--queries", type=int, default=3, help="needles (and questions) per training row")
-    p.add_argument("--curriculum-len", type=int, default=None)
-    p.add_argument("--curriculum-frac", type=float, default=0.0)
+    p.add_argument("--curriculum", type=_phases, default=[],
+                   help="LEN:FRAC:ROWS,... shorter phases first (e.g. 48:0.3:64: 30%% of the steps at 48 tokens, 64 rows)")
     p.add_argument("--lengths", type=_list(int), default=[1024, 4096], help="context lengths in tokens")
     p.add_argument("--depths", type=_list(float), default=[0.0, 0.5, 1.0])
     p.add_argument("--trials", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", default="float32")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="autocast dtype (weights stay float32)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--profile", default="smoke")
     p.add_argument("--label-arch", default=None, help="arch column for --checkpoint runs")
@@ -244,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(a.seed)
     extra = {}
     if a.checkpoint:
-        model, tokenizer = load_model(a.checkpoint, a.tokenizer, a.dtype, a.device)
+        model, tokenizer = load_model(a.checkpoint, a.tokenizer, "float32", a.device)
         arch, train_len = a.label_arch or "checkpoint", a.train_len
         train_tokens = load_tokens(a.data_dir, "train") if a.data_dir else None
         task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
@@ -259,8 +279,8 @@ def main(argv: list[str] | None = None) -> None:
         model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len)
         fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
                                  batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
-                                 curriculum_len=a.curriculum_len, curriculum_frac=a.curriculum_frac, seed=a.seed,
-                                 device=a.device, progress=not a.no_progress)
+                                 curriculum=a.curriculum, seed=a.seed, device=a.device, dtype=a.dtype,
+                                 progress=not a.no_progress)
         arch, train_len = a.arch, a.train_len
         extra = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
                  "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),

@@ -203,60 +203,115 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
     return _save(fig, Path(out_dir), "fig_mqar")
 
 
+def _caption(frame: pd.DataFrame | None, what: str) -> str:
+    """One provenance line for a figure caption, e.g. ``GPU rows: NVIDIA H200, bfloat16, kernels sdpa-flash+...``."""
+    if frame is None or frame.empty:
+        return ""
+    parts = []
+    for col, label in (("gpu_name", ""), ("device", ""), ("dtype", ""), ("backend", "kernels "), ("commit", "commit ")):
+        if col in frame and frame[col].notna().any():
+            parts.append(label + "/".join(sorted(set(frame[col].dropna().astype(str)))[:2]))
+    return f"{what}: " + ", ".join(dict.fromkeys(parts))
+
+
+def _speedups(rows: pd.DataFrame, slow: str = "transformer", fast: str = "orthros") -> pd.DataFrame:
+    """Per (method, seq_len): ms of ``slow`` / ms of ``fast``."""
+    key = "model" if "model" in rows else "arch"
+    t = rows[rows[key] == slow].groupby(["method", "seq_len"])["ms"].mean()
+    o = rows[rows[key] == fast].groupby(["method", "seq_len"])["ms"].mean()
+    return (t / o).dropna().rename("speedup").reset_index()
+
+
 def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: pd.DataFrame | None,
-         out_dir: str | Path, missing_gpu: str, missing_cpu: str) -> list[Path]:
-    """Prefill latency (ms) vs sequence length, log-log; left 1 GPU, right 8 GPUs. ``figures``: reported figures.csv."""
-    fig, axes = plt.subplots(1, 2, figsize=(14, 6.5))
-    panels = [(axes[0], 1, "single GPU", (8192, 131072)), (axes[1], 8, "8 GPUs", (65536, 1048576))]
-    for ax, gpus, panel, (lo, hi) in panels:
-        rep = figures[(figures["figure"] == "Figure 4") & (figures["gpus"] == str(gpus))].iloc[0]
-        notes = []
-        if gpu_prefill is not None:
-            g = gpu_prefill[(pd.to_numeric(gpu_prefill["gpus"]) == gpus) & (gpu_prefill["status"] == "ok")]
-            for (model, method), c in g.groupby(["model", "method"], sort=False):
-                c = c.sort_values("seq_len")
-                dashed = method == "cost-model prediction"
-                ax.plot(c["seq_len"], c["ms"], marker="o", linestyle="--" if dashed else "-",
-                        color=ARCH_COLOR.get(model, None), label=f"{model} GPU ({method})")
-            at = g[pd.to_numeric(g["seq_len"]) == float(rep["seq_len"])]
-            t, o = at[at["model"] == "transformer"], at[at["model"] == "orthros"]
-            if len(t) and len(o):
-                kind = "/".join(sorted(set(t["method"]) | set(o["method"])))
-                label = "predicted" if kind == "cost-model prediction" else "measured"
-                notes.append(f"{label} {t['ms'].mean() / o['ms'].mean():.2f}x at {tokens_label(rep['seq_len'])} ({kind}); "
-                             f"{scale_text(at)}")
-            elif g.empty:
-                notes.append(f"GPU: not run ({'no rows for this GPU count' if len(gpu_prefill) else missing_gpu})")
+         out_dir: str | Path, missing_gpu: str, missing_cpu: str, seq_parallel: pd.DataFrame | None = None) -> list[Path]:
+    """Prefill (Fig. 4) in four panels: (a) one-GPU latency (ms, log-log) at the Qwen3-8B shape; (b) the speedup the
+    claims are about, Transformer ms / Orthros ms against length: measured on one GPU, measured on 2 GPUs (sequence
+    parallel, ``seq_parallel``), the cost model for 1 and 8 GPUs, and the paper's 3.5x (1 GPU, 128K) and 21.9x
+    (8 GPUs, 1M); (c) 8-GPU latency (cost model unless measured); (d) the CPU sweep of the ~1M-parameter trained
+    models, a different scale on its own axes. Archs or lengths with no measurement are listed as not run.
+    Provenance goes in one caption line per source."""
+    fig, axes = plt.subplots(2, 2, figsize=(14, 11))
+    (a, b), (c, d) = axes
+    rep = {g: figures[(figures["figure"] == "Figure 4") & (figures["gpus"] == str(g))].iloc[0] for g in (1, 8)}
+    ok = gpu_prefill[gpu_prefill["status"] == "ok"] if gpu_prefill is not None else None
+    for ax, gpus in ((a, 1), (c, 8)):
+        g = ok[pd.to_numeric(ok["gpus"]) == gpus] if ok is not None else None
+        if g is None or g.empty:
+            _empty(ax, f"{gpus} GPU(s): not run\n{textwrap.fill(missing_gpu, 50)}")
         else:
-            notes.append(f"GPU: not run ({missing_gpu})")
-        if gpus == 1:
-            if cpu_prefill is not None and (cpu_prefill["status"] == "ok").any():
-                c_ok = cpu_prefill[cpu_prefill["status"] == "ok"]
-                for arch, c in c_ok.groupby("arch", sort=False):
-                    c = c.sort_values("seq_len")
-                    ax.plot(c["seq_len"], c["ms"], marker="x", linestyle=":", color=ARCH_COLOR.get(arch, None),
-                            label=f"{arch} CPU")
-                notes.append(f"CPU: {scale_text(c_ok)}")
-            else:
-                notes.append(f"CPU: not run ({missing_cpu})")
+            for (model, method), rows in g.groupby(["model", "method"], sort=False):
+                rows = rows.sort_values("seq_len")
+                style = {"full-model": "-", "cost-model prediction": "--"}.get(method, ":")
+                ax.plot(rows["seq_len"], rows["ms"], marker="o", linestyle=style, color=ARCH_COLOR.get(model),
+                        label=f"{model} ({method})")
+            ax.legend(fontsize=7, loc="upper left")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        if not ax.lines:
-            ax.set_xlim(lo / 2, hi * 2)
-            ax.set_ylim(1, 1e6)
-        ax.axvline(float(rep["seq_len"]), color="black", alpha=0.4, linestyle="-.")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: tokens_label(v)))
-        ax.annotate(f"paper: {rep['value']:g}x at {tokens_label(rep['seq_len'])}\n({rep['note']})",
-                    xy=(float(rep["seq_len"]), 0.97), xycoords=("data", "axes fraction"), ha="right", va="top",
-                    fontsize=8, bbox=dict(boxstyle="round", fc="white", ec="black", alpha=0.8))
+        ax.axvline(float(rep[gpus]["seq_len"]), color="black", alpha=0.3, linestyle="-.")
         ax.set_xlabel("sequence length (tokens)")
         ax.set_ylabel("prefill latency (ms)")
-        ax.margins(x=0.1, y=0.25)
-        ax.set_title(f"{panel}: paper Qwen3-8B vs Orthros-8B, {rep['x_range']}, prefill only\n"
-                     + "\n".join(textwrap.fill(n, 95) for n in notes), fontsize=7)
+        ax.set_title(f"({'a' if gpus == 1 else 'c'}) {gpus} GPU{'s' if gpus > 1 else ''}: Qwen3-8B shape, random bf16 "
+                     f"weights, prefill only", fontsize=9)
         ax.grid(alpha=0.3, which="both")
-        if ax.lines:
-            handles = [h for h in ax.lines if not h.get_label().startswith("_")]
-            if handles:
-                ax.legend(fontsize=7, loc="lower right")
+
+    if ok is not None and not ok.empty:
+        one = _speedups(ok[pd.to_numeric(ok["gpus"]) == 1])
+        for method, rows in one.groupby("method"):
+            style = "-" if method == "full-model" else ":"
+            b.plot(rows["seq_len"], rows["speedup"], marker="o", linestyle=style, color="tab:purple",
+                   label=f"measured, 1 GPU ({method})" if method != "cost-model prediction" else "cost model, 1 GPU")
+        eight = _speedups(ok[pd.to_numeric(ok["gpus"]) == 8])
+        if len(eight):
+            b.plot(eight["seq_len"], eight["speedup"], linestyle="--", color="tab:gray", label="cost model, 8 GPUs")
+    if seq_parallel is not None and "arch" in seq_parallel:
+        sp_ok = seq_parallel[(seq_parallel["status"] == "ok") & (pd.to_numeric(seq_parallel["gpus"]) > 1)]
+        for gpus, rows in sp_ok.groupby("gpus"):
+            ratio = _speedups(rows.assign(model=rows["arch"]))
+            if len(ratio):
+                b.plot(ratio["seq_len"], ratio["speedup"], marker="s", linestyle="-", color="tab:green",
+                       label=f"measured, {int(gpus)} GPUs (sequence parallel)")
+    for gpus, marker in ((1, "*"), (8, "P")):
+        b.scatter([float(rep[gpus]["seq_len"])], [float(rep[gpus]["value"])], marker=marker, s=180, color="black",
+                  zorder=5, label=f"paper: {rep[gpus]['value']:g}x, {gpus} GPU{'s' if gpus > 1 else ''} at "
+                                  f"{tokens_label(rep[gpus]['seq_len'])}")
+    b.set_xscale("log", base=2)
+    b.set_yscale("log")
+    b.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: tokens_label(v)))
+    b.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    b.axhline(1.0, color="gray", linewidth=0.8)
+    b.set_xlabel("sequence length (tokens)")
+    b.set_ylabel("prefill speedup, Transformer ms / Orthros ms")
+    b.set_title("(b) the claim: prefill speedup vs length", fontsize=9)
+    b.legend(fontsize=7, loc="upper left")
+    b.grid(alpha=0.3, which="both")
+
+    cpu_ok = cpu_prefill[cpu_prefill["status"] == "ok"] if cpu_prefill is not None else None
+    if cpu_ok is None or cpu_ok.empty:
+        _empty(d, "CPU sweep: not run\n" + textwrap.fill(missing_cpu, 50))
+    else:
+        for arch, rows in cpu_prefill.groupby("arch", sort=False):
+            good = rows[rows["status"] == "ok"].sort_values("seq_len")
+            lost = rows[rows["status"] != "ok"]
+            note = f" (not run at {', '.join(tokens_label(n) for n in lost['seq_len'])})" if len(lost) else ""
+            if len(good):
+                d.plot(good["seq_len"], good["ms"], marker="x", linestyle=":", color=ARCH_COLOR.get(arch),
+                       label=f"{arch}{note}")
+            else:
+                d.plot([], [], " ", label=f"{arch}: {lost['status'].iloc[0]}")
+        d.set_xscale("log", base=2)
+        d.set_yscale("log")
+        d.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: tokens_label(v)))
+        d.legend(fontsize=7, loc="upper left")
+        d.grid(alpha=0.3, which="both")
+    d.set_xlabel("sequence length (tokens)")
+    d.set_ylabel("prefill latency (ms)")
+    params = _human(pd.to_numeric(cpu_ok["n_params"]).median()) if cpu_ok is not None and "n_params" in cpu_ok and \
+        len(cpu_ok) else "?"
+    d.set_title(f"(d) CPU: the trained {params}-parameter models of this profile (not the 8B shape)", fontsize=9)
+    captions = [_caption(ok, "GPU rows"), _caption(seq_parallel, "multi-GPU rows"), _caption(cpu_ok, "CPU rows"),
+                "Paper: Qwen3-8B vs Orthros-8B; 3.5x at 128K on one GPU and 21.9x at 1M on 8 GPUs (sequence parallel), "
+                "prefill only."]
+    fig.text(0.01, -0.01, "\n".join(textwrap.fill(c, 170) for c in captions if c), fontsize=7, va="top")
+    fig.tight_layout()
     return _save(fig, Path(out_dir), "fig4")

@@ -102,7 +102,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     written["figures"] += fig_mqar(m["mqar"], reported[reported["table"] == "Table 3"], out_f, miss("mqar"),
                                    invalid["mqar"])
     written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
-                               f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"))
+                               f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"), m["gpu_seq_parallel"])
     return written
 
 

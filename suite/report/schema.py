@@ -27,6 +27,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "gpu_prefill": {"model": TEXT, "method": TEXT, "gpus": NUMBER, "seq_len": NUMBER, "ms": NUMBER, "status": TEXT},
     "gpu_e2e": {"model": TEXT, "batch": NUMBER, "input_len": NUMBER, "output_len": NUMBER, "ttft_s": NUMBER,
                 "e2e_s": NUMBER, "output_tok_s": NUMBER, "decode_tok_s": NUMBER, "status": TEXT},
+    "gpu_seq_parallel": {"arch": TEXT, "gpus": NUMBER, "seq_len": NUMBER, "ms": NUMBER, "status": TEXT},
     "gpu_niah": {"arch": TEXT, "device": TEXT, "context_len": NUMBER, "depth": NUMBER, "accuracy": NUMBER,
                  "status": TEXT},
 }

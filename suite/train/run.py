@@ -46,6 +46,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
+from suite.common import DTYPES, autocast
 from suite.data.batches import TokenBatches, eval_windows
 from suite.data.retrieval import RetrievalSampler
 from suite.data.tokenizer import load_tokens
@@ -53,7 +54,6 @@ from suite.provenance import provenance, read_csv, write_csv, write_text
 from suite.train import checkpoint as ckpt_io
 from suite.train import distributed
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class TrainingDivergedError(RuntimeError):
@@ -118,16 +118,10 @@ def evaluate(model, batches: list[torch.Tensor], device: str = "cpu", dtype: str
     losses = []
     for x in batches:
         x = x.to(device)
-        with _autocast(device, dtype):
+        with autocast(device, dtype):
             losses.append(float(model(input_ids=x, labels=x).loss))
     model.train(was_training)
     return float(np.mean(losses))
-
-
-def _autocast(device: str, dtype: str):
-    if dtype == "float32":
-        return torch.autocast(device_type=torch.device(device).type, enabled=False)
-    return torch.autocast(device_type=torch.device(device).type, dtype=DTYPES[dtype])
 
 
 def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch_size: int, seq_len: int,
@@ -279,7 +273,7 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
         t_step = time.perf_counter()
         x = batches.batch(data_offset + step - 1)  # the global batch; this rank trains on its rows
         x_rank = distributed.shard_rows(x, ctx).to(device)
-        with _autocast(device, dtype):
+        with autocast(device, dtype):
             loss = net(input_ids=x_rank, labels=x_rank).loss
         loss_val = distributed.mean(loss.detach(), ctx)
         if not math.isfinite(loss_val):
