@@ -2,10 +2,11 @@
 # One part of the gpu profile's DAG, run ON THE LENT GPU MACHINE (offline) from the repository root, then everything
 # it produced packed into ONE archive, $OUT/gpu_results.tar.gz, for the trip back (scripts/gpu_unpack.sh; README:
 # GPU runs). One device call each, <= 10 minutes:
-#   PART=train   training (6 archs at 12M and the SO ablation at 6M/12M/25M, 3 seeds each), the conversion
-#                experiment, lm-eval of every run, the CPU prefill sweeps       -> quality/ablation/conversion.csv, ...
-#   PART=recall  NIAH and MQAR (a retrieval training run per arch), then controls.csv, and the paper tables and
-#                figures, when the train part's CSVs are already in results/gpu (unpacked from its archive)
+#   PART=train   training (6 archs at 12M and the SO ablation at 3M/6M/12M, 3 seeds each), the conversion
+#                experiment, lm-eval of every run; then the CPU prefill sweeps alone  -> quality/ablation/conversion.csv
+#   PART=recall  NIAH (6M, trained to 32K, tested to 128K) and MQAR (T=256), a training run per arch each; then
+#                controls.csv, and the paper tables and figures, when the train part's CSVs are already in
+#                results/gpu (unpacked from its archive)
 #   PART=bench   system benchmarks, one at a time on an otherwise idle GPU: suite/bench/gpu_all.sh (PART=main of it:
 #                prefill, E2E, cost model), then the FLA cross-check; on >= 2 GPUs then seq_parallel.csv
 #   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs
@@ -15,8 +16,10 @@
 # checkpoint re-runs the training it needs, since checkpoints do not come back; scripts/gpu_plan.py).
 # Wheels (scripts/gpu_wheels.sh, here): .whl_xz/wheels.tar.xz (all of them, one solid xz) if carried, else .whl/*.whl
 # and .whl_tilelang/*.whl, installed into /tmp/site.
-# Env: TOTAL_S (560) caps the whole command, packing included; GPU_JOBS (4): GPU jobs of train/recall at once, all
-#   on the first GPU (small models; snakemake does not spread jobs over GPUs); GPU_ALL_PART (main): gpu_all.sh's own
+# Env: TOTAL_S (560) caps the whole command, installing and packing included (PACK_S 25 s kept for packing, KILL_S
+#   10 s between a step's TERM and KILL); GPU_JOBS (4): GPU jobs of train/recall at once (--resources gpu=N; every
+#   GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 = one
+#   GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls); GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
 #   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
@@ -35,6 +38,7 @@ fi
 DRY=${DRY:-0}
 TOTAL_S=${TOTAL_S:-560}
 PACK_S=${PACK_S:-25}
+KILL_S=${KILL_S:-10}           # a step past its cap gets TERM, then KILL this much later (its whole process group)
 GPU_JOBS=${GPU_JOBS:-4}
 GPU_ALL_PART=${GPU_ALL_PART:-main}
 OUT=${OUT:-work_dirs/gpu/out}
@@ -47,7 +51,7 @@ MARK=$RUN/.start
 touch "$MARK"
 exec > >(tee -a "$RUN/gpu_run.log") 2>&1
 
-left() { echo $(( TOTAL_S - PACK_S - SECONDS )); }
+left() { echo $(( TOTAL_S - PACK_S - KILL_S - SECONDS )); }  # a step's cap: it ends by then + KILL_S at the latest
 
 pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB), whatever happened before
   local rc=$? stage=/tmp/gpu_pack cap=1048576 f
@@ -158,10 +162,14 @@ AGE=${AGE:-$(( DRY ? 0 : 1 ))}
 (( AGE )) && age
 
 # -- 4. snakemake ---------------------------------------------------------------------------------------------------
-CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros)  # jobs that read a checkpoint of another job
+# jobs that read a checkpoint of another job (checkpoints stay on the machine that trained them)
+CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros prefill_cpu)
+# Every GPU rule declares `resources: gpu=N` itself (workflows/*.smk, tests/test_gpu_resources.py); --resources gpu=
+# below says how many of them share the GPU. `bench` is this script's own: the timing benchmarks (GPU and CPU) hold
+# it, and each runs in a step of its own (nothing else running), one at a time.
+BENCH_RULES=(gpu_benchmarks fla_crosscheck seq_parallel prefill_cpu prefill_cpu_128k)
 COMMON=(--cores all --config profile=gpu --keep-going --scheduler greedy --rerun-incomplete
-        --set-resources niah:gpu=1 mqar:gpu=1 lm_eval:gpu=1 conversion_lm_eval:gpu=1
-        gpu_benchmarks:bench=1 fla_crosscheck:bench=1 seq_parallel:bench=1)
+        --set-resources "${BENCH_RULES[@]/%/:bench=1}")
 (( DRY )) && COMMON+=(-n)
 FAILED=0
 
@@ -172,7 +180,7 @@ smk() {  # smk NAME GPU_SLOTS MIN_S [snakemake args ...]: one invocation, capped
   (( DRY )) && min=1
   (( cap >= min )) || { echo "== $name: skipped, ${cap}s left (it needs ${min}s)"; FAILED=1; return 1; }
   echo "== $name (${cap}s left): snakemake ${*}"
-  timeout -s TERM -k 30 "$cap" env PART="$GPU_ALL_PART" "$PY" -m snakemake "${COMMON[@]}" \
+  timeout -s TERM -k "$KILL_S" "$cap" env PART="$GPU_ALL_PART" "$PY" -m snakemake "${COMMON[@]}" \
     --resources gpu="$slots" bench=1 "$@" > "$RUN/$name.log" 2>&1
   rc=$?
   echo "   jobs: $(grep -E '^(local)?rule [a-z_0-9]+:$' "$RUN/$name.log" | awk '{sub(":", "", $2); print $2}' | sort \
@@ -213,9 +221,14 @@ case $WHAT in
       force+=("${more[@]}")
     done
     (( ${#force[@]} )) && echo "== re-training, its checkpoints stayed on an earlier machine: ${force[*]}"
-    if (( DRY )); then :  # the last plan was the dry run
-    elif (( ${#force[@]} )); then smk train "$SLOTS" 60 --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
-    else smk train "$SLOTS" 60 -- "${TRAIN_T[@]}"; fi
+    # training, conversion and lm-eval first; then the CPU prefill sweeps (timing) alone on the machine, in the same
+    # call (they read the checkpoints just trained), holding no GPU slot
+    omit=(--omit-from prefill_cpu prefill_cpu_128k)
+    if (( DRY )); then  # the last plan was the dry run of everything; the two steps' own plans:
+      smk train "$SLOTS" 1 "${omit[@]}" ${force[@]:+--forcerun "${force[@]}"} -- "${TRAIN_T[@]}"
+    elif (( ${#force[@]} )); then smk train "$SLOTS" 60 "${omit[@]}" --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
+    else smk train "$SLOTS" 60 "${omit[@]}" -- "${TRAIN_T[@]}"; fi
+    (( DRY )) || smk prefill_cpu 0 60 --allowed-rules prefill_cpu prefill_cpu_128k -- "${TRAIN_T[@]:3}"
     ;;
   recall)
     data_prep

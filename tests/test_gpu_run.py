@@ -70,8 +70,14 @@ def test_train_plan_retrains_what_an_earlier_call_left_without_checkpoints(repo,
     rules = [line.split()[1].rstrip(":") for line in plan.splitlines() if line.startswith(("rule ", "localrule "))]
     assert rules.count("train") == 13 and rules.count("lm_eval") == 13 and "conversion_cpt" in rules
     assert "tokenizer" not in rules and "corpus" not in rules
-    # the GPU rules that declare no gpu resource get one (one pool of JOBS_PER_GPU slots), the benchmarks 'bench'
-    assert "resources: tmpdir=/tmp, gpu=1" in plan
+    # the GPU rules declare gpu=1 themselves (workflows/*.smk); the CPU prefill sweeps (timing) hold 'bench' and are
+    # left out of the training step, to run after it alone
+    assert "resources: tmpdir=/tmp, gpu=1" in plan and "bench=1" in plan
+    with tarfile.open(archive) as tar:
+        train = tar.extractfile("./gpu_run/train.log").read().decode()
+    train_rules = {line.split()[1].rstrip(":") for line in train.splitlines() if line.startswith(("rule ", "localrule "))}
+    assert {"train", "lm_eval", "conversion_cpt"} <= train_rules
+    assert not train_rules & {"prefill_cpu", "prefill_cpu_128k"}
 
 
 def test_bench_runs_each_benchmark_alone_and_forced(repo, tmp_path):
