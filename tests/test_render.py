@@ -161,7 +161,7 @@ def test_extra_columns_and_files_are_tolerated(tmp_path):
     res, gpu = _copy_fixtures(tmp_path)
     mqar = pd.read_csv(res / "mqar.csv")
     mqar.assign(task_variant="new column the renderers do not read").to_csv(res / "mqar.csv", index=False)
-    (res / "controls.csv").write_text("anything,at,all\n1,2,3\n")
+    (res / "notes.csv").write_text("anything,at,all\n1,2,3\n")
     render(res, gpu, tmp_path / "t", tmp_path / "f")
     assert "table3.csv" in _written(tmp_path / "t")
 
@@ -169,7 +169,7 @@ def test_extra_columns_and_files_are_tolerated(tmp_path):
 def test_all_nan_measurement_is_not_run_not_a_verdict(tmp_path):
     res, gpu = _copy_fixtures(tmp_path)
     mqar = pd.read_csv(res / "mqar.csv")
-    mqar.assign(accuracy=float("nan")).to_csv(res / "mqar.csv", index=False)
+    mqar.assign(accuracy=float("nan"), accuracy_far=float("nan")).to_csv(res / "mqar.csv", index=False)
     m = {"results": "{results}/mqar.csv", "column": "accuracy", "op": "difference", "numerator": {"arch": "orthros"},
          "denominator": {"arch": "swa"}, "where": {"status": "ok"}, "expect": {"ge": 0.0}}
     got = evaluate_measure(m, res, gpu)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ def test_seq_parallel_rule_asks_for_gpus_and_launches_torchrun(args, gpus):
 
 def test_bad_config_stops_naming_the_key(tmp_path):
     bad = tmp_path / "bad.yaml"
-    text = (ROOT / "profiles" / "ci.yaml").read_text().replace("seed: 42", "seed: 42\nlearning_rate: 0.1")
+    text = (ROOT / "profiles" / "ci.yaml").read_text().replace("seeds: [42, 43]", "seeds: [42, 43]\nlearning_rate: 0.1")
     bad.write_text(text)
     run = snakemake("-n", "--config", f"profile={bad}", timeout=300)
     assert run.returncode != 0
@@ -66,7 +67,8 @@ def test_ci_profile_end_to_end():
     assert len(set(ablation["size"])) >= 2
     assert set(pd.read_csv(res / "conversion.csv")["variant"]) == {"base", "base_cpt", "conversion"}
     ppl = pd.read_csv(res / "quality.csv").query("task == 'val_ppl' and metric == 'byte_perplexity'")
-    assert len(ppl) == 6 and (ppl["value"] > 1).all()
+    n_seeds = len(yaml.safe_load((ROOT / "profiles" / "ci.yaml").read_text())["seeds"])
+    assert len(ppl) == 6 * n_seeds and (ppl["value"] > 1).all() and ppl.groupby("arch")["seed"].nunique().eq(n_seeds).all()
     render = ROOT / "work_dirs" / "ci" / "render"
     table1 = (render / "paper_tables" / "table1.md").read_text()
     assert "53.98" in table1  # the paper's Orthros average, beside what was measured

@@ -126,10 +126,12 @@ rule mqar:
         kv=csv_list(MQAR["num_kv_pairs"]),
         train_kv=f"--train-kv {csv_list(MQAR['train_kv'])}" if "train_kv" in MQAR else "",
         num_test=MQAR.get("num_test", 1000),
+        weight_decay=MQAR.get("weight_decay", 0.1),
     shell:
         "{PY} suite.eval.mqar --arch {wildcards.arch} --size {MQAR[size]} --seq-len {params.seq_lens} "
         "--kv-pairs {params.kv} {params.train_kv} --window {MQAR[window]} --vocab-size {MQAR[vocab_size]} "
-        "--steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} --num-test {params.num_test} "
+        "--steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} --weight-decay {params.weight_decay} "
+        "--num-test {params.num_test} "
         "--seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} --out {output} > {log} 2>&1"
 
 

@@ -140,7 +140,7 @@ def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Ten
     param = next(model.parameters())
     device = param.device
     local = torch.cat([torch.arange(s, e, device=device) for s, e in mine])
-    cos, sin = rope_cos_sin(local.expand(B, -1), cfg.head_dim, cfg.rope_theta, param.dtype)
+    cos, sin = rope_cos_sin(local.expand(B, -1), rope_frequencies(cfg, device), param.dtype)
     n_local = local.numel()
     h = model.model.embed_tokens(input_ids.to(device)[:, local])
     for layer, mix in zip(model.model.layers, mixers):

@@ -258,7 +258,8 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
         for kv in kv_pairs:
             base = {"arch": arch, "size": size, "seq_len": seq_len, "num_kv_pairs": kv, "steps": steps,
                     "vocab_size": vocab, "batch_size": train_kwargs.get("batch_size", 64),
-                    "lr": train_kwargs.get("lr", 1e-3), "window": window, "num_layers": num_layers,
+                    "lr": train_kwargs.get("lr", 1e-3), "weight_decay": train_kwargs.get("weight_decay", 0.1),
+                    "window": window, "num_layers": num_layers,
                     "far_distance": far, "chance": 2 / vocab}
             if kv not in results:
                 why = f"num_kv_pairs={kv} > seq_len/4={seq_len // 4}" if 4 * kv > seq_len else \
@@ -300,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--num-test", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
@@ -321,7 +323,8 @@ def main(argv: list[str] | None = None) -> None:
                                                       if a.window and a.arch in WINDOWED else {}))
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
                     seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window, num_layers=layers,
-                    vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr, num_test=a.num_test)
+                    vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr, weight_decay=a.weight_decay,
+                    num_test=a.num_test)
     write_csv(rows, a.out)
     for row in rows:
         print(row["seq_len"], row["num_kv_pairs"], row["accuracy"], row.get("accuracy_far"), row["status"])

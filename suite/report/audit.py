@@ -47,18 +47,22 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
     ``status: ok``) are used; NaN measurements are dropped ("not measured", never a verdict).
 
     ``controls: <experiment>`` gives a verdict only when both controls of that experiment passed (else status
-    "invalid: ..."). ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
+    "invalid: ...", value None; a measurement that did not run stays "not run: ..."). ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
     :mod:`suite.report.stats`: for a claim of equality ("on par") no difference passes; for a claim that the two
     differ (``claim_is_difference: true``) no difference fails; a difference beyond the noise is judged by ``expect``.
     Raises ValueError naming the file and column when the CSV fails its schema (``suite.report.schema``) or lacks
     a column the claim names, or the claim's column is not numeric.
     """
+    res = _measure(measure, results, gpu)
+    reason = invalid_reason(controls, measure["controls"]) if "controls" in measure else None
+    if reason and res["status"] == "ok":  # no verdict and no number from an experiment whose control failed
+        return {**res, "value": None, "ok": None, "noise": "", "status": reason}
+    return res
+
+
+def _measure(measure: dict, results: str | Path | None, gpu: str | Path | None) -> dict:
     path = Path(measure["results"].format(results=results or "<no --results>", gpu=gpu or "<no --gpu-results>"))
     out = dict(value=None, ok=None, conditions="", path=str(path), noise="")
-    if "controls" in measure:
-        reason = invalid_reason(controls, measure["controls"])
-        if reason:
-            return {**out, "status": reason}
     if not path.exists():
         return {**out, "status": f"not run: {path} missing"}
     frame = read_result(path, ("gpu_" if measure["results"].startswith("{gpu}") else "") + path.stem)

@@ -168,9 +168,11 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
     """MQAR accuracy vs number of key-value pairs per arch (Zoology's figure), all answers and those beyond SWA's
     receptive field, chance dashed; beside it the paper's Table 3 recall averages (reported, a different task)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1.6, 1]})
-    ok = mqar[mqar["status"] == "ok"] if mqar is not None else None
+    ok = mqar[(mqar["status"] == "ok") & mqar["accuracy"].notna()] if mqar is not None else None
     if ok is None or ok.empty:
-        _empty(left, "Measured: not run\n" + textwrap.fill(missing if mqar is None else str(mqar["status"].iloc[0]), 50))
+        why = missing if mqar is None else "no measured value" if (mqar["status"] == "ok").any() else \
+            str(mqar["status"].iloc[0])
+        _empty(left, "Measured: not run\n" + textwrap.fill(why, 50))
     else:
         for arch, g in ok.groupby("arch", sort=False):
             g = g.sort_values("num_kv_pairs")
