@@ -201,7 +201,7 @@ SLOTS=$GPU_JOBS
 
 data_prep() {  # corpus + tokenizer (deterministic: the image's Python stdlib), then aged like the code
   (( DRY )) && return 0
-  smk data "$SLOTS" 60 tokenizer || return 1
+  smk data "$SLOTS" 60 -- tokenizer || return 1
   (( AGE )) && find work_dirs/gpu/data -type f -print0 | xargs -0 -r touch -h -d "@$OLD"
   return 0
 }
