@@ -1,0 +1,72 @@
+"""suite/bench/perf_all.sh end to end in its CPU smoke mode, and the merge of two GPU commands' outputs."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from suite.bench.merge_results import merge
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, SMOKE="1", PART="all", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1500")
+    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+                         timeout=1500)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    steps = pd.read_csv(out / "steps.tsv", sep="\t")
+    assert list(steps.step) == ["attn_kernels", "prefill_gpu", "prefill_1m", "e2e_orthros_h", "train_step",
+                                "cost_model", "e2e_main", "e2e_linear_hybrid"]
+    assert (steps.exit == 0).all()
+
+    kernels = pd.read_csv(out / "attention_kernels.csv")
+    checks = kernels[kernels.part == "check"]
+    assert len(checks) >= 10 and (checks.status == "pass").all()
+    assert {"chunk causal (bottom-right)", "chunk window (bottom-right)", "decode step (token-major cache)"} \
+        <= set(checks.case)
+    assert json.loads((out / "attn_choice.json").read_text())["fa2_ok"] is True
+
+    pre = pd.read_csv(out / "prefill.csv")
+    assert (pre[pre.method == "path check"].status == "pass").all() and len(pre[pre.method == "path check"]) == 2
+    sweep = pre[(pre.method == "full-model") & (pre.status == "ok")]
+    assert set(sweep.model) == {"transformer", "orthros"} and sweep.path.isin(["eager", "compiled"]).all()
+    assert len(pre[pre.method.str.endswith("comparison)")]) == 2
+    assert len(pre[pre.method == "target"]) == 3 and set(pre[pre.method == "target"].status) <= {"pass", "fail"}
+    carried = pre[(pre.method == "one-layer x n_layers") & (pre.seq_len == 1048576)]
+    assert set(carried.model) == {"transformer", "orthros"} and (carried.commit == "7066ee8456f3").all()
+
+    p1m = pd.read_csv(out / "prefill_1m_fp8.csv")
+    assert set(p1m[p1m.method == "check"].kv) == {"bf16 (chunked runner) vs model forward", "fp8 vs bf16 (chunked runner)"}
+    assert (p1m[p1m.method == "full-model (fp8 kv, chunked)"].status == "ok").all()
+    assert len(p1m[p1m.method == "target"]) == 3 and "transformer" in set(p1m.model)
+
+    e2e = pd.read_csv(out / "e2e.csv")
+    rows = e2e[e2e.status == "ok"]
+    assert set(rows.model) == {"transformer", "orthros", "orthros_h", "linear_hybrid"}
+    for r in rows.itertuples():
+        runs = json.loads(r.ttft_runs_s)
+        assert len(runs) == 3 and abs(r.ttft_s - statistics.median(runs)) < 1e-3
+        assert r.decode_kernels_per_step > 0 and r.prefill_path == "fused eager"
+    assert rows[rows.model.isin(["orthros_h", "linear_hybrid"])].fla_norm_bucket.notna().all()
+    checks = e2e[e2e.model.str.startswith("engine")]
+    assert set(checks.model) == {"engine", "engine:orthros_h", "engine:linear_hybrid"} and (checks.status == "pass").all()
+    assert len(pd.read_csv(out / "train_step.csv").query("method == 'target'")) == 1
+    assert (out / "cost_model.csv").exists()
+
+
+def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    pd.DataFrame({"model": ["orthros_h", "engine:orthros_h"], "ttft_s": [7.0, None]}).to_csv(a / "e2e.csv", index=False)
+    pd.DataFrame({"model": ["transformer", "orthros_h"], "ttft_s": [23.0, 7.3]}).to_csv(b / "e2e.csv", index=False)
+    pd.DataFrame({"x": [1]}).to_csv(a / "train_step.csv", index=False)
+    (a / "rates.json").write_text("{}")
+    merge([a, b], tmp_path / "into")
+    got = pd.read_csv(tmp_path / "into" / "e2e.csv").set_index("model")["ttft_s"]
+    assert got["orthros_h"] == 7.3 and got["transformer"] == 23.0 and "engine:orthros_h" in got.index and len(got) == 3
+    assert (tmp_path / "into" / "train_step.csv").exists() and (tmp_path / "into" / "rates.json").exists()
