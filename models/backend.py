@@ -25,7 +25,8 @@ Kernels, in order of preference:
   can reach, so sliding-window attention never builds a T x T matrix (128K tokens fit in memory).
 
 :func:`prefer_kernels` reorders the automatic choice (e.g. ``torch-fa2`` before ``fla-window``); a
-kernel is still used only for calls it computes exactly.
+kernel is still used only for calls it computes exactly. The environment variable ``SUITE_DISABLE_KERNELS``
+(comma list) takes kernels out of service, e.g. after a failed GPU correctness check.
 
 Alignment trap: SDPA's ``is_causal`` with T_q != T_k aligns top-left. Queries here are given by
 their absolute key index (``q_index``), never by their row in the query tensor, which is what the
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections import Counter
 
 import torch
@@ -247,10 +249,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
     return _blocked(q, k, v, q_index, window, key_mask, scale)
 
 
+def disabled_kernels() -> set[str]:
+    """Kernels listed in the environment variable ``SUITE_DISABLE_KERNELS`` (never ``blocked``)."""
+    return {k.strip() for k in os.environ.get("SUITE_DISABLE_KERNELS", "").split(",") if k.strip()} - {"blocked"}
+
+
 def _cannot_serve(kernel, q, k, q_index, window, key_mask) -> str:
     """Why ``kernel`` cannot compute this call exactly ("" when it can)."""
     if kernel == "blocked":
         return ""
+    if kernel in disabled_kernels():
+        return "it is disabled by SUITE_DISABLE_KERNELS"
     Tq, Tk = q.shape[2], k.shape[2]
     if key_mask is not None:
         return "it takes no key_mask (padding)"
@@ -329,6 +338,20 @@ def _cu_seqlens(B: int, step: int, device) -> torch.Tensor:
     return _CU_SEQLENS[key]
 
 
+def fa2_decode_args(B: int, cap: int, L: int, window: int | None, device) -> dict:
+    """Arguments of FlashAttention-2's variable-length forward for :func:`decode_attention` (besides q, k, v,
+    scale and ``seqused_k = used``): the B queries packed one per sequence (``cu_seqlens_q = 0, 1, .., B``),
+    the caches flattened to ``[B * cap, Hkv, d]`` with sequence b starting at row ``b * cap``
+    (``cu_seqlens_k = 0, cap, .., B * cap``), ``max_q = 1``, ``max_k = L``, no causal flag (one query per
+    sequence sits at its last valid key, so causal adds nothing), and ``window_size_left = w - 1``,
+    ``window_size_right = 0`` for a window w < L. FA2 reads ``seqused_k[b]`` keys of sequence b and aligns its
+    query bottom-right to them, so the query sees keys ``used[b] - w .. used[b] - 1``."""
+    return {"cu_seqlens_q": _cu_seqlens(B, 1, device), "cu_seqlens_k": _cu_seqlens(B, cap, device), "max_q": 1,
+            "max_k": L, "is_causal": False,
+            "window": {} if window is None or window >= L else {"window_size_left": int(window) - 1,
+                                                                "window_size_right": 0}}
+
+
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, used: torch.Tensor, L: int,
                      window: int | None = None, scale: float | None = None) -> torch.Tensor:
     """One new query per sequence over the first ``L`` slots of a token-major KV cache (a decode step).
@@ -372,17 +395,17 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     scale = scale if scale is not None else 1.0 / math.sqrt(d)
     fa2_ok = (q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and k_cache.dtype == q.dtype
               and v_cache.dtype == q.dtype and d % 8 == 0 and d <= 256 and k_cache.is_contiguous()
-              and v_cache.is_contiguous() and _fa2_available())
+              and v_cache.is_contiguous() and _fa2_available() and "torch-fa2" not in disabled_kernels())
     kernel = "torch-fa2" if fa2_ok else "blocked"
     if _FORCE is not None and _FORCE != kernel:
         raise ValueError(f"forced kernel {_FORCE!r} cannot serve decode_attention (q {tuple(q.shape)}, "
                          f"cache {tuple(k_cache.shape)}, {q.dtype} on {q.device}); it would use {kernel!r}")
     _USED[kernel] += 1
     if kernel == "torch-fa2":
-        kw = {} if window is None or window >= L else {"window_size_left": int(window) - 1, "window_size_right": 0}
+        a = fa2_decode_args(B, cap, L, window, q.device)
         out = torch.ops.aten._flash_attention_forward(
-            q.reshape(B, Hq, d), k_cache.flatten(0, 1), v_cache.flatten(0, 1), _cu_seqlens(B, 1, q.device),
-            _cu_seqlens(B, cap, q.device), 1, L, 0.0, False, False, scale=scale, seqused_k=used, **kw)[0]
+            q.reshape(B, Hq, d), k_cache.flatten(0, 1), v_cache.flatten(0, 1), a["cu_seqlens_q"], a["cu_seqlens_k"],
+            a["max_q"], a["max_k"], 0.0, a["is_causal"], False, scale=scale, seqused_k=used, **a["window"])[0]
         return out.reshape(B, Hq, 1, d)
     keys = torch.arange(L, device=q.device)
     valid = keys[None, :] < used[:, None].long()

@@ -262,3 +262,27 @@ def test_engine_option_errors():
     with pytest.raises(ValueError, match="prefill_chunk"):
         Engine(tiny("orthros_h", window_size=4, num_hidden_layers=4, intermediate_size=256), batch=1, max_len=16,
                fused=True, prefill_chunk=4)
+
+
+def test_engine_check_compiled_and_set_compiled():
+    """check_compiled compares the compiled fused functions with the same functions run eagerly (here the
+    "eager" torch.compile backend, so they agree to rounding); set_compiled switches back and forth and the
+    engine still decodes what the uncached model computes; both refuse an engine without fused functions."""
+    model = tiny("orthros", window_size=4)
+    prompt = torch.randint(0, 67, (2, 11))
+    engine = Engine(model, batch=2, max_len=32, bucket=8, chunk=4, fused=True, compiled=True, compile_backend="eager")
+    rel = engine.check_compiled(prompt)
+    assert set(rel) == {"prefill_rel", "decode_rel"} and max(rel.values()) < 1e-5
+    engine.set_compiled(False)
+    logits = [engine.prefill(prompt)] + engine.decode(3, keep_logits=True)
+    engine.set_compiled(True)
+    assert torch.equal(engine.prefill(prompt), logits[0])
+    seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+    with torch.no_grad():
+        for n, got in enumerate(logits):
+            torch.testing.assert_close(got, model(seq[:, :11 + n], logits_to_keep=1).logits[:, 0], atol=1e-5, rtol=0)
+    plain = Engine(model, batch=2, max_len=32, bucket=8, chunk=4)
+    with pytest.raises(ValueError, match="fused=True"):
+        plain.set_compiled(True)
+    with pytest.raises(ValueError, match="compiled fused functions"):
+        plain.check_compiled(prompt)

@@ -15,14 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     out = tmp_path / "out"
-    env = dict(os.environ, SMOKE="1", PART="all", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1500")
+    env = dict(os.environ, SMOKE="1", PART="all", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1500",
+               SUITE_COMMIT="smoke123")
     run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
                          timeout=1500)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     steps = pd.read_csv(out / "steps.tsv", sep="\t")
-    assert list(steps.step) == ["attn_kernels", "prefill_gpu", "prefill_1m", "e2e_orthros_h", "train_step",
-                                "cost_model", "e2e_main", "e2e_linear_hybrid"]
-    assert (steps.exit == 0).all()
+    # PART=main's steps, most valuable first and the 1M FP8 prefill last, then the optional Table 4 commands
+    assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model",
+                                "prefill_1m", "e2e_table4", "e2e_hybrids"]
+    assert (steps.exit.astype(str) == "0").all()
+    env_log = (out / "env.log").read_text()
+    assert "SUITE_COMMIT=smoke123" in env_log
 
     kernels = pd.read_csv(out / "attention_kernels.csv")
     checks = kernels[kernels.part == "check"]
@@ -51,12 +55,40 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     for r in rows.itertuples():
         runs = json.loads(r.ttft_runs_s)
         assert len(runs) == 3 and abs(r.ttft_s - statistics.median(runs)) < 1e-3
-        assert r.decode_kernels_per_step > 0 and r.prefill_path == "fused eager"
+        assert r.decode_kernels_per_step > 0
+        assert r.prefill_path == ("eager" if r.model in ("orthros_h", "linear_hybrid") else "fused compiled")
     assert rows[rows.model.isin(["orthros_h", "linear_hybrid"])].fla_norm_bucket.notna().all()
     checks = e2e[e2e.model.str.startswith("engine")]
-    assert set(checks.model) == {"engine", "engine:orthros_h", "engine:linear_hybrid"} and (checks.status == "pass").all()
+    assert set(checks.model) == {"engine", "engine:orthros_h+linear_hybrid"} and (checks.status == "pass").all()
+    compiled = e2e[e2e.method == "compiled check"]
+    assert set(compiled.model) == {"transformer", "orthros"} and (compiled.status == "pass").all()
     assert len(pd.read_csv(out / "train_step.csv").query("method == 'target'")) == 1
     assert (out / "cost_model.csv").exists()
+
+    # every target row of every CSV, pass/fail, with its provenance (commit from SUITE_COMMIT, device, dtype, ...)
+    targets = pd.read_csv(out / "targets.csv")
+    assert {"prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "train_step.csv"} <= set(targets.source)
+    assert targets.status.str.match(r"^(pass|fail|not run)").all()
+    for col in ("commit", "device", "backend", "dtype", "gpu_name", "torch"):
+        assert targets[col].notna().all(), col
+    assert (targets.commit.astype(str) == "smoke123").all()
+    for name in ("prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "attention_kernels.csv", "train_step.csv"):
+        frame = pd.read_csv(out / name)
+        if name == "prefill.csv":  # rows carried over from results/gpu keep their own provenance
+            frame = frame[frame.commit.astype(str) != "7066ee8456f3"]
+        assert len(frame) and (frame.commit.astype(str) == "smoke123").all(), name
+
+
+def test_perf_all_skips_steps_past_the_total_cap_and_keeps_their_record(tmp_path):
+    """TOTAL_S too small for anything: every step is skipped (recorded in steps.tsv), the command still ends 0."""
+    out = tmp_path / "out"
+    env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x")
+    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    steps = pd.read_csv(out / "steps.tsv", sep="\t")
+    assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model", "prefill_1m"]
+    assert (steps.exit.astype(str) == "skipped").all()
 
 
 def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):

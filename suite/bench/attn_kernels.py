@@ -9,9 +9,9 @@ dim 128, bf16), through :mod:`models.backend` with each kernel forced in turn:
 * one query over every key (Orthros' output token at prefill) and over the last w keys;
 * the decode step over a token-major cache (:func:`models.backend.decode_attention`, two sequences with
   different valid lengths);
-* an engine check: a small bf16 GQA Orthros through :class:`suite.bench.engine.Engine` with chunked prefill
-  and ``decode_attn="fa2"`` against the default engine, recording the kernels used (``blocked`` must not
-  appear).
+* engine checks: small bf16 GQA Orthros and Transformer through :class:`suite.bench.engine.Engine`, (a) with
+  chunked prefill (the kernels used must not include ``blocked``) and (b) with ``decode_attn="fa2"``, each
+  teacher-forced against the default engine.
 
 Reference: the ``blocked`` path (the CPU path's code) run on the same GPU in fp32 on the upcast inputs.
 Error: ||out - ref|| / ||ref||; a case fails above ``--tol`` (bf16 operands: 1e-3..1e-2 expected) or on
@@ -19,8 +19,10 @@ NaN. Then the timing table (median ms of CUDA-event-timed calls, TFLOP/s by the 
 decode rows report GB/s of K/V read), and ``attn_choice.json``: the fastest verified kernel for full
 causal and for window attention, and whether the FA2 decode path verified.
 
-Writes ``<out-dir>/attention_kernels.csv`` row by row. Exit status 3 when a kernel that the benchmarks
-would use disagrees with the reference (``--fail-fast``, default), printing the failing cases.
+Writes ``<out-dir>/attention_kernels.csv`` row by row. Exit status 3 (fail fast; ``--no-fail-fast`` exits 0)
+when a prefill kernel the benchmarks use (``sdpa-flash``, ``fla-window``, ``torch-fa2``) or the chunked-prefill
+engine disagrees with its reference, printing the failing cases. A failing FA2 decode path is not fatal: it is
+switched off (``fa2_ok: false`` in attn_choice.json; the engine keeps its matmul decode attention).
 
 GPU: ``python -m suite.bench.attn_kernels --out-dir $OUT``. CPU smoke: ``--device cpu --smoke``
 (tiny shapes; only the kernels a CPU can run).
@@ -158,7 +160,7 @@ def check_decode(writer, device, dtype, smoke, tol) -> list[str]:
             sync(device)
         except Exception as err:
             writer.add(**row, kernel="torch-fa2", status=f"fail: {type(err).__name__}: {err}"[:300])
-            failures.append(f"decode_attention raised {type(err).__name__}: {err}")
+            failures.append(f"decode step raised {type(err).__name__}: {err}")
             continue
         kernel = "+".join(backend.kernels_used())
         rel, mx = _rel(out, ref)
@@ -167,52 +169,64 @@ def check_decode(writer, device, dtype, smoke, tol) -> list[str]:
         print(f"[attn_kernels] decode step window={window} {kernel} rel={rel:.2e} {'pass' if ok else 'FAIL'}",
               flush=True)
         if not ok:
-            failures.append(f"{kernel}: decode step window={window} rel_err={rel}")
+            failures.append(f"decode step ({kernel}) window={window} rel_err={rel}")
     return failures
 
 
 def check_engine(writer, device, dtype, smoke, tol) -> list[str]:
-    """Chunked prefill + FA2 decode in the engine vs the default engine, small bf16 GQA Orthros and Transformer."""
+    """Small bf16 GQA Orthros and Transformer through :class:`suite.bench.engine.Engine`, teacher-forced against
+    the default engine: (a) chunked prefill (chunks of T_q != T_k over the cache) with the fused functions run
+    eagerly; (b) FlashAttention-2 decode (``decode_attn="fa2"``). A failure of (a) reads "engine ...", of (b)
+    "decode engine ..."; (a) must not use the blocked kernel on CUDA."""
     from suite.bench.engine import Engine, build_bench_model
 
     failures = []
     kw = dict(vocab_size=1024, hidden_size=256, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
               head_dim=32, intermediate_size=512)
     T, steps, chunk, w = (40, 6, 16, 8) if smoke else (4096, 24, 1024, 128)
+    sizes = dict(bucket=64, chunk=16) if smoke else dict(bucket=2048, chunk=1024)
+    variants = [("engine", f"chunked prefill ({chunk}), fused functions (eager)",
+                 dict(fused=True, compiled=False, prefill_chunk=chunk)),
+                ("decode engine", "fa2 decode attention", dict(decode_attn="fa2"))]
     for arch in ("orthros", "transformer"):
         extra = {"window_size": w} if arch == "orthros" else {}
         torch.manual_seed(0)
         model = build_bench_model(arch, "1M", device, dtype, T + steps + 64, **kw, **extra)
         prompt = torch.randint(0, 1024, (2, T), device=device)
-        base = Engine(model, 2, T + steps, bucket=64 if smoke else 2048, chunk=16 if smoke else 1024)
-        row = dict(part="check", case=f"engine {arch}: chunked prefill ({chunk}) + fa2 decode vs default engine",
-                   batch=2, q_len=chunk, k_len=T, window=extra.get("window_size"), tolerance=tol)
-        try:
-            eng = Engine(model, 2, T + steps, bucket=64 if smoke else 2048, chunk=16 if smoke else 1024, fused=True,
-                         compiled=False, decode_attn="fa2", prefill_chunk=chunk)
-            want = [base.prefill(prompt)]
-            backend.reset_usage()
-            got = [eng.prefill(prompt)]
-            prefill_kernels = dict(backend.kernels_used())
-            for _ in range(steps - 1):  # teacher-forced: both engines are fed the default engine's tokens
-                eng.tok.copy_(base.tok)
-                want += base.decode(1, keep_logits=True)
-                got += eng.decode(1, keep_logits=True)
-        except Exception as err:
-            writer.add(**row, kernel="torch-fa2", status=f"fail: {type(err).__name__}: {err}"[:300])
-            failures.append(f"engine {arch} raised {type(err).__name__}: {err}")
-            continue
-        rel = max(_rel(g, x)[0] for g, x in zip(got, want))
-        kernels = "+".join(sorted(prefill_kernels or {}))
-        blocked = device.type == "cuda" and "blocked" in (prefill_kernels or {})
-        ok = rel <= tol and not blocked
-        writer.add(**row, kernel=kernels, rel_err=rel, passed=ok,
-                   status="pass" if ok else ("fail: blocked path used" if blocked else "fail"))
-        print(f"[attn_kernels] engine {arch}: logits rel={rel:.2e} prefill kernels {kernels} "
-              f"{'pass' if ok else 'FAIL'}", flush=True)
-        if not ok:
-            failures.append(f"engine {arch}: rel_err={rel}, prefill kernels {kernels}")
-        del eng, base, model
+        for tag, what, options in variants:
+            row = dict(part="check", case=f"{tag} {arch}: {what} vs default engine", batch=2,
+                       q_len=chunk if "prefill_chunk" in options else 1, k_len=T, window=extra.get("window_size"),
+                       tolerance=tol)
+            try:
+                base = Engine(model, 2, T + steps, **sizes)
+                eng = Engine(model, 2, T + steps, **sizes, **options)
+                want = [base.prefill(prompt)]
+                backend.reset_usage()
+                got = [eng.prefill(prompt)]
+                prefill_kernels = dict(backend.kernels_used())
+                backend.reset_usage()
+                for _ in range(steps - 1):  # teacher-forced: both engines are fed the default engine's tokens
+                    eng.tok.copy_(base.tok)
+                    want += base.decode(1, keep_logits=True)
+                    got += eng.decode(1, keep_logits=True)
+                decode_kernels = dict(backend.kernels_used())
+            except Exception as err:
+                writer.add(**row, kernel="torch-fa2", status=f"fail: {type(err).__name__}: {err}"[:300])
+                failures.append(f"{tag} {arch} raised {type(err).__name__}: {err}")
+                continue
+            rel = max(_rel(g, x)[0] for g, x in zip(got, want))
+            used = prefill_kernels if tag == "engine" else decode_kernels
+            kernels = "+".join(sorted(used))
+            blocked = device.type == "cuda" and "blocked" in used
+            ok = rel <= tol and not blocked
+            writer.add(**row, kernel=kernels, rel_err=rel, passed=ok,
+                       status="pass" if ok else ("fail: blocked path used" if blocked else "fail"))
+            print(f"[attn_kernels] {tag} {arch} ({what}): logits rel={rel:.2e} kernels {kernels} "
+                  f"{'pass' if ok else 'FAIL'}", flush=True)
+            if not ok:
+                failures.append(f"{tag} {arch}: rel_err={rel}, kernels {kernels}")
+            del eng, base
+        del model
     return failures
 
 
@@ -300,6 +314,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (CPU smoke run)")
     ap.add_argument("--tol", type=float, default=2e-2, help="relative error bound (bf16 operands)")
+    ap.add_argument("--engine-tol", type=float, default=5e-2,
+                    help="relative logit error bound of the engine checks (two bf16 implementations)")
     ap.add_argument("--budget-s", type=float, default=120.0, help="skip timings after this many seconds")
     ap.add_argument("--no-fail-fast", action="store_true", help="exit 0 even when a kernel disagrees")
     ap.add_argument("--checks-only", action="store_true", help="skip the timings (the choice of kernels then "
@@ -318,12 +334,14 @@ def main(argv=None) -> int:
     with torch.inference_mode():
         failures = check_attention(writer, device, dtype, args.smoke, args.tol)
         decode_failures = check_decode(writer, device, dtype, args.smoke, args.tol)
-    engine_failures = check_engine(writer, device, dtype, args.smoke, args.tol)
+    engine_failures = check_engine(writer, device, dtype, args.smoke, args.engine_tol)
     failures += decode_failures + engine_failures
-    new_bad = [f for f in failures if any(f.startswith(k) for k in NEW_KERNELS + USED_KERNELS)
-               or f.startswith(("decode", "engine"))]
-    choice = {"full": None, "window": None, "fa2_ok": not any("torch-fa2" in f or f.startswith(("decode", "engine"))
-                                                              for f in failures)}
+    # prefill kernels and the engine's chunked prefill stop the run; the FA2 decode path is optional: it is
+    # switched off (fa2_ok false: the engine keeps its matmul decode attention) and the run goes on
+    new_bad = [f for f in failures if any(f.startswith(k) for k in NEW_KERNELS + USED_KERNELS) or f.startswith("engine")]
+    decode_bad = [f for f in failures if f.startswith("decode")]
+    choice = {"full": None, "window": None, "fa2_ok": not decode_bad,
+              "failed": sorted({f.split(":")[0] for f in failures if f.split(":")[0] in backend.KERNELS})}
     bad = {f.split(":")[0] for f in failures}
     if not new_bad and not args.checks_only:
         with torch.inference_mode():
@@ -339,6 +357,9 @@ def main(argv=None) -> int:
         choice["from"] = str(args.choice_from)
     (out_dir / "attn_choice.json").write_text(json.dumps(choice, indent=1))
     print(f"[attn_kernels] choice: {choice}; wrote {writer.path} in {time.perf_counter() - start:.0f}s", flush=True)
+    if decode_bad:
+        print("[attn_kernels] FA2 DECODE DISABLED (the engine keeps its matmul decode attention):\n  "
+              + "\n  ".join(decode_bad), flush=True)
     if new_bad:
         print("[attn_kernels] KERNEL CHECK FAILED:\n  " + "\n  ".join(new_bad), flush=True)
         return 0 if args.no_fail_fast else 3

@@ -155,6 +155,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--attn-choice", default=None, help="attn_choice.json of suite.bench.attn_kernels")
     ap.add_argument("--prefill-chunk", type=int, default=0, help="chunked prefill (0: one pass)")
     ap.add_argument("--budget-s", type=float, default=1e9, help="skip models/configs after this many seconds")
+    ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the fused functions")
     args = ap.parse_args(argv)
     configs = parse_configs(args.configs)
     if args.batch < 1 or args.sample_steps < 1 or args.check_steps < 2:
@@ -176,7 +177,7 @@ def main(argv=None) -> list[dict]:
     fused = args.fused == "on"
     compiled = (device.type == "cuda") if args.compiled == "auto" else args.compiled == "on"
     engine_kw = dict(decode_attn=decode_attn, fused=fused, compiled=compiled if fused else None,
-                     prefill_chunk=args.prefill_chunk or None)
+                     prefill_chunk=args.prefill_chunk or None, compile_backend=args.compile_backend)
     print(f"[e2e_gpu] engine options {engine_kw}; attention preference {backend.kernel_order()[:2]} / "
           f"{backend.kernel_order(True)[:2]}", flush=True)
     start = time.perf_counter()
@@ -193,7 +194,10 @@ def main(argv=None) -> list[dict]:
     limit = 1e-2 if recurrent else 1e-3
     target = (f"cached engine decode (CUDA graphs on GPU; options {engine_kw}) == uncached model forward, "
               f"fp32 max |logit diff| <= {limit:g}")
-    check_kw = {k: v for k, v in engine_kw.items() if k != "prefill_chunk" or not recurrent}
+    # the tiny fp32 check runs the fused functions eagerly (no compile); the compiled ones are checked against
+    # their eager run on each benchmark model below (Engine.check_compiled)
+    check_kw = {k: (False if k == "compiled" and v else v) for k, v in engine_kw.items()
+                if k != "prefill_chunk" or not recurrent}
     try:
         err = check_engine(device, args.check_steps, recurrent or ("orthros", "transformer"), **check_kw)
         status = "pass" if err <= limit else "fail"
@@ -222,8 +226,28 @@ def main(argv=None) -> list[dict]:
             continue
         shape = cm.Shape.from_config(model.config)
         vocab = model.config.vocab_size
-        engine.prefill(torch.randint(0, vocab, (args.batch, min(4096, max_len // 2))))  # compile / autotune
+        warm_ids = torch.randint(0, vocab, (args.batch, min(4096, max_len // 2)))
+        engine.prefill(warm_ids)  # compile / autotune
         engine.decode(2)
+        path = ("fused " + ("compiled" if compiled else "eager")) if fused else "eager"
+        if fused and compiled:
+            limit_c = 0.1  # two bf16 implementations of the same math differ by ~1e-2 on random weights
+            try:
+                rel = engine.check_compiled(warm_ids.to(device))
+                worst = max(rel.values())
+                ok = worst <= limit_c
+            except Exception as err:
+                rel, worst, ok = {"error": f"{type(err).__name__}: {err}"[:200]}, float("nan"), False
+            if not ok:  # wrong compiled code must not be timed: fall back to the eager fused functions
+                engine.set_compiled(False)
+                path = "fused eager (compiled check failed)"
+            writer.add(model=arch, shape=args.size, batch=args.batch, method="compiled check",
+                       target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
+                              f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
+                       status="pass" if ok else "fail")
+            print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}", flush=True)
+            engine.prefill(warm_ids)
+            engine.decode(2)
         try:
             n_kernels, kernel_unit = engine.step_kernels()
         except Exception as err:  # profiler unavailable: the row says so
@@ -281,10 +305,13 @@ def main(argv=None) -> list[dict]:
                        decode_step_ms=mean_step, hbm_bound_ms=bound_ms,
                        bound_ratio=mean_step / bound_ms if mean_step else None, kv_cache_gib=engine.kv_bytes() / 2**30,
                        state_gib=engine.state_bytes() / 2**30, peak_mem_gib=peak_gib(device), method=method,
-                       kernel=prefill_kernels, ttft_runs_s=json.dumps([round(r, 4) for r in runs]),
+                       kernel=prefill_kernels + (f"+fused:{args.compile_backend}" if path == "fused compiled" else "")
+                       + "+decode:" + ("matmul" if decode_attn == "matmul" else
+                                       "torch-fa2" if device.type == "cuda" else "blocked"),
+                       ttft_runs_s=json.dumps([round(r, 4) for r in runs]),
                        fla_norm_bucket=fla_norm_bucket(model, args.batch, inp),
                        decode_kernels_per_step=n_kernels, kernel_count_unit=kernel_unit, decode_attn=decode_attn,
-                       prefill_path=("fused " + ("compiled" if compiled else "eager")) if fused else "eager",
+                       prefill_path=path,
                        prefill_chunk=args.prefill_chunk if kw.get("prefill_chunk") else None, status="ok")
             print(f"[e2e_gpu] {arch:12} {inp:7d}/{outp:<5d} TTFT {ttft:7.2f}s (runs {[round(r, 2) for r in runs]})  "
                   f"E2E {e2e:8.2f}s  step {(mean_step or 0):6.2f} ms (HBM bound {bound_ms:6.2f})  {method}", flush=True)

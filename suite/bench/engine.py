@@ -161,7 +161,9 @@ class Engine:
         self._pool = None
         if self.fused:
             compiled = (self.device.type == "cuda") if compiled is None else compiled
-            self._fns = fz.LayerFns(cfg, compiled, compile_backend)
+            self._fns_by_mode = {compiled: fz.LayerFns(cfg, compiled, compile_backend)}
+            self._fns = self._fns_by_mode[compiled]
+            self._compile_backend = compile_backend
             self._w = [fz.attn_weights(layer) if a else fz.mlp_weights(layer)
                        for layer, a in zip(model.model.layers, self.attention)]
 
@@ -494,6 +496,43 @@ class Engine:
         self.logits.copy_(logits)
         self.next_tok.copy_(logits.argmax(-1, keepdim=True))
 
+    def set_compiled(self, compiled: bool) -> None:
+        """Switch the fused functions between compiled and eager; drops captured graphs (they re-capture).
+        Raises ValueError for an engine built without ``fused``."""
+        if not self.fused:
+            raise ValueError("set_compiled needs an engine built with fused=True")
+        if compiled not in self._fns_by_mode:
+            self._fns_by_mode[compiled] = fz.LayerFns(self.model.config, compiled, self._compile_backend)
+        if self._fns is not self._fns_by_mode[compiled]:
+            self._fns = self._fns_by_mode[compiled]
+            self._graphs = {}
+
+    @torch.inference_mode()
+    def check_compiled(self, input_ids: torch.Tensor) -> dict:
+        """Relative error of the compiled fused functions against the same functions run eagerly, on this
+        model's shapes: prefill logits of ``input_ids`` and one decode step after it (run without a graph).
+
+        Returns ``{"prefill_rel": ..., "decode_rel": ...}`` (Frobenius norms of the difference over the eager
+        logits). Leaves the engine compiled, its cache holding the eager prefill of ``input_ids``.
+        Raises ValueError for an engine without compiled fused functions.
+        """
+        if not (self.fused and self._fns.compiled):
+            raise ValueError("check_compiled needs an engine with compiled fused functions")
+        out = {}
+        for mode in (True, False):
+            self.set_compiled(mode)
+            logits = self.prefill(input_ids).float()
+            restore = self._keep_states()
+            self._step(self._bucket())
+            restore()
+            out[mode] = (logits, self.logits.float().clone())
+        self.set_compiled(True)
+
+        def rel(a, b):
+            return float((a - b).norm() / b.norm())
+
+        return {"prefill_rel": rel(out[True][0], out[False][0]), "decode_rel": rel(out[True][1], out[False][1])}
+
     def _keep_states(self):
         """A function restoring the recurrent states as they are now (a test step advances them)."""
         saved = [{k: v.clone() for k, v in st.items()} if st else None for st in self.states]
@@ -538,9 +577,16 @@ class Engine:
                 Count.n += 1
                 return func(*args, **(kwargs or {}))
 
-        with Count():
-            self._step(L)
-        restore()
+        compiled = self.fused and self._fns.compiled
+        if compiled:  # torch.compile does not run under a dispatch mode: count the same functions run eagerly
+            self.set_compiled(False)
+        try:
+            with Count():
+                self._step(L)
+        finally:
+            restore()
+            if compiled:
+                self.set_compiled(True)
         return Count.n, "aten ops (cpu)"
 
     def _bucket(self) -> int:

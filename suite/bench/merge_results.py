@@ -1,13 +1,13 @@
 """Merge the CSVs that several GPU commands wrote (each into its own ``$OUT``) into one results folder.
 
-``perf_all.sh`` runs in two commands (``PART=prefill`` and ``PART=e2e``) when one 10-minute command cannot
-hold everything; both write an ``e2e.csv`` (Orthros-H in the first, the other models in the second). For
+``perf_all.sh`` runs its main command (``PART=main``: prefill, decode step, ...) and, optionally, Table 4 as
+further commands (``PART=table4``, ``PART=hybrids``); each writes an ``e2e.csv`` and a ``targets.csv``. For
 every CSV name found in the sources, rows are merged in source order: a later source's rows replace the
 earlier rows of the same key (``e2e.csv``: ``model``; ``prefill.csv``: ``(model, method, seq_len, path)``;
-other files: the later file replaces the earlier one whole). ``rates.json`` and ``attn_choice.json`` are
+``targets.csv``: ``(source, model, target)``; other files: the later file replaces the earlier one whole). ``rates.json`` and ``attn_choice.json`` are
 copied from the last source that has them.
 
-Usage: ``python -m suite.bench.merge_results --into results/gpu OUT_A OUT_B``
+Usage: ``python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]``
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import pandas as pd
 
 from suite.provenance import read_csv, write_csv
 
-KEYS = {"e2e.csv": ("model",), "prefill.csv": ("model", "method", "seq_len", "path")}
+KEYS = {"e2e.csv": ("model",), "prefill.csv": ("model", "method", "seq_len", "path"),
+        "targets.csv": ("source", "model", "target")}
 
 
 def _key(frame: pd.DataFrame, cols) -> pd.Series:

@@ -48,6 +48,10 @@ from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandw
                                     model_kernels, peak_gib, reset_peak, time_ms)
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+# two bf16 implementations of the same model differ by ~1e-2 in relative logit error on random weights (a CPU
+# run at 6 layers: bf16 model vs fp32 model 1.4e-2, bf16 fused runner vs bf16 model 1.1e-2); an error in the
+# math (a missed scale-offset, RoPE, window) moves the logits by O(1)
+PATH_CHECK_REL = 0.1
 
 
 def _int_list(text: str) -> list[int]:
@@ -289,12 +293,13 @@ def main(argv=None) -> list[dict]:
                 tflops = cm.prefill_flops(shape, T, arch, window)["total"] / r["ms"] / 1e9
                 mfu = tflops / matmul
             kr = kernel_rates.get((T, None if arch in ("transformer", "linear_hybrid") else args.window))
+            kernel = r["kernel"] + (f"+fused:{args.compile_backend}" if path == "compiled" else "")
             row = writer.add(model=arch, **base, seq_len=T, ms=r["ms"], tflops=tflops, mfu=mfu,
-                             peak_mem_gib=r["peak_mem_gib"], kv_cache_gib=r["kv_cache_gib"], kernel=r["kernel"],
+                             peak_mem_gib=r["peak_mem_gib"], kv_cache_gib=r["kv_cache_gib"], kernel=kernel,
                              attn_kernel_tflops=kr["tflops"] if kr else None, method=method, path=path,
                              attn_prefer=attn_prefer, status="ok")
             print(f"[prefill_gpu] {arch:13} T={T:8d} {method:34} {r['ms']:10.1f} ms  {(tflops or 0):6.1f} TFLOP/s  "
-                  f"MFU {(mfu or 0):5.3f}  peak {row['peak_mem_gib'] or 0:6.1f} GiB  {r['kernel']}", flush=True)
+                  f"MFU {(mfu or 0):5.3f}  peak {row['peak_mem_gib'] or 0:6.1f} GiB  {kernel}", flush=True)
 
         # the compiled path must compute what the model computes: logits of both paths at a short length
         for arch, model in list(models.items()):
@@ -306,13 +311,13 @@ def main(argv=None) -> list[dict]:
                 want = model(ids, logits_to_keep=1).logits.float()
                 got = runners[arch].run(ids, n_out=1).logits.float()
                 rel = float((got - want).norm() / want.norm())
-                ok = bool(torch.isfinite(got).all()) and rel <= 2e-2
+                ok = bool(torch.isfinite(got).all()) and rel <= PATH_CHECK_REL
                 status = "pass" if ok else "fail"
             except Exception as err:
                 rel, ok, status = float("nan"), False, f"fail: {type(err).__name__}: {err}"[:300]
             writer.add(model=arch, **base, seq_len=T_check, method="path check", path="compiled",
-                       target="compiled-path logits vs model forward, relative error <= 0.02", value=rel,
-                       threshold=0.02, status=status)
+                       target=f"compiled-path logits vs model forward, relative error <= {PATH_CHECK_REL}", value=rel,
+                       threshold=PATH_CHECK_REL, status=status)
             print(f"[prefill_gpu] {arch}: compiled path vs model forward at T={T_check}: rel {rel:.2e} {status}",
                   flush=True)
             if not ok:
@@ -358,7 +363,7 @@ def main(argv=None) -> list[dict]:
                         if method == "full-model":
                             # FLA kernels autotune per length bucket on first use: hybrids always warm up
                             warm = 1 if (i == 0 or T <= 32768 or arch not in cm.ARCHS) else 0
-                            reps = args.repeats  # the median of --repeats timed runs at every length
+                            reps = args.repeats if T <= 32768 else max(1, args.repeats - 1)
                             r = measure(arch, model, T, path, reps, warm)
                         else:
                             r = one_layer_prefill(model, T, device, args.ffn_chunk)
