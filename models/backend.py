@@ -14,9 +14,22 @@ Kernels, in order of preference:
   context-parallel rank's chunk, a cached continuation): the flash kernel over the keys before the block (all
   visible) and over the block's own keys (causal), merged by their log-sum-exp.
 * ``fla-window`` (CUDA, FLA importable): FLA's Triton ``parallel_attn(window_size=w)`` for
-  the sliding window.
+  the sliding window (T_q == T_k, and T * Hq * d < 2^31: the kernel's query offsets are int32).
+* ``torch-fa2`` (CUDA, fp16/bf16, head dim a multiple of 8 up to 256): the FlashAttention-2 kernels
+  bundled with PyTorch, called through ``aten::_flash_attention_forward``. Its causal mask is aligned
+  bottom-right (query i of T_q sits at key T_k - T_q + i), and ``window_size_left = w - 1``,
+  ``window_size_right = 0`` give the sliding window; GQA is native. It serves every bottom-right aligned
+  call: chunked prefill (T_q != T_k, with and without a window), a windowed single query (decode), and
+  the full-length shapes the kernels above serve.
+* ``sdpa-cudnn`` (CUDA): torch SDPA restricted to the cuDNN backend, for the same calls as
+  ``sdpa-flash``. Never picked automatically (``torch-fa2`` comes first); :func:`prefer_kernels` or
+  :func:`force_kernel` select it.
 * ``blocked`` (any device, the CPU path): queries in blocks; each block sees only the key span it
   can reach, so sliding-window attention never builds a T x T matrix (128K tokens fit in memory).
+
+:func:`prefer_kernels` reorders the automatic choice (e.g. ``torch-fa2`` before ``fla-window``); a
+kernel is still used only for calls it computes exactly. The environment variable ``SUITE_DISABLE_KERNELS``
+(comma list) takes kernels out of service, e.g. after a failed GPU correctness check.
 
 Alignment trap: SDPA's ``is_causal`` with T_q != T_k aligns top-left. Queries here are given by
 their absolute key index (``q_index``), never by their row in the query tensor, which is what the
@@ -24,7 +37,9 @@ output stream needs (Eq. 5: it attends keys j <= t at its *original* position t)
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 from collections import Counter
 
 import torch
@@ -57,7 +72,74 @@ def _fla_window():
     return _fla_parallel_attn
 
 
-KERNELS = ("flash-attn", "sdpa-flash", "sdpa-flash-lse", "fla-window", "blocked")  # auto-selection order on CUDA
+KERNELS = ("flash-attn", "sdpa-flash", "sdpa-flash-lse", "fla-window", "torch-fa2", "sdpa-cudnn",
+           "blocked")  # auto order on CUDA
+_ORDER: tuple[str, ...] = KERNELS  # calls without an effective window
+_ORDER_WINDOW: tuple[str, ...] = KERNELS  # calls whose window is shorter than the keys
+_INT32 = 2**31  # FLA's parallel_attn computes query/output offsets (row * Hq * d) in int32
+
+
+def fla_offsets_overflow(T: int, Hq: int, d: int) -> bool:
+    """True when FLA 0.6's ``parallel_attn`` would overflow: it computes the offset of query/output row t as
+    ``t * Hq * d`` in int32 (``o_q[:, None] * (HQ*K)`` in ``parallel_attn_fwd_kernel``), so rows at and past
+    ``2^31 / (Hq * d)`` (524,288 at 32 heads x 128) are read from and written to wrong addresses."""
+    return (T - 1) * Hq * d + d > _INT32 - 1
+
+
+def _ordered(names) -> tuple[str, ...]:
+    names = tuple(names or ())
+    unknown = [n for n in names if n not in KERNELS]
+    if unknown:
+        raise ValueError(f"unknown kernel(s) {unknown}; known: {', '.join(KERNELS)}")
+    return names + tuple(n for n in KERNELS if n not in names)
+
+
+def prefer_kernels(full=None, window=None) -> None:
+    """Reorder automatic selection: try the kernels ``full`` first for calls without an effective window
+    (full causal, single query) and ``window`` first for sliding-window calls, then the rest in
+    ``KERNELS`` order. None (both) restores the defaults. A preferred kernel still serves only the calls
+    it computes exactly. Raises ValueError for an unknown name."""
+    global _ORDER, _ORDER_WINDOW
+    _ORDER, _ORDER_WINDOW = _ordered(full), _ordered(window)
+
+
+def kernel_order(windowed: bool = False) -> tuple[str, ...]:
+    """The current automatic selection order for full (default) or windowed calls (:func:`prefer_kernels`)."""
+    return _ORDER_WINDOW if windowed else _ORDER
+
+
+@functools.cache
+def _fa2_available() -> bool:
+    """True when this torch has ``aten::_flash_attention_forward`` with sliding-window arguments."""
+    try:
+        args = {a.name for a in torch.ops.aten._flash_attention_forward.default._schema.arguments}
+    except (AttributeError, RuntimeError):
+        return False
+    return {"window_size_left", "window_size_right"} <= args
+
+
+def fa2_window_args(window: int | None, Tk: int) -> dict:
+    """Keyword arguments of ``aten::_flash_attention_forward`` (with ``is_causal=True``) that restrict each
+    query to its last ``window`` keys (the query's own key included), bottom-right aligned.
+
+    FlashAttention-2's rule: query i of T_q attends key j iff
+    ``i + Tk - Tq - window_size_left <= j <= i + Tk - Tq + window_size_right``; causal sets the right
+    window to 0, so ``window_size_left = w - 1`` gives keys ``t - w + 1 .. t`` with ``t = i + Tk - Tq``.
+    A window of None, or one covering all ``Tk`` keys, adds nothing (plain bottom-right causal).
+    """
+    if window is None or window >= Tk:
+        return {}
+    return {"window_size_left": int(window) - 1, "window_size_right": 0}
+
+
+def _fa2(q, k, v, window, scale):
+    """FlashAttention-2 bundled with torch: q [B, Hq, Tq, d], k/v [B, Hkv, Tk, d] -> [B, Hq, Tq, d]."""
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    Tq, Tk = q.shape[2], k.shape[2]
+    out = torch.ops.aten._flash_attention_forward(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), None, None, Tq, Tk, 0.0, True, False,
+        scale=scale, **fa2_window_args(window, Tk))[0]
+    return out.transpose(1, 2)
 
 
 def force_kernel(name: str | None) -> None:
@@ -91,7 +173,8 @@ def describe(device: str | torch.device = "cpu") -> str:
         return "blocked-torch"
     if _flash_attn_func is not None:
         return "flash-attn"
-    return "sdpa-flash+fla-window" if _fla_window() is not None else "sdpa-flash+blocked-window"
+    base = "sdpa-flash+fla-window" if _fla_window() is not None else "sdpa-flash+blocked-window"
+    return base + ("+torch-fa2" if _fa2_available() else "")
 
 
 def _check(q, k, v, q_index, window, key_mask):
@@ -161,35 +244,60 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
         return out.transpose(1, 2)
     if kernel == "sdpa-flash-lse":
         return _last_block_causal(q, k, v, scale)
+    if kernel == "torch-fa2":
+        return _fa2(q, k, v, window, scale)
+    if kernel == "sdpa-cudnn":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=Tq > 1, scale=scale,
+                                                  enable_gqa=q.shape[1] != k.shape[1])
     return _blocked(q, k, v, q_index, window, key_mask, scale)
+
+
+def disabled_kernels() -> set[str]:
+    """Kernels listed in the environment variable ``SUITE_DISABLE_KERNELS`` (never ``blocked``)."""
+    return {k.strip() for k in os.environ.get("SUITE_DISABLE_KERNELS", "").split(",") if k.strip()} - {"blocked"}
 
 
 def _cannot_serve(kernel, q, k, q_index, window, key_mask) -> str:
     """Why ``kernel`` cannot compute this call exactly ("" when it can)."""
     if kernel == "blocked":
         return ""
+    if kernel in disabled_kernels():
+        return "it is disabled by SUITE_DISABLE_KERNELS"
     Tq, Tk = q.shape[2], k.shape[2]
     if key_mask is not None:
         return "it takes no key_mask (padding)"
     if int(q_index[-1]) != Tk - 1 or int(q_index[0]) != Tk - Tq:
         return "its causal mask is aligned for queries at the last Tq keys only"
     half = q.dtype in (torch.float16, torch.bfloat16)
-    if kernel == "sdpa-flash":
+    if kernel in ("sdpa-flash", "sdpa-cudnn"):
         if window is not None and window < Tk:
             return "SDPA's is_causal has no sliding window"
         if Tq not in (1, Tk):
             return "SDPA's is_causal aligns top-left when Tq != Tk"
-        return ""
+        if kernel == "sdpa-flash":
+            return ""
     if kernel == "sdpa-flash-lse":
         if window is not None and window < Tk:
             return "it computes full causal attention only (no window)"
         return "" if q.device.type != "cuda" or half else "PyTorch's CUDA flash kernel needs fp16/bf16"
     if q.device.type != "cuda" or not half:
         return "it needs CUDA fp16/bf16 tensors"
+    if kernel == "sdpa-cudnn":
+        return ""
     if kernel == "flash-attn":
         return "" if _flash_attn_func is not None else "flash_attn is not importable"
+    if kernel == "torch-fa2":
+        d = q.shape[-1]
+        if d % 8 or d > 256 or k.dtype != q.dtype or v.dtype != q.dtype:
+            return "FlashAttention-2 needs one fp16/bf16 dtype and a head dim that is a multiple of 8, at most 256"
+        return "" if _fa2_available() else "this torch has no aten::_flash_attention_forward with window arguments"
     if Tq != Tk:
         return "FLA's parallel_attn needs Tq == Tk"
+    if fla_offsets_overflow(Tq, q.shape[1], q.shape[-1]):
+        return "FLA's parallel_attn indexes queries with int32 offsets (T * Hq * d >= 2^31)"
     return "" if _fla_window() is not None else "FLA is not importable"
 
 
@@ -197,7 +305,8 @@ def _pick(q, k, q_index, window, key_mask) -> str:
     """The first kernel of ``KERNELS`` that serves the call exactly; always "blocked" off CUDA."""
     if q.device.type != "cuda":
         return "blocked"
-    return next(name for name in KERNELS if not _cannot_serve(name, q, k, q_index, window, key_mask))
+    order = _ORDER_WINDOW if window is not None and window < k.shape[2] else _ORDER
+    return next(name for name in order if not _cannot_serve(name, q, k, q_index, window, key_mask))
 
 
 def _blocked(q, k, v, q_index, window, key_mask, scale):
@@ -255,3 +364,95 @@ def _last_block_causal(q, k, v, scale):
     out_pre, lse_pre = _flash_lse(q, k[:, :, :start], v[:, :, :start], False, scale)
     own = torch.sigmoid(lse - lse_pre)[..., None]  # exp(lse) / (exp(lse) + exp(lse_pre)), the block's share
     return torch.lerp(out_pre.float(), out.float(), own).to(q.dtype)
+
+
+_CU_SEQLENS: dict = {}  # (B, step, device) -> int32 [B + 1] offsets, built once (outside graph capture)
+
+
+def _cu_seqlens(B: int, step: int, device) -> torch.Tensor:
+    key = (B, step, str(device))
+    if key not in _CU_SEQLENS:
+        _CU_SEQLENS[key] = torch.arange(0, (B + 1) * step, step, dtype=torch.int32, device=device)
+    return _CU_SEQLENS[key]
+
+
+def fa2_decode_args(B: int, cap: int, L: int, window: int | None, device) -> dict:
+    """Arguments of FlashAttention-2's variable-length forward for :func:`decode_attention` (besides q, k, v,
+    scale and ``seqused_k = used``): the B queries packed one per sequence (``cu_seqlens_q = 0, 1, .., B``),
+    the caches flattened to ``[B * cap, Hkv, d]`` with sequence b starting at row ``b * cap``
+    (``cu_seqlens_k = 0, cap, .., B * cap``), ``max_q = 1``, ``max_k = L``, no causal flag (one query per
+    sequence sits at its last valid key, so causal adds nothing), and ``window_size_left = w - 1``,
+    ``window_size_right = 0`` for a window w < L. FA2 reads ``seqused_k[b]`` keys of sequence b and aligns its
+    query bottom-right to them, so the query sees keys ``used[b] - w .. used[b] - 1``."""
+    return {"cu_seqlens_q": _cu_seqlens(B, 1, device), "cu_seqlens_k": _cu_seqlens(B, cap, device), "max_q": 1,
+            "max_k": L, "is_causal": False,
+            "window": {} if window is None or window >= L else {"window_size_left": int(window) - 1,
+                                                                "window_size_right": 0}}
+
+
+def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, used: torch.Tensor, L: int,
+                     window: int | None = None, scale: float | None = None) -> torch.Tensor:
+    """One new query per sequence over the first ``L`` slots of a token-major KV cache (a decode step).
+
+    Static shapes and no host synchronisation, so a CUDA graph can capture it; which keys are valid comes
+    from the device tensor ``used``.
+
+    Args:
+        q: ``[B, Hq, 1, d]`` the new token's query (fp32/bf16/fp16).
+        k_cache, v_cache: ``[B, capacity, Hkv, d]`` token-major caches in q's dtype, ``capacity >= L``.
+        used: ``[B]`` int32 on q's device; sequence b's valid keys are ``0 .. used[b] - 1`` and its query sits
+            at key ``used[b] - 1`` (its own key already written). ``1 <= used[b] <= L``.
+        L: host int bounding ``used`` (the key-length bucket); slots ``>= L`` are never read.
+        window: attend only keys ``used[b] - window .. used[b] - 1`` (None: all valid keys).
+        scale: softmax scale, default ``1/sqrt(d)``.
+
+    Returns:
+        ``[B, Hq, 1, d]`` in q's dtype.
+
+    Kernels: ``torch-fa2`` (CUDA fp16/bf16: FlashAttention-2's variable-length forward with ``seqused_k``,
+    split-KV for GQA without a window; bottom-right aligned to ``used[b]``), else ``blocked`` (a masked
+    matmul over the L slots, softmax in fp32; slots past ``used`` get weight exactly 0 but are read, so they
+    must hold finite values). A kernel forced by :func:`force_kernel` that cannot serve the call raises.
+
+    Raises:
+        ValueError: on inconsistent shapes, ``L`` outside ``[1, capacity]``, ``window < 1``.
+    """
+    if q.dim() != 4 or q.shape[2] != 1 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError(f"decode_attention expects q [B,Hq,1,d], caches [B,capacity,Hkv,d]; got q {tuple(q.shape)}, "
+                         f"k {tuple(k_cache.shape)}, v {tuple(v_cache.shape)}")
+    B, Hq, _, d = q.shape
+    cap, Hkv = k_cache.shape[1], k_cache.shape[2]
+    if k_cache.shape[0] != B or k_cache.shape[3] != d or Hq % Hkv:
+        raise ValueError(f"q {tuple(q.shape)} and cache {tuple(k_cache.shape)} disagree in batch, head_dim or GQA")
+    if used.shape != (B,):
+        raise ValueError(f"used must have shape ({B},), got {tuple(used.shape)}")
+    if not 1 <= L <= cap:
+        raise ValueError(f"L={L} must be in [1, capacity={cap}]")
+    if window is not None and window < 1:
+        raise ValueError(f"window must be >= 1 or None, got {window}")
+    scale = scale if scale is not None else 1.0 / math.sqrt(d)
+    fa2_ok = (q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and k_cache.dtype == q.dtype
+              and v_cache.dtype == q.dtype and d % 8 == 0 and d <= 256 and k_cache.is_contiguous()
+              and v_cache.is_contiguous() and _fa2_available() and "torch-fa2" not in disabled_kernels())
+    kernel = "torch-fa2" if fa2_ok else "blocked"
+    if _FORCE is not None and _FORCE != kernel:
+        raise ValueError(f"forced kernel {_FORCE!r} cannot serve decode_attention (q {tuple(q.shape)}, "
+                         f"cache {tuple(k_cache.shape)}, {q.dtype} on {q.device}); it would use {kernel!r}")
+    _USED[kernel] += 1
+    if kernel == "torch-fa2":
+        a = fa2_decode_args(B, cap, L, window, q.device)
+        out = torch.ops.aten._flash_attention_forward(
+            q.reshape(B, Hq, d), k_cache.flatten(0, 1), v_cache.flatten(0, 1), a["cu_seqlens_q"], a["cu_seqlens_k"],
+            a["max_q"], a["max_k"], 0.0, a["is_causal"], False, scale=scale, seqused_k=used, **a["window"])[0]
+        return out.reshape(B, Hq, 1, d)
+    keys = torch.arange(L, device=q.device)
+    valid = keys[None, :] < used[:, None].long()
+    if window is not None:
+        valid &= keys[None, :] >= used[:, None].long() - window
+    k = k_cache[:, :L].transpose(1, 2)  # [B, Hkv, L, d]
+    v = v_cache[:, :L].transpose(1, 2)
+    qg = (q * scale).reshape(B, Hkv, Hq // Hkv, d)  # query head h reads KV head h // G
+    scores = torch.matmul(qg, k.transpose(-1, -2)).float()  # [B, Hkv, G, L]
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(v.dtype)
+    return torch.matmul(probs, v).reshape(B, Hq, 1, d)

@@ -82,3 +82,194 @@ def test_auto_and_blocked_match_the_naive_reference(forced, window):
     torch.testing.assert_close(backend.attention(q, k, v, q_index, window).double(), ref, atol=1e-6, rtol=0)
     forced("blocked")
     torch.testing.assert_close(backend.attention(q, k, v, q_index, window).double(), ref, atol=1e-6, rtol=0)
+
+
+def _fa2_rule(Tq, Tk, is_causal, window_size_left=-1, window_size_right=-1):
+    """FlashAttention-2's documented mask, with mha_fwd's normalisations, restated independently: [Tq, Tk] bool.
+
+    Query i sees key j iff i + Tk - Tq - left <= j <= i + Tk - Tq + right; a negative bound is unlimited;
+    Tq == 1 drops is_causal; is_causal sets right = 0; a left bound >= Tk is unlimited.
+    """
+    left, right = window_size_left, window_size_right
+    if left >= Tk:
+        left = -1
+    if Tq == 1:
+        is_causal = False
+    if is_causal:
+        right = 0
+    mask = torch.zeros(Tq, Tk, dtype=torch.bool)
+    for i in range(Tq):
+        for j in range(Tk):
+            c = i + Tk - Tq
+            mask[i, j] = (left < 0 or j >= c - left) and (right < 0 or j <= c + right)
+    return mask
+
+
+def _masked_fp64(q, k, v, mask):
+    group = q.shape[1] // k.shape[1]
+    k, v = k.double().repeat_interleave(group, 1), v.double().repeat_interleave(group, 1)
+    scores = q.double() @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ v
+
+
+@pytest.mark.parametrize("Tq, Tk, window", [(3, 9, None), (3, 9, 4), (1, 9, None), (1, 9, 3), (7, 7, 2), (4, 6, 10)])
+def test_torch_fa2_arguments_give_the_bottom_right_window(Tq, Tk, window):
+    """The arguments backend passes to FlashAttention-2 (is_causal=True + fa2_window_args) select, under FA2's own
+    mask rule, exactly the keys of the fp64 naive loop: query i at key Tk - Tq + i, keys within its window."""
+    q, k, v = _qkv(Tq, Tk, seed=3)
+    q_index = torch.arange(Tk - Tq, Tk)
+    mask = _fa2_rule(Tq, Tk, True, **backend.fa2_window_args(window, Tk))
+    torch.testing.assert_close(_masked_fp64(q, k, v, mask), naive_attention(q, k, v, q_index, window), atol=1e-9, rtol=0)
+
+
+def test_torch_fa2_refuses_what_it_cannot_compute(forced):
+    q, k, v = _qkv(3, 9)
+    forced("torch-fa2")
+    with pytest.raises(ValueError, match="torch-fa2.*CUDA fp16/bf16"):  # the CPU path stays the blocked kernel
+        backend.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
+    with pytest.raises(ValueError, match="torch-fa2.*aligned for queries at the last"):  # not bottom-right
+        backend.attention(q, k, v, torch.tensor([2, 5, 8]))
+    forced(None)
+    backend.reset_usage()
+    backend.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
+    assert backend.kernels_used() == {"blocked": 1}
+
+
+def test_fla_window_int32_guard():
+    """FLA's parallel_attn offsets rows by t * Hq * d in int32: at 32 heads x 128, rows from 524,288 on overflow."""
+    assert not backend.fla_offsets_overflow(524288, 32, 128)
+    assert backend.fla_offsets_overflow(524289, 32, 128)
+    assert backend.fla_offsets_overflow(1048576, 32, 128)
+    assert not backend.fla_offsets_overflow(1048576, 8, 128)
+
+
+def test_prefer_kernels_orders_and_validates():
+    try:
+        backend.prefer_kernels(["torch-fa2"], ["torch-fa2", "fla-window"])
+        assert backend.kernel_order()[0] == "torch-fa2" and backend.kernel_order(True)[:2] == ("torch-fa2", "fla-window")
+        assert sorted(backend.kernel_order()) == sorted(backend.KERNELS)
+        with pytest.raises(ValueError, match="unknown kernel"):
+            backend.prefer_kernels(["fa3"])
+    finally:
+        backend.prefer_kernels()
+    assert backend.kernel_order() == backend.KERNELS == backend.kernel_order(True)
+
+
+def _naive_decode(q, k_cache, v_cache, used, window):
+    """fp64 loops: sequence b's query attends keys used[b] - window .. used[b] - 1 of its token-major cache."""
+    B, H, _, d = q.shape
+    group = H // k_cache.shape[2]
+    out = torch.zeros(B, H, 1, d, dtype=torch.float64)
+    for b in range(B):
+        n = int(used[b])
+        keys = [j for j in range(n) if window is None or j >= n - window]
+        for h in range(H):
+            scores = [float(q[b, h, 0].double() @ k_cache[b, j, h // group].double()) / math.sqrt(d) for j in keys]
+            top = max(scores)
+            weights = [math.exp(s - top) for s in scores]
+            for w, j in zip(weights, keys):
+                out[b, h, 0] += w / sum(weights) * v_cache[b, j, h // group].double()
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_decode_attention_matches_naive_loop(window):
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 1, 8, generator=g)
+    k_cache, v_cache = torch.randn(2, 12, 2, 8, generator=g), torch.randn(2, 12, 2, 8, generator=g)
+    used = torch.tensor([9, 4], dtype=torch.int32)
+    backend.reset_usage()
+    got = backend.decode_attention(q, k_cache, v_cache, used, 10, window)
+    assert backend.kernels_used() == {"blocked": 1}
+    torch.testing.assert_close(got.double(), _naive_decode(q, k_cache, v_cache, used, window), atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="L=13"):
+        backend.decode_attention(q, k_cache, v_cache, used, 13, window)
+    try:
+        backend.force_kernel("torch-fa2")
+        with pytest.raises(ValueError, match="torch-fa2.*decode_attention"):
+            backend.decode_attention(q, k_cache, v_cache, used, 10, window)
+    finally:
+        backend.force_kernel(None)
+
+
+def _fa2_varlen_fp64(q, k, v, cu_q, cu_k, seqused_k, is_causal, window_size_left=-1, window_size_right=-1):
+    """FlashAttention-2's variable-length forward restated in fp64 from its documented semantics: packed
+    ``q [total_q, Hq, d]``, ``k, v [total_k, Hkv, d]``; sequence b's queries are rows cu_q[b]..cu_q[b+1]-1, its
+    keys rows cu_k[b].. of which the first seqused_k[b] are read; the mask is :func:`_fa2_rule` at
+    (T_q = that sequence's query count, T_k = seqused_k[b]); GQA: query head h reads KV head h // (Hq / Hkv)."""
+    total_q, Hq, d = q.shape
+    group = Hq // k.shape[1]
+    out = torch.zeros(total_q, Hq, d, dtype=torch.float64)
+    for b in range(len(cu_q) - 1):
+        q0, q1, k0 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b])
+        Tq, Tk = q1 - q0, int(seqused_k[b])
+        mask = _fa2_rule(Tq, Tk, is_causal, window_size_left, window_size_right)
+        for h in range(Hq):
+            kb, vb = k[k0:k0 + Tk, h // group].double(), v[k0:k0 + Tk, h // group].double()
+            scores = q[q0:q1, h].double() @ kb.T / math.sqrt(d)
+            out[q0:q1, h] = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1) @ vb
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 3, 1, 12])
+def test_fa2_decode_arguments_select_the_keys_of_the_naive_decode_loop(window):
+    """The packing decode_attention hands to FlashAttention-2 (fa2_decode_args: cu_seqlens, max lengths, causal
+    flag, window; seqused_k = used), run through an fp64 restatement of FA2's varlen semantics on the CPU, gives
+    the fp64 naive decode loop: sequence b's query attends keys used[b] - window .. used[b] - 1 of its cache."""
+    g = torch.Generator().manual_seed(7)
+    B, cap, L, Hq, Hkv, d = 3, 12, 10, 4, 2, 8
+    q = torch.randn(B, Hq, 1, d, generator=g)
+    k_cache, v_cache = torch.randn(B, cap, Hkv, d, generator=g), torch.randn(B, cap, Hkv, d, generator=g)
+    used = torch.tensor([9, 4, 10], dtype=torch.int32)
+    a = backend.fa2_decode_args(B, cap, L, window, "cpu")
+    assert a["max_q"] == 1 and a["max_k"] == L and a["cu_seqlens_q"].dtype == torch.int32
+    got = _fa2_varlen_fp64(q.reshape(B, Hq, d), k_cache.flatten(0, 1), v_cache.flatten(0, 1), a["cu_seqlens_q"],
+                           a["cu_seqlens_k"], used, a["is_causal"], **a["window"])
+    torch.testing.assert_close(got.reshape(B, Hq, 1, d), _naive_decode(q, k_cache, v_cache, used, window),
+                               atol=1e-9, rtol=0)
+
+
+def test_disabled_kernels_are_never_picked(monkeypatch, forced):
+    """SUITE_DISABLE_KERNELS (set by perf_all.sh after a failed GPU check) takes a kernel out of service."""
+    q, k, v = _qkv(3, 9)
+    monkeypatch.setenv("SUITE_DISABLE_KERNELS", "torch-fa2, sdpa-flash,blocked")
+    assert backend.disabled_kernels() == {"torch-fa2", "sdpa-flash"}  # blocked, the reference, always serves
+    forced("sdpa-flash")
+    with pytest.raises(ValueError, match="disabled by SUITE_DISABLE_KERNELS"):
+        backend.attention(q[:, :, -1:], k, v, torch.tensor([8]))
+    forced("blocked")
+    backend.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
+
+
+cuda_fa2 = pytest.mark.skipif(not (torch.cuda.is_available() and backend._fa2_available()),
+                              reason="needs CUDA and aten::_flash_attention_forward (the CPU tests above cover the "
+                                     "argument logic)")
+
+
+@cuda_fa2
+@pytest.mark.parametrize("Tq, Tk, window", [(64, 64, None), (64, 64, 16), (16, 80, None), (16, 80, 24), (1, 80, None),
+                                            (1, 80, 5)])
+def test_torch_fa2_on_gpu_matches_the_fp64_naive_loop(forced, Tq, Tk, window):
+    g = torch.Generator().manual_seed(9)
+    q = torch.randn(2, 4, Tq, 64, generator=g)
+    k, v = torch.randn(2, 2, Tk, 64, generator=g), torch.randn(2, 2, Tk, 64, generator=g)
+    q_index = torch.arange(Tk - Tq, Tk)
+    forced("torch-fa2")
+    dev = [x.cuda().bfloat16() for x in (q, k, v)]
+    got = backend.attention(*dev, q_index.cuda(), window).double().cpu()
+    want = naive_attention(*[x.bfloat16().double() for x in (q, k, v)], q_index, window)
+    torch.testing.assert_close(got, want, atol=2e-2, rtol=0)
+
+
+@cuda_fa2
+@pytest.mark.parametrize("window", [None, 3])
+def test_decode_attention_fa2_on_gpu_matches_the_fp64_naive_loop(window):
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 1, 64, generator=g)
+    k_cache, v_cache = torch.randn(2, 40, 2, 64, generator=g), torch.randn(2, 40, 2, 64, generator=g)
+    used = torch.tensor([33, 7], dtype=torch.int32)
+    backend.reset_usage()
+    got = backend.decode_attention(*[x.cuda().bfloat16() for x in (q, k_cache, v_cache)], used.cuda(), 36, window)
+    assert backend.kernels_used() == {"torch-fa2": 1}
+    want = _naive_decode(*[x.bfloat16().double() for x in (q, k_cache, v_cache)], used, window)
+    torch.testing.assert_close(got.double().cpu(), want, atol=2e-2, rtol=0)

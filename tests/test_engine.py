@@ -205,3 +205,84 @@ def test_prefill_sweep_fails_on_a_truncated_checkpoint(tmp_path):
     with pytest.raises(ValueError, match=re.escape(str(weights))):
         prefill_cpu.main(args + ["--checkpoint", f"transformer={good}", "--out", str(tmp_path / "b.csv")])
     assert not (tmp_path / "b.csv").exists()
+
+
+@pytest.mark.parametrize("arch, kw", [("orthros", dict(window_size=4)), ("transformer", {}),
+                                      ("swa", dict(window_size=5)), ("orthros", dict(window_size=8, qk_norm=True))])
+@pytest.mark.parametrize("options", [dict(decode_attn="fa2"), dict(fused=True),
+                                     dict(fused=True, decode_attn="fa2", prefill_chunk=3),
+                                     dict(fused=True, prefill_chunk=5)])
+def test_engine_options_match_uncached_forward(arch, kw, options):
+    """Token-major caches + decode_attention, fused layer functions, chunked prefill (T_q != T_k chunks over the
+    cache): each gives the uncached model's logits at every step (fp32, CPU: eager fused functions)."""
+    model = tiny(arch, **kw)
+    prompt = torch.randint(0, 67, (2, 11))
+    engine = Engine(model, batch=2, max_len=40, bucket=8, chunk=4, **options)
+    logits = [engine.prefill(prompt)] + engine.decode(14, keep_logits=True)
+    seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+    with torch.no_grad():
+        for n, got in enumerate(logits):
+            ref = model(seq[:, :11 + n], logits_to_keep=1).logits[:, 0]
+            torch.testing.assert_close(got, ref, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("arch, kw", [("linear_hybrid", {}), ("orthros_h", dict(window_size=4))])
+def test_engine_fused_recurrent_layers_match_uncached_forward(arch, kw):
+    model = tiny(arch, num_hidden_layers=4, intermediate_size=256, **kw)
+    prompt = torch.randint(0, 67, (2, 11))
+    engine = Engine(model, batch=2, max_len=32, bucket=8, chunk=4, fused=True, decode_attn="fa2")
+    logits = [engine.prefill(prompt)] + engine.decode(12, keep_logits=True)
+    seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+    with torch.no_grad():
+        for n in (0, 1, 6, 12):
+            torch.testing.assert_close(logits[n], model(seq[:, :11 + n]).logits[:, -1], atol=1e-5, rtol=0)
+
+
+def test_engine_step_kernels_leaves_the_state_alone():
+    """Counting one step's kernels runs a step; the decode that follows must be the one without the count."""
+    model = tiny("orthros_h", window_size=4, num_hidden_layers=4, intermediate_size=256)
+    prompt = torch.randint(0, 67, (2, 11))
+    plain = Engine(model, batch=2, max_len=32, bucket=8, chunk=4, fused=True)
+    want = [plain.prefill(prompt)] + plain.decode(3, keep_logits=True)
+    counted = Engine(model, batch=2, max_len=32, bucket=8, chunk=4, fused=True)
+    got = [counted.prefill(prompt)]
+    n, unit = counted.step_kernels()
+    assert n > 50 and unit == "aten ops (cpu)"
+    got += counted.decode(3, keep_logits=True)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_engine_option_errors():
+    model = tiny("orthros", window_size=4)
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        Engine(model, batch=1, max_len=16, prefill_chunk=4)  # chunked prefill runs the fused functions
+    with pytest.raises(ValueError, match="decode_attn"):
+        Engine(model, batch=1, max_len=16, decode_attn="flash")
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        Engine(tiny("orthros_h", window_size=4, num_hidden_layers=4, intermediate_size=256), batch=1, max_len=16,
+               fused=True, prefill_chunk=4)
+
+
+def test_engine_check_compiled_and_set_compiled():
+    """check_compiled compares the compiled fused functions with the same functions run eagerly (here the
+    "eager" torch.compile backend, so they agree to rounding); set_compiled switches back and forth and the
+    engine still decodes what the uncached model computes; both refuse an engine without fused functions."""
+    model = tiny("orthros", window_size=4)
+    prompt = torch.randint(0, 67, (2, 11))
+    engine = Engine(model, batch=2, max_len=32, bucket=8, chunk=4, fused=True, compiled=True, compile_backend="eager")
+    rel = engine.check_compiled(prompt)
+    assert set(rel) == {"prefill_rel", "decode_rel"} and max(rel.values()) < 1e-5
+    engine.set_compiled(False)
+    logits = [engine.prefill(prompt)] + engine.decode(3, keep_logits=True)
+    engine.set_compiled(True)
+    assert torch.equal(engine.prefill(prompt), logits[0])
+    seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
+    with torch.no_grad():
+        for n, got in enumerate(logits):
+            torch.testing.assert_close(got, model(seq[:, :11 + n], logits_to_keep=1).logits[:, 0], atol=1e-5, rtol=0)
+    plain = Engine(model, batch=2, max_len=32, bucket=8, chunk=4)
+    with pytest.raises(ValueError, match="fused=True"):
+        plain.set_compiled(True)
+    with pytest.raises(ValueError, match="compiled fused functions"):
+        plain.check_compiled(prompt)

@@ -163,15 +163,21 @@ def prefill_flops(shape: Shape, T: int, arch: str, window: int | None = 128, bat
     return out
 
 
-def elementwise_bytes(shape: Shape, rows: int, arch: str) -> float:
-    """Rough bytes moved by element-wise kernels of one layer over ``rows`` rows (bf16, eager PyTorch).
+def elementwise_bytes(shape: Shape, rows: int, arch: str, fused: bool = False) -> float:
+    """Rough bytes moved by element-wise kernels of one layer over ``rows`` rows (bf16).
 
-    Counted passes (read + write) per row: 10 x D (two norms, two residual adds), 5 x F (SiLU, gate
-    product), 12 x (Hq + Hkv) x d (RoPE, transposes), 2 x Hq x d (attention output layout), plus
-    3 x Hq x d for Orthros's query scale-offset. An estimate, not a measurement.
+    Eager PyTorch (``fused=False``), counted passes (read + write) per row: 10 x D (two norms, two residual
+    adds), 5 x F (SiLU, gate product), 12 x (Hq + Hkv) x d (RoPE, transposes), 2 x Hq x d (attention output
+    layout), plus 3 x Hq x d for Orthros's query scale-offset.
+    Fused (``suite.bench.fused`` compiled): 9 x D (norm; residual + norm; residual), 3 x F (SiLU * up in one
+    pass), 2 x (Hq + Hkv) x d (q/k norm, scale-offset and RoPE in one pass), 2 x Hq x d (attention output
+    layout). An estimate, not a measurement.
     """
     qd, kd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
-    passes = 10 * shape.hidden + 5 * shape.ffn + 12 * (qd + kd) + 2 * qd + (3 * qd if arch == "orthros" else 0)
+    if fused:
+        passes = 9 * shape.hidden + 3 * shape.ffn + 2 * (qd + kd) + 2 * qd
+    else:
+        passes = 10 * shape.hidden + 5 * shape.ffn + 12 * (qd + kd) + 2 * qd + (3 * qd if arch == "orthros" else 0)
     return BYTES_BF16 * passes * rows
 
 
@@ -179,8 +185,10 @@ MERGE_BYTES_PER_EL = 34  # sdpa-flash-lse merge: two bf16 partials to fp32 (2+4 
 
 
 def prefill_time(shape: Shape, T: int, arch: str, gpus: int = 1, rates: Rates | None = None,
-                 window: int | None = 128, batch: int = 1) -> dict:
+                 window: int | None = 128, batch: int = 1, fused: bool = False) -> dict:
     """Predicted prefill seconds, by component, on ``gpus`` GPUs with sequence (context) parallelism.
+
+    ``fused``: element-wise work as the fused (compiled) path moves it (:func:`elementwise_bytes`).
 
     Dense, element-wise and attention work split evenly over the GPUs (ideal load balance). On N > 1 GPUs,
     per layer (:mod:`suite.bench.seq_parallel`; collectives are not overlapped with compute):
@@ -208,7 +216,7 @@ def prefill_time(shape: Shape, T: int, arch: str, gpus: int = 1, rates: Rates | 
     L, qd = shape.layers, shape.heads * shape.head_dim
     out = {
         "dense_s": f["dense"] / gpus / gemm,
-        "elementwise_s": L * batch * elementwise_bytes(shape, rows, arch) / gpus / hbm,
+        "elementwise_s": L * batch * elementwise_bytes(shape, rows, arch, fused) / gpus / hbm,
         "lm_head_s": max(f["lm_head"] / gemm, BYTES_BF16 * shape.hidden * shape.vocab / hbm),
         "comm_s": 0.0,
         "cp_s": 0.0,

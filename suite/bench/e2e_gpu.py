@@ -13,6 +13,16 @@ few steps are timed at the start, middle and end contexts and their mean times o
 its HBM bound (weight bytes + K/V bytes read) / measured copy bandwidth; a target row per model
 says pass when the worst ratio is <= 1.3.
 
+TTFT is the median of ``--ttft-repeats`` prefills of the same batch (column ``ttft_runs_s`` lists them):
+FLA's fused gate-norm kernel (GDN layers) is autotuned per bucket of ``ceil(rows / 65536)`` rows, rows =
+batch x (T + output rows) x GDN heads (column ``fla_norm_bucket``), so the first prefill at a new bucket
+includes seconds of Triton compilation (the Orthros-H 127K/1K "outlier" of the committed table was the one
+config whose bucket an earlier run had compiled). ``--fused`` runs the engine with the fused per-layer
+functions (:mod:`suite.bench.fused`, compiled on CUDA), ``--decode-attn fa2`` with FlashAttention-2 decode
+attention (:func:`models.backend.decode_attention`); ``--attn-choice`` reads both defaults and the prefill
+kernel preferences from :mod:`suite.bench.attn_kernels`' ``attn_choice.json``. Each model row records the
+kernels one decode step launches (``decode_kernels_per_step``, counted with torch.profiler).
+
 Run on the H200: ``python -m suite.bench.e2e_gpu --out-dir results/gpu``. CPU smoke run:
 ``--device cpu --dtype float32 --size 1M --configs 96/4,80/20 --bucket 16 --chunk 8 --full-decode-max 8``.
 """
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -59,12 +70,25 @@ def _paper_e2e() -> dict:
     return paper
 
 
-def check_engine(device, steps: int = 40, archs=("orthros", "transformer")) -> float:
+def fla_norm_bucket(model, batch: int, T: int) -> int | None:
+    """The row bucket ``ceil(rows / 65536)`` of FLA's fused gate-norm kernel at a prefill of ``batch`` x T
+    (rows = batch x (T + output rows) x GDN heads); a new bucket means a Triton compile + autotune on first use.
+    None for a model without GDN layers."""
+    heads = [m.layer.num_heads for m in (layer.mixer for layer in model.model.layers)
+             if type(getattr(m, "layer", None)).__name__ == "GatedDeltaNet"]
+    if not heads:
+        return None
+    rows = batch * (T + (1 if model.two_stream else 0)) * heads[0]
+    return -(-rows // 65536)
+
+
+def check_engine(device, steps: int = 40, archs=("orthros", "transformer"), **engine_kw) -> float:
     """Max |logit difference| between the engine (CUDA graphs on CUDA) and the uncached model forward.
 
     Tiny fp32 models of ``archs``, prompt 50, ``steps`` greedy steps crossing key-length buckets. The
     reference is the PT forward over all positions (for Orthros-H this takes its GDN layers' general
-    output route, not the final-state read the engine uses).
+    output route, not the final-state read the engine uses). ``engine_kw``: Engine options under test
+    (``fused``, ``decode_attn``, ...).
     """
     worst = 0.0
     tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -74,7 +98,7 @@ def check_engine(device, steps: int = 40, archs=("orthros", "transformer")) -> f
             kw = {"window_size": 16} if arch.startswith("orthros") else {}
             torch.manual_seed(0)
             model = build_bench_model(arch, "1M", device, torch.float32, 256, **kw)  # q/k norm: its default
-            engine = Engine(model, batch=2, max_len=50 + steps, bucket=32, chunk=16)
+            engine = Engine(model, batch=2, max_len=50 + steps, bucket=32, chunk=16, **engine_kw)
             prompt = torch.randint(0, model.config.vocab_size, (2, 50), device=device)
             logits = [engine.prefill(prompt)] + engine.decode(steps - 1, keep_logits=True)
             seq = torch.cat([prompt] + [x.argmax(-1, keepdim=True) for x in logits], dim=1)
@@ -122,14 +146,40 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--out-dir", default="results/gpu")
     ap.add_argument("--append", action="store_true", help="keep the rows of other models in e2e.csv")
     ap.add_argument("--check-only", action="store_true", help="only (re)run the engine check row of --archs")
+    ap.add_argument("--ttft-repeats", type=int, default=3, help="prefills per config; TTFT is their median")
+    ap.add_argument("--fused", choices=("on", "off"), default="off", help="fused per-layer functions in the engine")
+    ap.add_argument("--compiled", choices=("auto", "on", "off"), default="auto",
+                    help="torch.compile the fused functions (auto: on CUDA)")
+    ap.add_argument("--decode-attn", choices=("matmul", "fa2", "auto"), default="matmul",
+                    help="decode attention (auto: fa2 when attn_choice.json says it verified)")
+    ap.add_argument("--attn-choice", default=None, help="attn_choice.json of suite.bench.attn_kernels")
+    ap.add_argument("--prefill-chunk", type=int, default=0, help="chunked prefill (0: one pass)")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="skip models/configs after this many seconds")
+    ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the fused functions")
     args = ap.parse_args(argv)
     configs = parse_configs(args.configs)
     if args.batch < 1 or args.sample_steps < 1 or args.check_steps < 2:
         raise ValueError(f"--batch, --sample-steps must be >= 1 and --check-steps >= 2, got {args.batch}, "
                          f"{args.sample_steps}, {args.check_steps}")
+    if args.ttft_repeats < 1:
+        raise ValueError(f"--ttft-repeats must be >= 1, got {args.ttft_repeats}")
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda but CUDA is not available")
+    from models import backend
+
+    choice = json.loads(Path(args.attn_choice).read_text()) if args.attn_choice and Path(args.attn_choice).exists() else {}
+    backend.prefer_kernels([k for k in [choice.get("full")] if k and k != "blocked"],
+                           [k for k in [choice.get("window")] if k and k != "blocked"])
+    decode_attn = args.decode_attn
+    if decode_attn == "auto":
+        decode_attn = "fa2" if choice.get("fa2_ok") and device.type == "cuda" else "matmul"
+    fused = args.fused == "on"
+    compiled = (device.type == "cuda") if args.compiled == "auto" else args.compiled == "on"
+    engine_kw = dict(decode_attn=decode_attn, fused=fused, compiled=compiled if fused else None,
+                     prefill_chunk=args.prefill_chunk or None, compile_backend=args.compile_backend)
+    print(f"[e2e_gpu] engine options {engine_kw}; attention preference {backend.kernel_order()[:2]} / "
+          f"{backend.kernel_order(True)[:2]}", flush=True)
     start = time.perf_counter()
     out_dir = Path(args.out_dir)
     hbm = json.loads(Path(args.rates).read_text())["hbm_bytes_per_s"] if args.rates else copy_bandwidth(device)
@@ -142,9 +192,14 @@ def main(argv=None) -> list[dict]:
     writer = RowWriter(out_dir / "e2e.csv", common_columns(device, args.dtype), keep=keep)
     # FLA's chunked prefill kernels use TF32 dot products, so the recurrent models' check gets a looser bound
     limit = 1e-2 if recurrent else 1e-3
-    target = f"cached engine decode (CUDA graphs on GPU) == uncached model forward, fp32 max |logit diff| <= {limit:g}"
+    target = (f"cached engine decode (CUDA graphs on GPU; options {engine_kw}) == uncached model forward, "
+              f"fp32 max |logit diff| <= {limit:g}")
+    # the tiny fp32 check runs the fused functions eagerly (no compile); the compiled ones are checked against
+    # their eager run on each benchmark model below (Engine.check_compiled)
+    check_kw = {k: (False if k == "compiled" and v else v) for k, v in engine_kw.items()
+                if k != "prefill_chunk" or not recurrent}
     try:
-        err = check_engine(device, args.check_steps, recurrent or ("orthros", "transformer"))
+        err = check_engine(device, args.check_steps, recurrent or ("orthros", "transformer"), **check_kw)
         status = "pass" if err <= limit else "fail"
     except Exception as exc:  # a kernel refusing the tiny shape: recorded, the benchmark goes on
         err, status = float("nan"), f"fail: {type(exc).__name__}: {exc}"[:300]
@@ -161,25 +216,62 @@ def main(argv=None) -> list[dict]:
         try:
             model = build_bench_model(arch, args.size, device, dtype, max_len + args.bucket,
                                       **({"window_size": window} if window else {}))
-            engine = Engine(model, args.batch, max_len, bucket=args.bucket, chunk=args.chunk)
+            kw = dict(engine_kw)
+            if arch not in ("transformer", "swa", "orthros"):
+                kw["prefill_chunk"] = None  # recurrent layers: one-pass prefill
+            engine = Engine(model, args.batch, max_len, bucket=args.bucket, chunk=args.chunk, **kw)
         except (ValueError, torch.cuda.OutOfMemoryError) as err:
             for inp, outp in configs:
                 writer.add(model=arch, batch=args.batch, input_len=inp, output_len=outp, status=f"not run: {err}"[:300])
             continue
         shape = cm.Shape.from_config(model.config)
         vocab = model.config.vocab_size
-        engine.prefill(torch.randint(0, vocab, (args.batch, min(4096, max_len // 2))))  # compile / autotune
+        warm_ids = torch.randint(0, vocab, (args.batch, min(4096, max_len // 2)))
+        engine.prefill(warm_ids)  # compile / autotune
         engine.decode(2)
+        path = ("fused " + ("compiled" if compiled else "eager")) if fused else "eager"
+        if fused and compiled:
+            limit_c = 0.1  # two bf16 implementations of the same math differ by ~1e-2 on random weights
+            try:
+                rel = engine.check_compiled(warm_ids.to(device))
+                worst = max(rel.values())
+                ok = worst <= limit_c
+            except Exception as err:
+                rel, worst, ok = {"error": f"{type(err).__name__}: {err}"[:200]}, float("nan"), False
+            if not ok:  # wrong compiled code must not be timed: fall back to the eager fused functions
+                engine.set_compiled(False)
+                path = "fused eager (compiled check failed)"
+            writer.add(model=arch, shape=args.size, batch=args.batch, method="compiled check",
+                       target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
+                              f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
+                       status="pass" if ok else "fail")
+            print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}", flush=True)
+            engine.prefill(warm_ids)
+            engine.decode(2)
+        try:
+            n_kernels, kernel_unit = engine.step_kernels()
+        except Exception as err:  # profiler unavailable: the row says so
+            n_kernels, kernel_unit = None, f"not counted: {type(err).__name__}: {err}"[:200]
+        print(f"[e2e_gpu] {arch}: one decode step launches {n_kernels} ({kernel_unit})", flush=True)
         ratios = []
         for inp, outp in configs:
+            if time.perf_counter() - start > args.budget_s:
+                writer.add(model=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp,
+                           status=f"not run: time budget {args.budget_s:.0f}s spent")
+                continue
             ids = torch.randint(0, vocab, (args.batch, inp))
             free(device)
             reset_peak(device)
-            sync(device)
-            t0 = time.perf_counter()
-            engine.prefill(ids)
-            sync(device)
-            ttft = time.perf_counter() - t0
+            runs = []
+            backend.reset_usage()
+            for _ in range(args.ttft_repeats):  # the last prefill's cache is the one decoded from
+                sync(device)
+                t0 = time.perf_counter()
+                engine.prefill(ids)
+                sync(device)
+                runs.append(time.perf_counter() - t0)
+            ttft = statistics.median(runs)
+            prefill_kernels = model_kernels(model, device)
             steps = outp - 1
             contexts = [inp] if steps <= args.full_decode_max else [inp, inp + steps // 2, max(inp, inp + steps - args.sample_steps)]
             step_ms = []
@@ -213,9 +305,16 @@ def main(argv=None) -> list[dict]:
                        decode_step_ms=mean_step, hbm_bound_ms=bound_ms,
                        bound_ratio=mean_step / bound_ms if mean_step else None, kv_cache_gib=engine.kv_bytes() / 2**30,
                        state_gib=engine.state_bytes() / 2**30, peak_mem_gib=peak_gib(device), method=method,
-                       kernel=model_kernels(model, device), status="ok")
-            print(f"[e2e_gpu] {arch:12} {inp:7d}/{outp:<5d} TTFT {ttft:7.2f}s  E2E {e2e:8.2f}s  step "
-                  f"{(mean_step or 0):6.2f} ms (HBM bound {bound_ms:6.2f})  {method}", flush=True)
+                       kernel=prefill_kernels + (f"+fused:{args.compile_backend}" if path == "fused compiled" else "")
+                       + "+decode:" + ("matmul" if decode_attn == "matmul" else
+                                       "torch-fa2" if device.type == "cuda" else "blocked"),
+                       ttft_runs_s=json.dumps([round(r, 4) for r in runs]),
+                       fla_norm_bucket=fla_norm_bucket(model, args.batch, inp),
+                       decode_kernels_per_step=n_kernels, kernel_count_unit=kernel_unit, decode_attn=decode_attn,
+                       prefill_path=path,
+                       prefill_chunk=args.prefill_chunk if kw.get("prefill_chunk") else None, status="ok")
+            print(f"[e2e_gpu] {arch:12} {inp:7d}/{outp:<5d} TTFT {ttft:7.2f}s (runs {[round(r, 2) for r in runs]})  "
+                  f"E2E {e2e:8.2f}s  step {(mean_step or 0):6.2f} ms (HBM bound {bound_ms:6.2f})  {method}", flush=True)
         if ratios:
             worst = max(ratios)
             writer.add(model=arch, shape=args.size, batch=args.batch, method="target",
@@ -237,6 +336,7 @@ def main(argv=None) -> list[dict]:
         if row.get("method") == "target":
             print(f"target {row['model']}: {row['target']}: {row['value']:.2f} -> {row['status']}")
     print(f"[e2e_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
+    backend.prefer_kernels()
     return writer.rows
 
 

@@ -21,6 +21,20 @@ first ``L`` cache slots (``L`` = position rounded up to a bucket) with a mask ``
 scores by one GEMM per (sequence, KV head), the value product split into chunks (split-K, the
 flash-decoding idea) so that a long context keeps the GPU busy. All sequences of a batch share one
 prompt length (no padding).
+
+Options (all off by default; the default path is unchanged):
+
+* ``decode_attn="fa2"``: K and V caches token-major (``[B, capacity, Hkv, d]``) and decode attention through
+  :func:`models.backend.decode_attention` (FlashAttention-2's variable-length kernel with ``seqused_k`` on
+  CUDA: one split-KV kernel per row instead of the matmul/softmax/matmul chain).
+* ``fused=True``: the per-layer element-wise work of prefill and decode runs as the fused functions of
+  :mod:`suite.bench.fused` (fused QKV and gate/up GEMMs over in-place concatenated weights; on CUDA compiled
+  by ``torch.compile`` unless ``compiled=False``), fewer kernels per decode step and fewer passes over the
+  activations in prefill.
+* ``prefill_chunk=C`` (needs ``fused``; attention-only models): the prompt is prefilled in chunks of C tokens,
+  chunk-major (every layer of chunk 1, then chunk 2, ...), each chunk's queries attending the cached keys
+  they can reach, bottom-right aligned (``T_q != T_k``, served on CUDA by ``torch-fa2``); the output row
+  (Orthros) goes through the layers after the last chunk.
 """
 from __future__ import annotations
 
@@ -31,6 +45,7 @@ import torch
 
 from models import backend
 from models.backbone import MixerContext, apply_rope, rope_cos_sin, rope_frequencies
+from suite.bench import fused as fz
 
 
 RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
@@ -77,6 +92,11 @@ class Engine:
         bucket: key-length granularity of decode attention (and of CUDA graphs).
         chunk: split-K chunk of the value product; must divide ``bucket``.
         use_graphs: capture CUDA graphs (default: on CUDA).
+        decode_attn: ``"matmul"`` (default) or ``"fa2"`` (token-major caches, :func:`models.backend.decode_attention`).
+        fused: run the fused per-layer functions of :mod:`suite.bench.fused` (rebinds the model's Q/K/V and
+            gate/up weights as slices of concatenated tensors, in place).
+        compiled: torch.compile the fused functions (default: ``fused`` and on CUDA).
+        prefill_chunk: prefill chunk length (needs ``fused``; not with recurrent layers); None: one pass.
 
     Slots past the current length hold zeros (``prefill`` clears what an earlier run left there), so a
     masked key contributes exactly 0 to the value product, never 0 * NaN. The scale-offset parameters are
@@ -85,17 +105,25 @@ class Engine:
     The RoPE frequencies are the config's (:func:`models.backbone.rope_frequencies`), computed at construction.
 
     Raises:
-        ValueError: unsupported mixers, bad sizes.
+        ValueError: unsupported mixers, bad sizes or option combinations.
     """
 
     def __init__(self, model, batch: int, max_len: int, bucket: int = 2048, chunk: int = 1024,
-                 use_graphs: bool | None = None):
+                 use_graphs: bool | None = None, decode_attn: str = "matmul", fused: bool = False,
+                 compiled: bool | None = None, prefill_chunk: int | None = None,
+                 compile_backend: str = "inductor"):
         if batch < 1 or max_len < 2:
             raise ValueError(f"batch must be >= 1 and max_len >= 2, got batch={batch}, max_len={max_len}")
         if bucket < 1 or chunk < 1 or bucket % chunk:
             raise ValueError(f"chunk={chunk} must divide bucket={bucket}")
         self.model, self.mixers = model, _check_mixers(model)
         self.attention = [_is_attention(m) for m in self.mixers]
+        if decode_attn not in ("matmul", "fa2"):
+            raise ValueError(f"decode_attn must be 'matmul' or 'fa2', got {decode_attn!r}")
+        if prefill_chunk is not None and (not fused or prefill_chunk < 1 or not all(self.attention)):
+            raise ValueError(f"prefill_chunk={prefill_chunk} needs fused=True, a positive chunk and a model whose "
+                             f"every layer is attention")
+        self.decode_attn, self.fused, self.prefill_chunk = decode_attn, bool(fused), prefill_chunk
         cfg = model.config
         if max_len > cfg.max_position_embeddings:
             raise ValueError(f"max_len={max_len} exceeds max_position_embeddings={cfg.max_position_embeddings}")
@@ -108,10 +136,15 @@ class Engine:
         Hkv, d = cfg.num_key_value_heads, cfg.head_dim
         # K: [B, Hkv, capacity, d]; V chunk-major: [capacity / chunk, B, Hkv, chunk, d], so that the first
         # S chunks are one uniformly strided batch for the split-K value product (no copy of V)
-        self.k = [torch.zeros(batch, Hkv, self.capacity, d, device=self.device, dtype=self.dtype) if a else None
-                  for a in self.attention]
-        self.v = [torch.zeros(self.capacity // chunk, batch, Hkv, chunk, d, device=self.device, dtype=self.dtype)
-                  if a else None for a in self.attention]
+        if decode_attn == "fa2":  # token-major K and V: [B, capacity, Hkv, d]
+            self.k = [torch.zeros(batch, self.capacity, Hkv, d, device=self.device, dtype=self.dtype) if a else None
+                      for a in self.attention]
+            self.v = [torch.zeros_like(t) if t is not None else None for t in self.k]
+        else:
+            self.k = [torch.zeros(batch, Hkv, self.capacity, d, device=self.device, dtype=self.dtype) if a else None
+                      for a in self.attention]
+            self.v = [torch.zeros(self.capacity // chunk, batch, Hkv, chunk, d, device=self.device, dtype=self.dtype)
+                      if a else None for a in self.attention]
         self.states: list[dict | None] = [None] * len(self.mixers)  # recurrent layers: static state buffers
         self.tok = torch.zeros(batch, 1, dtype=torch.long, device=self.device)  # next input token
         self.pos = torch.zeros(1, dtype=torch.long, device=self.device)  # its position
@@ -126,6 +159,13 @@ class Engine:
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
         self._graphs: dict[int, tuple] = {}
         self._pool = None
+        if self.fused:
+            compiled = (self.device.type == "cuda") if compiled is None else compiled
+            self._fns_by_mode = {compiled: fz.LayerFns(cfg, compiled, compile_backend)}
+            self._fns = self._fns_by_mode[compiled]
+            self._compile_backend = compile_backend
+            self._w = [fz.attn_weights(layer) if a else fz.mlp_weights(layer)
+                       for layer, a in zip(model.model.layers, self.attention)]
 
     def kv_bytes(self) -> int:
         """Bytes of the preallocated K/V cache (attention layers)."""
@@ -201,6 +241,10 @@ class Engine:
             raise ValueError(f"prompt of {T} tokens leaves no room in max_len={self.max_len}")
         m = self.model
         self._load_scale_offset()
+        if self.fused:
+            logits = self._prefill_fused(input_ids.to(self.device))
+            self._finish_prefill(logits, T)
+            return logits
         h = m.model.embed_tokens(input_ids.to(self.device))
         q_index = torch.arange(T, device=self.device)
         cos, sin = rope_cos_sin(q_index.expand(B, T), self._freqs, h.dtype)
@@ -214,9 +258,13 @@ class Engine:
                 continue
             q, k, v = _project(mix, x, T)
             k = apply_rope(k, cos, sin)
-            self.k[i][:, :, :T].copy_(k)
-            self.k[i][:, :, T:].zero_()
-            self._store_v(self.v[i], v)
+            if self.decode_attn == "fa2":
+                self._write_kv(i, 0, k, v)
+                self._zero_tail(i, T)
+            else:
+                self.k[i][:, :, :T].copy_(k)
+                self.k[i][:, :, T:].zero_()
+                self._store_v(self.v[i], v)
             outs = [backend.attention(apply_rope(q[:, :, :T], cos, sin), k, v, q_index, mix.window)]
             if self.two_stream:
                 q_out = apply_rope(q[:, :, T:], cos[:, -1:], sin[:, -1:])
@@ -226,11 +274,106 @@ class Engine:
             h = h + mix.o_proj(o.transpose(1, 2).reshape(B, h.shape[1], -1))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         logits = m.lm_head(m.model.norm(h[:, -1]))
+        self._finish_prefill(logits, T)
+        return logits
+
+    def _finish_prefill(self, logits: torch.Tensor, T: int) -> None:
         self.tok.copy_(logits.argmax(-1, keepdim=True))
         self.pos.fill_(T)
         self.length = T
         self.logits.copy_(logits)
-        return logits
+
+    # ---- cache access shared by both layouts (prefill side; decode writes are in _step)
+
+    def _write_kv(self, i: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Write k, v ``[B, Hkv, n, d]`` at positions ``start .. start + n - 1`` of layer i's caches."""
+        n = k.shape[2]
+        if self.decode_attn == "fa2":
+            self.k[i][:, start:start + n].copy_(k.transpose(1, 2))
+            self.v[i][:, start:start + n].copy_(v.transpose(1, 2))
+            return
+        self.k[i][:, :, start:start + n].copy_(k)
+        c = self.chunk
+        p = start
+        while p < start + n:  # V is chunk-major: one copy per c-chunk the range touches
+            e = min((p // c + 1) * c, start + n)
+            self.v[i][p // c, :, :, p % c:p % c + (e - p)].copy_(v[:, :, p - start:e - start])
+            p = e
+
+    def _read_kv(self, i: int, lo: int, hi: int):
+        """Layer i's cached k, v at positions ``lo .. hi - 1`` as ``[B, Hkv, hi - lo, d]`` (views or copies)."""
+        if self.decode_attn == "fa2":
+            return self.k[i][:, lo:hi].transpose(1, 2), self.v[i][:, lo:hi].transpose(1, 2)
+        c = self.chunk
+        c0, c1 = lo // c, -(-hi // c)
+        v = self.v[i][c0:c1].permute(1, 2, 0, 3, 4).flatten(2, 3)  # [B, Hkv, (c1 - c0) c, d], a copy
+        return self.k[i][:, :, lo:hi], v[:, :, lo - c0 * c:hi - c0 * c]
+
+    def _zero_tail(self, i: int, T: int) -> None:
+        """Zero layer i's cache slots from position T on (masked keys must hold finite values)."""
+        if self.decode_attn == "fa2":
+            self.k[i][:, T:].zero_()
+            self.v[i][:, T:].zero_()
+            return
+        self.k[i][:, :, T:].zero_()
+        c = self.chunk
+        if T % c:
+            self.v[i][T // c, :, :, T % c:].zero_()
+        self.v[i][-(-T // c):].zero_()
+
+    def _prefill_fused(self, ids: torch.Tensor) -> torch.Tensor:
+        """Prefill with the fused layer functions (and chunks, if ``prefill_chunk``): logits ``[B, vocab]``."""
+        m, fns = self.model, self._fns
+        B, T = ids.shape
+        dev, freqs = self.device, self._freqs
+        h = m.model.embed_tokens(ids)
+        dtype = h.dtype
+        last = torch.tensor([T - 1], device=dev)
+        h_out = h[:, -1:].clone() if self.two_stream else None
+        cos_o, sin_o = rope_cos_sin(last.expand(B, 1), freqs, dtype)
+        C = T if self.prefill_chunk is None else min(self.prefill_chunk, T)
+        chunks = [(s, min(s + C, T)) for s in range(0, T, C)]
+        rope = {}
+        if len(chunks) > 1:  # chunk-major: all layers of a chunk, then the next
+            for s, e in chunks:
+                cos, sin = rope_cos_sin(torch.arange(s, e, device=dev).expand(B, e - s), freqs, dtype)
+                for i, mix in enumerate(self.mixers):
+                    h[:, s:e] = self._fused_base_rows(i, h[:, s:e], s, e, cos, sin)
+        else:
+            rope[0] = rope_cos_sin(torch.arange(T, device=dev).expand(B, T), freqs, dtype)
+        for i, mix in enumerate(self.mixers):
+            w = self._w[i]
+            if not self.attention[i]:
+                rows = torch.cat([h, h_out], dim=1) if self.two_stream else h
+                fns.dynamic_rows(rows)
+                out = self._recurrent(i, mix, fns.norm()(rows, m.model.layers[i].input_layernorm.weight), 0)
+                rows = fz.call_mlp_res(fns, w, rows + out)
+                h, h_out = (rows[:, :T], rows[:, T:]) if self.two_stream else (rows, None)
+                continue
+            if len(chunks) == 1:
+                h = self._fused_base_rows(i, h, 0, T, *rope[0])
+            if self.two_stream:
+                q, _, _ = fz.call_attn_in(fns, w, "out", h_out, cos_o, sin_o, dynamic=False)
+                k, v = self._read_kv(i, 0, T)
+                o = backend.attention(q, k, v, last, None)
+                h_out = fz.call_attn_out(fns, w, h_out, fz.token_major(o), dynamic=False)
+        for i, a in enumerate(self.attention):
+            if a:
+                self._zero_tail(i, T)
+        final = h_out if self.two_stream else h[:, -1:]
+        return m.lm_head(m.model.norm(final))[:, 0]
+
+    def _fused_base_rows(self, i: int, hc: torch.Tensor, s: int, e: int, cos, sin) -> torch.Tensor:
+        """Base rows ``s .. e - 1`` through attention layer i: K/V written at s, queries attend the cached keys
+        they reach (bottom-right aligned), then o_proj and the MLP. Returns the new rows ``[B, e - s, D]``."""
+        fns, w = self._fns, self._w[i]
+        q, k, v = fz.call_attn_in(fns, w, "base", hc, cos, sin)
+        self._write_kv(i, s, k, v)
+        lo = 0 if w.window is None else max(0, s - w.window + 1)
+        if lo < s:  # earlier chunks' keys: read the span back from the cache (it holds this chunk's too)
+            k, v = self._read_kv(i, lo, e)
+        o = backend.attention(q, k, v, torch.arange(s - lo, e - lo, device=self.device), w.window)
+        return fz.call_attn_out(fns, w, hc, fz.token_major(o))
 
     def _store_v(self, cache: torch.Tensor, v: torch.Tensor) -> None:
         """Write v [B, Hkv, T, d] (positions 0..T-1) into a chunk-major V cache and zero positions T and up."""
@@ -296,37 +439,155 @@ class Engine:
             h = torch.cat([h, h], dim=1)  # base row, output row
         self._rope = rope_cos_sin(self.pos.expand(B, 1), self._freqs, h.dtype)
         # index math shared by all layers
-        full_out = torch.arange(L, device=self.device) > self.pos  # keys after pos: masked out
-        pos_chunk, pos_off = self.pos // c, self.pos % c
-        windows = {}
-        for w in {mix.window for mix, a in zip(self.mixers, self.attention) if a and mix.window is not None}:
-            idx = self.pos - w + 1 + torch.arange(w, device=self.device)
-            safe = idx.clamp(min=0)
-            windows[w] = (safe, safe // c, safe % c, idx < 0)
+        if self.decode_attn == "fa2":
+            used = (self.pos + 1).to(torch.int32).expand(B).contiguous()  # keys 0 .. pos are valid
+        else:
+            full_out = torch.arange(L, device=self.device) > self.pos  # keys after pos: masked out
+            pos_chunk, pos_off = self.pos // c, self.pos % c
+            windows = {}
+            for w in {mix.window for mix, a in zip(self.mixers, self.attention) if a and mix.window is not None}:
+                idx = self.pos - w + 1 + torch.arange(w, device=self.device)
+                safe = idx.clamp(min=0)
+                windows[w] = (safe, safe // c, safe % c, idx < 0)
+        if self.fused:
+            R = h.shape[1]
+            rope_rows = tuple(t.expand(B, R, t.shape[-1]) for t in self._rope)
         for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
-            x = layer.input_layernorm(h)
             if not self.attention[i]:
+                if self.fused:
+                    out = self._recurrent(i, mix, self._fns.norm()(h, layer.input_layernorm.weight), self.length)
+                    h = fz.call_mlp_res(self._fns, self._w[i], h + out, dynamic=False)
+                    continue
+                x = layer.input_layernorm(h)
                 h = h + self._recurrent(i, mix, x, self.length)
                 h = h + layer.mlp(layer.post_attention_layernorm(h))
                 continue
-            q, k, v = self._project_decode(i, mix, x)
+            if self.fused:
+                rows = "base+out" if self.two_stream else "base"
+                q, k, v = fz.call_attn_in(self._fns, self._w[i], rows, h, *rope_rows, dynamic=False)
+            else:
+                q, k, v = self._project_decode(i, mix, layer.input_layernorm(h))
             kcache, vcache = self.k[i], self.v[i]
-            kcache.index_copy_(2, self.pos, k)
-            vcache[pos_chunk, :, :, pos_off] = v[:, :, 0][None]
             outs = []
             w = mix.window
-            if self.two_stream or w is not None:  # windowed row: the last w keys
-                safe, w_chunk, w_off, w_out = windows[w]
-                v_win = vcache[w_chunk, :, :, w_off].permute(1, 2, 0, 3)  # [B, Hkv, w, d]
-                outs.append(self._attend(q[:, :, :1], kcache.index_select(2, safe), v_win, w_out))
-            if self.two_stream or w is None:  # full row: every key up to pos
-                outs.append(self._attend(q[:, :, -1:], kcache[:, :, :L], vcache[:L // c], full_out))
+            if self.decode_attn == "fa2":
+                kcache.index_copy_(1, self.pos, k.transpose(1, 2))
+                vcache.index_copy_(1, self.pos, v.transpose(1, 2))
+                if self.two_stream or w is not None:  # windowed row: the last w keys
+                    outs.append(backend.decode_attention(q[:, :, :1], kcache, vcache, used, L, w))
+                if self.two_stream or w is None:  # full row: every key up to pos
+                    outs.append(backend.decode_attention(q[:, :, -1:], kcache, vcache, used, L, None))
+            else:
+                kcache.index_copy_(2, self.pos, k)
+                vcache[pos_chunk, :, :, pos_off] = v[:, :, 0][None]
+                if self.two_stream or w is not None:  # windowed row: the last w keys
+                    safe, w_chunk, w_off, w_out = windows[w]
+                    v_win = vcache[w_chunk, :, :, w_off].permute(1, 2, 0, 3)  # [B, Hkv, w, d]
+                    outs.append(self._attend(q[:, :, :1], kcache.index_select(2, safe), v_win, w_out))
+                if self.two_stream or w is None:  # full row: every key up to pos
+                    outs.append(self._attend(q[:, :, -1:], kcache[:, :, :L], vcache[:L // c], full_out))
             o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
+            if self.fused:
+                h = fz.call_attn_out(self._fns, self._w[i], h, fz.token_major(o), dynamic=False)
+                continue
             h = h + mix.o_proj(o.transpose(1, 2).reshape(B, h.shape[1], -1))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         logits = m.lm_head(m.model.norm(h[:, -1]))
         self.logits.copy_(logits)
         self.next_tok.copy_(logits.argmax(-1, keepdim=True))
+
+    def set_compiled(self, compiled: bool) -> None:
+        """Switch the fused functions between compiled and eager; drops captured graphs (they re-capture).
+        Raises ValueError for an engine built without ``fused``."""
+        if not self.fused:
+            raise ValueError("set_compiled needs an engine built with fused=True")
+        if compiled not in self._fns_by_mode:
+            self._fns_by_mode[compiled] = fz.LayerFns(self.model.config, compiled, self._compile_backend)
+        if self._fns is not self._fns_by_mode[compiled]:
+            self._fns = self._fns_by_mode[compiled]
+            self._graphs = {}
+
+    @torch.inference_mode()
+    def check_compiled(self, input_ids: torch.Tensor) -> dict:
+        """Relative error of the compiled fused functions against the same functions run eagerly, on this
+        model's shapes: prefill logits of ``input_ids`` and one decode step after it (run without a graph).
+
+        Returns ``{"prefill_rel": ..., "decode_rel": ...}`` (Frobenius norms of the difference over the eager
+        logits). Leaves the engine compiled, its cache holding the eager prefill of ``input_ids``.
+        Raises ValueError for an engine without compiled fused functions.
+        """
+        if not (self.fused and self._fns.compiled):
+            raise ValueError("check_compiled needs an engine with compiled fused functions")
+        out = {}
+        for mode in (True, False):
+            self.set_compiled(mode)
+            logits = self.prefill(input_ids).float()
+            restore = self._keep_states()
+            self._step(self._bucket())
+            restore()
+            out[mode] = (logits, self.logits.float().clone())
+        self.set_compiled(True)
+
+        def rel(a, b):
+            return float((a - b).norm() / b.norm())
+
+        return {"prefill_rel": rel(out[True][0], out[False][0]), "decode_rel": rel(out[True][1], out[False][1])}
+
+    def _keep_states(self):
+        """A function restoring the recurrent states as they are now (a test step advances them)."""
+        saved = [{k: v.clone() for k, v in st.items()} if st else None for st in self.states]
+
+        def restore():
+            for st, kept in zip(self.states, saved):
+                for k, v in (kept or {}).items():
+                    st[k].copy_(v)
+
+        return restore
+
+    @torch.inference_mode()
+    def step_kernels(self) -> tuple[int, str]:
+        """Kernels one decode step launches at the current length, and what was counted.
+
+        On CUDA: device kernels (and memcpy/memset) recorded by ``torch.profiler`` over one eager step (the
+        CUDA graph replays exactly these). Elsewhere: aten operators dispatched (a proxy). The step's K/V
+        write is idempotent; recurrent states are restored. Raises ValueError before the first prefill.
+        """
+        if self.length == 0:
+            raise ValueError("call prefill() before step_kernels()")
+        L = self._bucket()
+        restore = self._keep_states()
+        self._step(L)  # warm: compilation and autotuning stay out of the count
+        restore()
+        if self.device.type == "cuda":
+            from torch.profiler import ProfilerActivity, profile
+
+            torch.cuda.synchronize(self.device)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                self._step(L)
+                torch.cuda.synchronize(self.device)
+            restore()
+            n = sum(1 for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
+            return n, "CUDA kernels (torch.profiler)"
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Count(TorchDispatchMode):
+            n = 0
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                Count.n += 1
+                return func(*args, **(kwargs or {}))
+
+        compiled = self.fused and self._fns.compiled
+        if compiled:  # torch.compile does not run under a dispatch mode: count the same functions run eagerly
+            self.set_compiled(False)
+        try:
+            with Count():
+                self._step(L)
+        finally:
+            restore()
+            if compiled:
+                self.set_compiled(True)
+        return Count.n, "aten ops (cpu)"
 
     def _bucket(self) -> int:
         return min(self.capacity, math.ceil((self.length + 1) / self.bucket) * self.bucket)
@@ -337,14 +598,12 @@ class Engine:
             stream.wait_stream(torch.cuda.current_stream())
             # warm-up runs: idempotent for K/V (same tok/pos, same K/V written) but not for recurrent
             # states, which each run advances; they are restored afterwards
-            saved = [{k: v.clone() for k, v in st.items()} if st else None for st in self.states]
+            restore = self._keep_states()
             with torch.cuda.stream(stream):
                 for _ in range(2):
                     self._step(L)
             torch.cuda.current_stream().wait_stream(stream)
-            for st, kept in zip(self.states, saved):
-                for k, v in (kept or {}).items():
-                    st[k].copy_(v)
+            restore()
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()

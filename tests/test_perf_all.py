@@ -1,0 +1,104 @@
+"""suite/bench/perf_all.sh end to end in its CPU smoke mode, and the merge of two GPU commands' outputs."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from suite.bench.merge_results import merge
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, SMOKE="1", PART="all", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1500",
+               SUITE_COMMIT="smoke123")
+    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+                         timeout=1500)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    steps = pd.read_csv(out / "steps.tsv", sep="\t")
+    # PART=main's steps, most valuable first and the 1M FP8 prefill last, then the optional Table 4 commands
+    assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model",
+                                "prefill_1m", "e2e_table4", "e2e_hybrids"]
+    assert (steps.exit.astype(str) == "0").all()
+    env_log = (out / "env.log").read_text()
+    assert "SUITE_COMMIT=smoke123" in env_log
+
+    kernels = pd.read_csv(out / "attention_kernels.csv")
+    checks = kernels[kernels.part == "check"]
+    assert len(checks) >= 10 and (checks.status == "pass").all()
+    assert {"chunk causal (bottom-right)", "chunk window (bottom-right)", "decode step (token-major cache)"} \
+        <= set(checks.case)
+    assert json.loads((out / "attn_choice.json").read_text())["fa2_ok"] is True
+
+    pre = pd.read_csv(out / "prefill.csv")
+    assert (pre[pre.method == "path check"].status == "pass").all() and len(pre[pre.method == "path check"]) == 2
+    sweep = pre[(pre.method == "full-model") & (pre.status == "ok")]
+    assert set(sweep.model) == {"transformer", "orthros"} and sweep.path.isin(["eager", "compiled"]).all()
+    assert len(pre[pre.method.str.endswith("comparison)")]) == 2
+    assert len(pre[pre.method == "target"]) == 3 and set(pre[pre.method == "target"].status) <= {"pass", "fail"}
+    carried = pre[(pre.method == "one-layer x n_layers") & (pre.seq_len == 1048576)]
+    assert set(carried.model) == {"transformer", "orthros"} and (carried.commit == "7066ee8456f3").all()
+
+    p1m = pd.read_csv(out / "prefill_1m_fp8.csv")
+    assert set(p1m[p1m.method == "check"].kv) == {"bf16 (chunked runner) vs model forward", "fp8 vs bf16 (chunked runner)"}
+    assert (p1m[p1m.method == "full-model (fp8 kv, chunked)"].status == "ok").all()
+    assert len(p1m[p1m.method == "target"]) == 3 and "transformer" in set(p1m.model)
+
+    e2e = pd.read_csv(out / "e2e.csv")
+    rows = e2e[e2e.status == "ok"]
+    assert set(rows.model) == {"transformer", "orthros", "orthros_h", "linear_hybrid"}
+    for r in rows.itertuples():
+        runs = json.loads(r.ttft_runs_s)
+        assert len(runs) == 3 and abs(r.ttft_s - statistics.median(runs)) < 1e-3
+        assert r.decode_kernels_per_step > 0
+        assert r.prefill_path == ("eager" if r.model in ("orthros_h", "linear_hybrid") else "fused compiled")
+    assert rows[rows.model.isin(["orthros_h", "linear_hybrid"])].fla_norm_bucket.notna().all()
+    checks = e2e[e2e.model.str.startswith("engine")]
+    assert set(checks.model) == {"engine", "engine:orthros_h+linear_hybrid"} and (checks.status == "pass").all()
+    compiled = e2e[e2e.method == "compiled check"]
+    assert set(compiled.model) == {"transformer", "orthros"} and (compiled.status == "pass").all()
+    assert len(pd.read_csv(out / "train_step.csv").query("method == 'target'")) == 1
+    assert (out / "cost_model.csv").exists()
+
+    # every target row of every CSV, pass/fail, with its provenance (commit from SUITE_COMMIT, device, dtype, ...)
+    targets = pd.read_csv(out / "targets.csv")
+    assert {"prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "train_step.csv"} <= set(targets.source)
+    assert targets.status.str.match(r"^(pass|fail|not run)").all()
+    for col in ("commit", "device", "backend", "dtype", "gpu_name", "torch"):
+        assert targets[col].notna().all(), col
+    assert (targets.commit.astype(str) == "smoke123").all()
+    for name in ("prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "attention_kernels.csv", "train_step.csv"):
+        frame = pd.read_csv(out / name)
+        if name == "prefill.csv":  # rows carried over from results/gpu keep their own provenance
+            frame = frame[frame.commit.astype(str) != "7066ee8456f3"]
+        assert len(frame) and (frame.commit.astype(str) == "smoke123").all(), name
+
+
+def test_perf_all_skips_steps_past_the_total_cap_and_keeps_their_record(tmp_path):
+    """TOTAL_S too small for anything: every step is skipped (recorded in steps.tsv), the command still ends 0."""
+    out = tmp_path / "out"
+    env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x")
+    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    steps = pd.read_csv(out / "steps.tsv", sep="\t")
+    assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model", "prefill_1m"]
+    assert (steps.exit.astype(str) == "skipped").all()
+
+
+def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    pd.DataFrame({"model": ["orthros_h", "engine:orthros_h"], "ttft_s": [7.0, None]}).to_csv(a / "e2e.csv", index=False)
+    pd.DataFrame({"model": ["transformer", "orthros_h"], "ttft_s": [23.0, 7.3]}).to_csv(b / "e2e.csv", index=False)
+    pd.DataFrame({"x": [1]}).to_csv(a / "train_step.csv", index=False)
+    (a / "rates.json").write_text("{}")
+    merge([a, b], tmp_path / "into")
+    got = pd.read_csv(tmp_path / "into" / "e2e.csv").set_index("model")["ttft_s"]
+    assert got["orthros_h"] == 7.3 and got["transformer"] == 23.0 and "engine:orthros_h" in got.index and len(got) == 3
+    assert (tmp_path / "into" / "train_step.csv").exists() and (tmp_path / "into" / "rates.json").exists()
