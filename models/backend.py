@@ -132,6 +132,15 @@ def fa2_window_args(window: int | None, Tk: int) -> dict:
     return {"window_size_left": int(window) - 1, "window_size_right": 0}
 
 
+def fa2_shape_problem(q: torch.Tensor, k: torch.Tensor) -> str:
+    """Why FlashAttention-2 cannot take q [B, Hq, Tq, d] and k (= v's shape and dtype) [B, Hkv, Tk, d]:
+    "" when it can (one dtype for q and k, head dim a multiple of 8 up to 256)."""
+    d = q.shape[-1]
+    if d % 8 or d > 256 or k.dtype != q.dtype:
+        return "FlashAttention-2 needs one fp16/bf16 dtype and a head dim that is a multiple of 8, at most 256"
+    return ""
+
+
 def _fa2(q, k, v, window, scale):
     """FlashAttention-2 bundled with torch: q [B, Hq, Tq, d], k/v [B, Hkv, Tk, d] -> [B, Hq, Tq, d]."""
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
@@ -290,10 +299,8 @@ def _cannot_serve(kernel, q, k, q_index, window, key_mask) -> str:
     if kernel == "flash-attn":
         return "" if _flash_attn_func is not None else "flash_attn is not importable"
     if kernel == "torch-fa2":
-        d = q.shape[-1]
-        if d % 8 or d > 256 or k.dtype != q.dtype or v.dtype != q.dtype:
-            return "FlashAttention-2 needs one fp16/bf16 dtype and a head dim that is a multiple of 8, at most 256"
-        return "" if _fa2_available() else "this torch has no aten::_flash_attention_forward with window arguments"
+        return fa2_shape_problem(q, k) or \
+            ("" if _fa2_available() else "this torch has no aten::_flash_attention_forward with window arguments")
     if Tq != Tk:
         return "FLA's parallel_attn needs Tq == Tk"
     if fla_offsets_overflow(Tq, q.shape[1], q.shape[-1]):

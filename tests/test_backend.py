@@ -273,3 +273,12 @@ def test_decode_attention_fa2_on_gpu_matches_the_fp64_naive_loop(window):
     assert backend.kernels_used() == {"torch-fa2": 1}
     want = _naive_decode(*[x.bfloat16().double() for x in (q, k_cache, v_cache)], used, window)
     torch.testing.assert_close(got.double().cpu(), want, atol=2e-2, rtol=0)
+
+
+def test_fa2_shape_rule_runs_without_cuda():
+    """The torch-fa2 eligibility rule is plain Python: exercised here, not only on a GPU (the H200 run of
+    913e214 found a NameError in it that no CPU test reached)."""
+    q = torch.zeros(1, 2, 4, 16, dtype=torch.bfloat16)
+    assert backend.fa2_shape_problem(q, q) == ""
+    assert "multiple of 8" in backend.fa2_shape_problem(q[..., :12], q[..., :12])
+    assert "one fp16/bf16 dtype" in backend.fa2_shape_problem(q, q.float())

@@ -182,30 +182,4 @@ fi
 echo "== done in ${SECONDS}s; CSVs in $OUT:"
 ls -la "$OUT"
 cat "$STEPS"
-$PY - "$OUT" <<'PYEOF' || true
-import sys
-from pathlib import Path
-
-import pandas as pd
-
-out = Path(sys.argv[1])
-targets = []
-for path in sorted(out.glob("*.csv")):
-    if path.name == "targets.csv":
-        continue
-    frame = pd.read_csv(path)
-    if path.name == "attention_kernels.csv" and "status" in frame:
-        checks = frame[frame["part"] == "check"]
-        print(f"[{path.name}] checks: {dict(checks['status'].value_counts())}")
-    if "method" not in frame or "target" not in frame:
-        continue
-    rows = frame[frame["method"].astype(str) == "target"].copy()
-    rows.insert(0, "source", path.name)
-    targets.append(rows)
-    for r in rows.itertuples():
-        who = getattr(r, "model", "")
-        print(f"target [{path.name}] {who}: {r.target}: value={getattr(r, 'value', '')} -> {r.status}")
-if targets:
-    pd.concat(targets, ignore_index=True).to_csv(out / "targets.csv", index=False)
-    print(f"wrote {out / 'targets.csv'}")
-PYEOF
+$PY -m suite.bench.targets "$OUT" || true

@@ -1,0 +1,48 @@
+"""Collect every pass/fail target row (``method == "target"``) of the benchmark CSVs in a folder into
+``targets.csv`` beside them (issue 15's speed and memory targets; provenance columns kept).
+
+CLI: ``python -m suite.bench.targets DIR`` (``suite/bench/perf_all.sh`` runs it last).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+
+def collect(out: Path) -> pd.DataFrame | None:
+    """Target rows of ``out/*.csv`` (but targets.csv) with a ``source`` column; None when there are none.
+    Prints one line per target and the kernel-check tally of attention_kernels.csv."""
+    targets = []
+    for path in sorted(out.glob("*.csv")):
+        if path.name == "targets.csv":
+            continue
+        frame = pd.read_csv(path)
+        if path.name == "attention_kernels.csv" and "status" in frame:
+            checks = frame[frame["part"] == "check"]
+            print(f"[{path.name}] checks: {dict(checks['status'].value_counts())}")
+        if "method" not in frame or "target" not in frame:
+            continue
+        rows = frame[frame["method"].astype(str) == "target"].copy()
+        rows.insert(0, "source", path.name)
+        targets.append(rows)
+        for r in rows.itertuples():
+            print(f"target [{path.name}] {getattr(r, 'model', '')}: {r.target}: value={getattr(r, 'value', '')} "
+                  f"-> {r.status}")
+    return pd.concat(targets, ignore_index=True) if targets else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not Path(args[0]).is_dir():
+        sys.exit(f"usage: python -m suite.bench.targets DIR (a folder of benchmark CSVs); got {args}")
+    out = Path(args[0])
+    frame = collect(out)
+    if frame is not None:
+        frame.to_csv(out / "targets.csv", index=False)
+        print(f"wrote {out / 'targets.csv'}")
+
+
+if __name__ == "__main__":
+    main()
