@@ -10,3 +10,17 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def ci_run():
+    """The ci profile of the study DAG, run once from scratch (work_dirs/ci) and shared by the tests that need a
+    finished run (several minutes on 2 cores)."""
+    import shutil
+
+    from tests.dag import ROOT, snakemake
+
+    shutil.rmtree(ROOT / "work_dirs" / "ci", ignore_errors=True)
+    run = snakemake("--cores", "2", "--config", "profile=ci", timeout=1800)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    return ROOT / "work_dirs" / "ci"

@@ -205,3 +205,13 @@ def test_prefill_sweep_fails_on_a_truncated_checkpoint(tmp_path):
     with pytest.raises(ValueError, match=re.escape(str(weights))):
         prefill_cpu.main(args + ["--checkpoint", f"transformer={good}", "--out", str(tmp_path / "b.csv")])
     assert not (tmp_path / "b.csv").exists()
+
+
+def test_prefill_128k_row_is_labelled_with_the_profile(tmp_path):
+    """The 128K CPU Prefill row carries the profile it ran for (it was always 'cpu')."""
+    from suite.bench import prefill_cpu
+
+    out = prefill_cpu.main(["--mode", "128k", "--profile", "gpu", "--seq-len", "64", "--window", "8",
+                            "--out", str(tmp_path / "prefill_128k.csv")])
+    row = pd.read_csv(out).iloc[0]
+    assert row["profile"] == "gpu" and row["seq_len"] == 64 and row["status"] == "ok"
