@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir)))
-from suite.config import load_config
+from suite.config import load_config, schema
 
 CONFIG_ARG = config.get("profile", "default")
 STUDY = load_config(CONFIG_ARG)          # stops with a message naming any bad key or value
 PROFILE = STUDY["profile"]               # the study's own name, also when it was given as a YAML path
+SCHEMA = schema()
 WORK = STUDY["work_dir"]
 DATA = STUDY["data"]["data_dir"]
 RES = STUDY.get("results_dir", f"results/{PROFILE}")
@@ -25,17 +26,7 @@ shell.prefix(f"set -euo pipefail; export OMP_NUM_THREADS={THREADS} MKL_NUM_THREA
              "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false; ")
 CFG = f"--config {CONFIG_ARG}"
 
-# Snakemake tracks rule code but not imported modules: each rule lists the sources it runs as inputs,
-# so editing them re-runs what they produced.
-def code(*parts):
-    files = []
-    for part in parts:
-        p = Path(workflow.basedir) / part
-        files += sorted(str(f.relative_to(workflow.basedir)) for f in (p.rglob("*.py") if p.is_dir() else [p]))
-    return files
-
-MODEL_CODE = code("models", "baselines")
-
+include: "workflows/common.smk"
 include: "workflows/data.smk"
 include: "workflows/train.smk"
 include: "workflows/eval.smk"

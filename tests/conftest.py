@@ -22,3 +22,17 @@ def data_dir(tmp_path_factory):
     build_corpus(d, "stdlib", max_files=30, val_fraction=0.2, test_fraction=0.2)
     prepare(d, "bpe", 512)
     return d
+
+
+@pytest.fixture(scope="session")
+def ci_run():
+    """The ci profile of the study DAG, run once from scratch (work_dirs/ci) and shared by the tests that need a
+    finished run (several minutes on 2 cores)."""
+    import shutil
+
+    from tests.dag import ROOT, snakemake
+
+    shutil.rmtree(ROOT / "work_dirs" / "ci", ignore_errors=True)
+    run = snakemake("--cores", "2", "--config", "profile=ci", timeout=1800)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    return ROOT / "work_dirs" / "ci"

@@ -85,6 +85,31 @@ def test_bytes_tokenizer(data_dir, tmp_path):
         train_tokenizer(data_dir, "words")
 
 
+def test_tokenizer_is_trained_again_without_its_files_or_after_a_corpus_change(data_dir, tmp_path):
+    """The reuse check needs the tokenizer files (Snakemake deletes a rerun job's outputs, tokenizer.json among them,
+    but not the undeclared ones such as the stamp) and the corpus the tokenizer was trained on."""
+    import shutil
+
+    d = tmp_path / "data"
+    shutil.copytree(data_dir, d)
+    before = (d / "tokenizer" / "tokenizer.json").read_bytes()
+    for path in [d / "tokenizer" / "tokenizer.json", *(d / "tokens").glob("*.npy")]:
+        path.unlink()
+    prepare(d, "bpe", 512)
+    assert (d / "tokenizer" / "tokenizer.json").read_bytes() == before
+    assert len(load_tokens(d, "train")) > 0
+    stamp = d / "tokenizer" / "suite_tokenizer.json"
+    corpus_sha = json.loads((d / "corpus.json").read_text())["sha256"]
+    assert json.loads(stamp.read_text()) == {"kind": "bpe", "vocab_size": 512, "corpus_sha256": corpus_sha}
+
+    build_corpus(d, "stdlib", max_files=N_FILES + 10, overwrite=True, **FRACTIONS)
+    new_sha = json.loads((d / "corpus.json").read_text())["sha256"]
+    assert new_sha != corpus_sha
+    prepare(d, "bpe", 512)
+    assert json.loads(stamp.read_text())["corpus_sha256"] == new_sha
+    assert (d / "tokenizer" / "tokenizer.json").read_bytes() != before
+
+
 def test_encoded_split_matches_text_and_is_cached(data_dir):
     tok = load_tokenizer(data_dir / "tokenizer")
     eos = tok.token_to_id("<|endoftext|>")

@@ -286,3 +286,13 @@ def test_engine_check_compiled_and_set_compiled():
         plain.set_compiled(True)
     with pytest.raises(ValueError, match="compiled fused functions"):
         plain.check_compiled(prompt)
+
+
+def test_prefill_128k_row_is_labelled_with_the_profile(tmp_path):
+    """The 128K CPU Prefill row carries the profile it ran for (it was always 'cpu')."""
+    from suite.bench import prefill_cpu
+
+    out = prefill_cpu.main(["--mode", "128k", "--profile", "gpu", "--seq-len", "64", "--window", "8",
+                            "--out", str(tmp_path / "prefill_128k.csv")])
+    row = pd.read_csv(out).iloc[0]
+    assert row["profile"] == "gpu" and row["seq_len"] == 64 and row["status"] == "ok"

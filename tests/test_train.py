@@ -225,3 +225,37 @@ def test_checkpoint_without_run_config_is_refused(data_dir, tmp_path):
     with pytest.raises(ValueError, match=r"run_config\.json is missing"):
         train(tiny_llama, data_dir, tmp_path, steps=2, arch="llama", size="tiny", **HP)
     assert not (tmp_path / "run_config.json").exists()
+
+
+def test_restart_if_changed_trains_afresh_when_settings_code_or_base_differ(data_dir, tmp_path, monkeypatch):
+    """What the DAG passes (--restart-if-changed): Snakemake reruns a training job after an edit of the config, the
+    code or the base checkpoint, and the run must then start over, not stop on (or resume, or return) the old one.
+    Without the flag each difference stops naming its field; the same run is still not recomputed."""
+    base, run = tmp_path / "base", tmp_path / "run"
+    train(tiny_llama, data_dir, base, steps=2, **HP)
+    train(tiny_llama, data_dir, run, steps=3, init_from=base / "checkpoint", **HP)
+    recorded = json.loads((run / "run_config.json").read_text())
+    assert recorded["val_batches"] == HP["val_batches"] and len(recorded["code_sha256"]) == 64
+    assert recorded["tokenizer_sha256"] and recorded["base_sha256"]
+
+    def rerun(restart, **change):
+        factory = Counting()
+        train(factory, data_dir, run, steps=3, init_from=base / "checkpoint", restart_if_changed=restart,
+              **{**HP, **change})
+        return factory.calls
+
+    # a value only the final evaluation reads
+    with pytest.raises(ValueError, match=r"'val_batches': \(2, 3\)"):
+        rerun(False, val_batches=3)
+    assert rerun(True, val_batches=3) == 1 and json.loads((run / "run_config.json").read_text())["val_batches"] == 3
+    assert rerun(True, val_batches=3) == 0, "the same finished run is not recomputed"
+    # the code the run executes
+    monkeypatch.setattr("suite.train.run.source_digest", lambda *modules: "edited")
+    with pytest.raises(ValueError, match=r"'code_sha256': \('[0-9a-f]{64}', 'edited'\)"):
+        rerun(False, val_batches=3)
+    assert rerun(True, val_batches=3) == 1
+    # the weights it starts from: the base retrained with another seed
+    train(tiny_llama, data_dir, base, steps=2, overwrite=True, **{**HP, "seed": 4})
+    with pytest.raises(ValueError, match=r"'base_sha256'"):
+        rerun(False, val_batches=3)
+    assert rerun(True, val_batches=3) == 1

@@ -2,20 +2,21 @@
 # Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose committed CSVs in results/gpu/
 # feed the renderers in every profile.
 
-BENCH_CODE = MODEL_CODE + code("suite/bench")
+PREFILL_CODE = sources("suite.bench.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
 
 
 rule prefill_cpu:
     input:
         runs=[METRICS.format(arch=a, size=MAIN, seed=SEED) for a in ARCHS],
-        code=BENCH_CODE,
+        code=PREFILL_CODE,
     output:
         RES + "/prefill_cpu.csv",
     threads: THREADS
     log:
         WORK + "/logs/prefill_cpu.log",
     params:
+        cfg=rule_config("prefill_cpu"),
         checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in ARCHS),
         lengths=",".join(str(n) for n in PREFILL["lengths"]),
     shell:
@@ -27,9 +28,11 @@ rule prefill_cpu:
 rule prefill_cpu_128k:
     """A 128K-token Prefill (T_out = 1) of a tiny random-weight Orthros on the CPU: time and peak memory."""
     input:
-        BENCH_CODE,
+        PREFILL_CODE,
     output:
         RES + "/prefill_128k.csv",
+    params:
+        cfg=rule_config("prefill_cpu_128k"),
     threads: THREADS
     log:
         WORK + "/logs/prefill_128k.log",
@@ -43,7 +46,8 @@ GPU_OUT = "results/gpu"
 rule gpu_benchmarks:
     """Qwen3-8B shape, random bf16 weights, one GPU: prefill sweep (Fig. 4), E2E (Table 4), cost model."""
     input:
-        BENCH_CODE,
+        code("suite/bench/gpu_all.sh"),
+        sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.bench.cost_model"),
     output:
         prefill=GPU_OUT + "/prefill.csv",
         e2e=GPU_OUT + "/e2e.csv",
@@ -60,7 +64,7 @@ rule fla_crosscheck:
     """25M, one GPU: FLA Triton kernels vs the naive route per mixer (fwd/bwd, bf16/fp32, T=2K) and the training
     throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang (README)."""
     input:
-        BENCH_CODE,
+        sources("suite.bench.fla_vs_naive"),
     output:
         crosscheck=GPU_OUT + "/fla_crosscheck.csv",
         throughput=GPU_OUT + "/baseline_throughput.csv",

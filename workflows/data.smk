@@ -2,12 +2,14 @@
 
 rule corpus:
     input:
-        code("suite/data/corpus.py"),
+        sources("suite.data.corpus"),
     output:
         train=f"{DATA}/train.txt",
         val=f"{DATA}/val.txt",
         test=f"{DATA}/test.txt",
         meta=f"{DATA}/corpus.json",
+    params:
+        cfg=rule_config("corpus"),
     log:
         f"{WORK}/logs/corpus.log",
     shell:
@@ -15,15 +17,23 @@ rule corpus:
 
 
 rule tokenizer:
+    """BPE training and encoding use the job's threads (the slurm profile gives it a whole CPU node)."""
     input:
         rules.corpus.output,
-        code("suite/data/tokenizer.py"),
+        sources("suite.data.tokenizer"),
     output:
+        # every file it writes, so that a rerun deletes them all and none is read without being declared
         tokenizer=f"{DATA}/tokenizer/tokenizer.json",
+        tokenizer_config=f"{DATA}/tokenizer/tokenizer_config.json",
+        stamp=f"{DATA}/tokenizer/suite_tokenizer.json",
         train=f"{DATA}/tokens/train.npy",
         val=f"{DATA}/tokens/val.npy",
         test=f"{DATA}/tokens/test.npy",
+        meta=f"{DATA}/tokens/meta.json",
+    params:
+        cfg=rule_config("tokenizer"),
+    threads: THREADS
     log:
         f"{WORK}/logs/tokenizer.log",
     shell:
-        "{PY} suite.data.tokenizer {CFG} --data-dir {DATA} > {log} 2>&1"
+        "{PY} suite.data.tokenizer {CFG} --data-dir {DATA} --threads {threads} > {log} 2>&1"

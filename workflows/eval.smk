@@ -2,9 +2,10 @@
 # every trained model, NIAH and MQAR (each a dedicated training run per arch), and the controls that decide
 # whether an experiment can say anything at all (suite.eval.controls).
 
-LM_EVAL_CODE = MODEL_CODE + code("suite/eval/harness.py", "suite/eval/tasks")
-NIAH_CODE = MODEL_CODE + code("suite/eval/niah.py", "suite/data/needles.py", "suite/data/retrieval.py", "suite/common.py")
-MQAR_CODE = MODEL_CODE + code("suite/eval/mqar.py", "suite/common.py")
+LM_EVAL_CODE = sources("suite.eval.harness") + code("suite/eval/tasks")
+NIAH_CODE = sources("suite.eval.niah")
+MQAR_CODE = sources("suite.eval.mqar")
+COLLECT_CODE = sources("suite.collect")
 ARCHS = STUDY["archs"]
 ARCH_LIST = ",".join(ARCHS)
 MAIN = STUDY["main_size"]
@@ -48,6 +49,7 @@ rule lm_eval:
     log:
         WORK + "/logs/lm_eval_{arch}_{size}.log",
     params:
+        cfg=rule_config("lm_eval"),
         checkpoints=lambda w: " ".join(run_dir(w.arch, w.size, s) + "/checkpoint" for s in SEEDS),
         tasks=lambda w: lm_tasks(w.size),
     shell:
@@ -68,6 +70,7 @@ rule conversion_lm_eval:
     log:
         WORK + "/logs/lm_eval_conversion_{variant}.log",
     params:
+        cfg=rule_config("conversion_lm_eval"),
         checkpoints=lambda w: " ".join(f"{WORK}/conversion/{w.variant}/seed{s}/checkpoint" for s in CONV_SEEDS),
     shell:
         "{PY} suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {CONV_SEEDS} "
@@ -92,6 +95,7 @@ rule niah:
     log:
         WORK + "/logs/niah_{arch}.log",
     params:
+        cfg=lambda w: rule_config("niah", w.arch),
         lengths=csv_list(NIAH["lengths"]),
         depths=csv_list(NIAH["depths"]),
         curriculum=("--curriculum " + ",".join(f"{p['len']}:{p['frac']}:{p['rows']}" for p in NIAH["curriculum"])
@@ -122,6 +126,7 @@ rule mqar:
     log:
         WORK + "/logs/mqar_{arch}.log",
     params:
+        cfg=rule_config("mqar"),
         seq_lens=csv_list(MQAR["seq_lens"]),
         kv=csv_list(MQAR["num_kv_pairs"]),
         train_kv=f"--train-kv {csv_list(MQAR['train_kv'])}" if "train_kv" in MQAR else "",
@@ -143,7 +148,7 @@ rule collect_quality:
     input:
         evals=runs(QUALITY, ARCHS, [MAIN]),
         metrics=runs(METRICS, ARCHS, [MAIN]),
-        code=code("suite/collect.py"),
+        code=COLLECT_CODE,
     output:
         RES + "/quality.csv",
     shell:
@@ -154,7 +159,7 @@ rule collect_ablation:
     input:
         evals=runs(QUALITY, ABL_VARIANTS, ABL_SIZES),
         metrics=runs(METRICS, ABL_VARIANTS, ABL_SIZES),
-        code=code("suite/collect.py"),
+        code=COLLECT_CODE,
     output:
         RES + "/ablation.csv",
     shell:
@@ -170,7 +175,7 @@ rule collect_conversion:
               + [RES + f"/eval/quality/conversion_{v}/seed{s}.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
         metrics=[METRICS.format(arch="transformer", size=CONV["size"], seed=s) for s in CONV_SEEDS]
                 + [RES + f"/conversion/{v}/seed{s}/metrics.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
-        code=code("suite/collect.py"),
+        code=COLLECT_CODE,
     output:
         RES + "/conversion.csv",
     params:
@@ -187,22 +192,24 @@ NIAH_SKIPPED = " ".join(f"'{a}=not run: not in niah.archs of the {PROFILE} profi
 
 rule collect_niah:
     input:
-        [NIAH_OUT.format(arch=a) for a in NIAH_ARCHS],
+        csvs=[NIAH_OUT.format(arch=a) for a in NIAH_ARCHS],
+        code=COLLECT_CODE,
     output:
         RES + "/niah.csv",
     params:
         skipped=f"--not-run {NIAH_SKIPPED}" if NIAH_SKIPPED else "",
     shell:
-        "{PY} suite.collect concat --inputs {input} {params.skipped} --out {output}"
+        "{PY} suite.collect concat --inputs {input.csvs} {params.skipped} --out {output}"
 
 
 rule collect_mqar:
     input:
-        [MQAR_OUT.format(arch=a) for a in ARCHS],
+        csvs=[MQAR_OUT.format(arch=a) for a in ARCHS],
+        code=COLLECT_CODE,
     output:
         RES + "/mqar.csv",
     shell:
-        "{PY} suite.collect concat --inputs {input} --out {output}"
+        "{PY} suite.collect concat --inputs {input.csvs} --out {output}"
 
 
 MQAR_CELL = f"{MQAR['seq_lens'][0]}:{MQAR.get('train_kv', MQAR['num_kv_pairs'])[0]}"
@@ -215,9 +222,12 @@ rule controls:
         niah=RES + "/niah.csv",
         quality=RES + "/quality.csv",
         first=runs(RES + "/train/{arch}/{size}/seed{seed}/loss.csv", ["transformer"], [MAIN]),
-        code=code("suite/eval/controls.py"),
+        tokens=[rules.tokenizer.output.tokenizer, rules.tokenizer.output.train, rules.tokenizer.output.val],  # unigram
+        code=sources("suite.eval.controls"),
     output:
         RES + "/controls.csv",
+    params:
+        cfg=rule_config("controls"),
     shell:
         "{PY} suite.eval.controls --mqar {input.mqar} --mqar-cell {MQAR_CELL} --niah {input.niah} "
         "--val-loss {input.quality} --first-loss {input.first} --main-size {MAIN} --data-dir {DATA} --out {output}"

@@ -20,7 +20,7 @@ rule render:
         RES + "/prefill_128k.csv",
         RES + "/controls.csv",
         GPU_CSVS,
-        code("suite/report"),
+        sources("suite.report.render"),
         "paper_tables/claims.yaml",
         "paper_tables/reported",
     output:

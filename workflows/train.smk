@@ -1,11 +1,12 @@
 # Training: six architectures at the main size, the SO ablation at >= 3 sizes, and the conversion experiment
 # (Table 2 in miniature), each for every seed of the study. One job trains all seeds of one (arch, size) one after
 # the other (one process start instead of one per seed). Checkpoints live under work_dir (git-ignored) and are not
-# rule outputs, so an interrupted job resumes from its last checkpoint on the next run; results/ gets the metrics
-# and loss curves.
+# rule outputs, so an interrupted job resumes from its last checkpoint on the next run (README, "Resuming an
+# interrupted run"); results/ gets the metrics and loss curves. A job that Snakemake reruns because its code, inputs
+# or config values changed starts its runs afresh (--restart-if-changed: the run folder's run_config.json differs).
 
 RUN = WORK + "/runs/{arch}/{size}/seed{seed}"
-TRAIN_CODE = MODEL_CODE + code("suite/train", "suite/data")
+TRAIN_CODE = sources("suite.train.run")
 SEED_LIST = ",".join(map(str, SEEDS))
 
 
@@ -40,6 +41,7 @@ rule train:
         metrics=per_seed(RES + "/train/{{arch}}/{{size}}/seed{seed}/metrics.csv"),
         loss=per_seed(RES + "/train/{{arch}}/{{size}}/seed{seed}/loss.csv"),
     params:
+        cfg=lambda w: rule_config("train", w.arch),
         out=lambda w: f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
         copy_back=lambda w: copy_results(f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
                                     f"{RES}/train/{w.arch}/{w.size}/seed{{seed}}", SEEDS),
@@ -51,7 +53,7 @@ rule train:
         WORK + "/logs/train_{arch}_{size}.log",
     shell:
         "{params.launch} suite.train.run {CFG} --data-dir {DATA} --out-dir '{params.out}' --arch {wildcards.arch} "
-        "--size {wildcards.size} --seed {SEED_LIST} --no-progress > {log} 2>&1 && {params.copy_back}"
+        "--size {wildcards.size} --seed {SEED_LIST} --restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"
 
 
 CONV = STUDY["conversion"]
@@ -71,6 +73,7 @@ rule conversion_cpt:
         metrics=per_seed(RES + "/conversion/base_cpt/seed{seed}/metrics.csv", CONV_SEEDS),
         loss=per_seed(RES + "/conversion/base_cpt/seed{seed}/loss.csv", CONV_SEEDS),
     params:
+        cfg=rule_config("conversion"),
         out=lambda w: CONV_DIR.format(variant="base_cpt"),
         copy_back=lambda w: copy_results(CONV_DIR.format(variant="base_cpt"), CONV_RES.format(variant="base_cpt"), CONV_SEEDS),
         launch=train_launch,
@@ -81,7 +84,7 @@ rule conversion_cpt:
         WORK + "/logs/conversion_base_cpt.log",
     shell:
         "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
-        "--model '{CONV_BASE}' --size {CONV[size]} --seed {CONV_SEED_LIST} --no-progress > {log} 2>&1 && {params.copy_back}"
+        "--model '{CONV_BASE}' --size {CONV[size]} --seed {CONV_SEED_LIST} --restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"
 
 
 rule conversion_orthros:
@@ -93,6 +96,7 @@ rule conversion_orthros:
         metrics=per_seed(RES + "/conversion/conversion/seed{seed}/metrics.csv", CONV_SEEDS),
         loss=per_seed(RES + "/conversion/conversion/seed{seed}/loss.csv", CONV_SEEDS),
     params:
+        cfg=rule_config("conversion", "orthros"),
         out=lambda w: CONV_DIR.format(variant="conversion"),
         copy_back=lambda w: copy_results(CONV_DIR.format(variant="conversion"), CONV_RES.format(variant="conversion"),
                                     CONV_SEEDS),
@@ -104,5 +108,5 @@ rule conversion_orthros:
         WORK + "/logs/conversion_orthros.log",
     shell:
         "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
-        "--arch orthros --size {CONV[size]} --init-from '{CONV_BASE}' --seed {CONV_SEED_LIST} --no-progress "
+        "--arch orthros --size {CONV[size]} --init-from '{CONV_BASE}' --seed {CONV_SEED_LIST} --restart-if-changed --no-progress "
         "> {log} 2>&1 && {params.copy_back}"

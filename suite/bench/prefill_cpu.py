@@ -7,13 +7,13 @@ Two modes:
   (arch,size,n_params,seq_len,ms,status + provenance, plus ``weights``: the checkpoint folder or
   "random init"; latency does not depend on the weights' values).
 * ``128k``: one 131,072-token Prefill of a tiny Orthros, reporting ms and the process's peak resident
-  memory (``resource.getrusage``), plus the KV cache size -> ``results/cpu/prefill_128k.csv``.
+  memory (``resource.getrusage``), plus the KV cache size -> ``results/{profile}/prefill_128k.csv``.
 
 Examples::
 
     python -m suite.bench.prefill_cpu --profile ci --archs orthros,transformer --size 1M --lengths 256,1024
     python -m suite.bench.prefill_cpu --profile ci --checkpoint orthros=work_dirs/ci/train/orthros/1M/seed42/checkpoint
-    python -m suite.bench.prefill_cpu --mode 128k --size 1M
+    python -m suite.bench.prefill_cpu --mode 128k --profile ci --size 1M
 """
 from __future__ import annotations
 
@@ -130,8 +130,8 @@ def prefill_128k(args) -> Path:
                peak_rss_gib=peak_rss_gib(), rss_before_prefill_gib=rss_before,
                kv_cache_gib=cache.memory_bytes() / 2**30, window=model.config.window_size, status="ok",
                weights="random init")
-    prov = provenance("cpu", 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
-    out = Path(args.out or "results/cpu/prefill_128k.csv")
+    prov = provenance(args.profile, 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
+    out = Path(args.out or f"results/{args.profile}/prefill_128k.csv")
     write_csv([{**row, **prov}], out)
     print(f"[prefill_cpu] orthros {args.size} T={T}: {ms / 1e3:.1f} s, peak RSS {row['peak_rss_gib']:.2f} GiB "
           f"(before prefill {rss_before:.2f}), KV cache {row['kv_cache_gib']:.3f} GiB")
@@ -148,7 +148,7 @@ def _pair(text: str) -> tuple[str, str]:
 def main(argv=None) -> Path:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["sweep", "128k"], default="sweep")
-    ap.add_argument("--profile", default="ci")
+    ap.add_argument("--profile", default="ci", help="profile label of the rows (provenance column, default path)")
     ap.add_argument("--archs", default="orthros,transformer")
     ap.add_argument("--size", default="1M")
     ap.add_argument("--lengths", default="256,1024,4096")

@@ -12,9 +12,9 @@ Special tokens: ``<|bos|>``, ``<|endoftext|>`` (EOS, also the document separator
 
 Encoded splits are ``<data_dir>/tokens/{split}.npy`` (uint16 when the vocabulary fits, else int32), a
 flat array with the EOS id after every document; ``tokens/meta.json`` caches them against the
-tokenizer file and corpus hash. Encoding uses ``encode_batch`` (Rust, all cores).
+tokenizer file and corpus hash. Encoding uses ``encode_batch`` (Rust; ``--threads``, else all cores).
 
-CLI: ``python -m suite.data.tokenizer --data-dir D [--kind bpe] [--vocab-size 4096]`` trains (if needed)
+CLI: ``python -m suite.data.tokenizer --data-dir D [--kind bpe] [--vocab-size 4096] [--threads N]`` trains (if needed)
 and encodes all splits.
 """
 from __future__ import annotations
@@ -34,13 +34,17 @@ BOS_TOKEN, PAD_TOKEN, UNK_TOKEN = "<|bos|>", "<|pad|>", "<|unk|>"
 SPECIAL_TOKENS = [BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN]
 KINDS = ("bpe", "bytes")
 MIN_VOCAB = 256 + len(SPECIAL_TOKENS)
+STAMP = "suite_tokenizer.json"  # what the saved tokenizer was trained from (train_tokenizer)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # what loaders read (tokenizers, AutoTokenizer)
 
 
 def train_tokenizer(data_dir: str | Path, kind: str = "bpe", vocab_size: int = 4096,
                     out_dir: str | Path | None = None, overwrite: bool = False) -> Path:
     """Train a byte-level tokenizer on ``<data_dir>/train.txt`` and save it to ``out_dir``
-    (default ``<data_dir>/tokenizer``); return the folder. Reuses a saved tokenizer of the same kind
-    and vocabulary size unless ``overwrite``.
+    (default ``<data_dir>/tokenizer``); return the folder. Reuses a saved tokenizer unless ``overwrite``: only when
+    its stamp (``suite_tokenizer.json``: kind, vocabulary size and the sha256 of the corpus it was trained on)
+    matches and its files (``TOKENIZER_FILES``) are all there, so a folder whose tokenizer.json was deleted (as
+    Snakemake deletes a job's outputs before rerunning it) or whose corpus changed is trained again.
 
     Raises ValueError for an unknown kind or ``vocab_size`` below 260 (bpe) / above 65536.
     """
@@ -49,10 +53,12 @@ def train_tokenizer(data_dir: str | Path, kind: str = "bpe", vocab_size: int = 4
     if kind == "bpe" and not MIN_VOCAB <= vocab_size <= 65536:
         raise ValueError(f"vocab_size {vocab_size} out of range [{MIN_VOCAB}, 65536] for a byte-level BPE")
     out_dir = Path(out_dir or Path(data_dir) / "tokenizer")
-    stamp = {"kind": kind, "vocab_size": vocab_size if kind == "bpe" else MIN_VOCAB}
-    stamp_path = out_dir / "suite_tokenizer.json"
-    if not overwrite and stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp:
+    stamp = {"kind": kind, "vocab_size": vocab_size if kind == "bpe" else MIN_VOCAB,
+             "corpus_sha256": _corpus_sha256(data_dir)}
+    stamp_path = out_dir / STAMP
+    if not overwrite and _read_stamp(stamp_path) == stamp and all((out_dir / f).is_file() for f in TOKENIZER_FILES):
         return out_dir
+    stamp_path.unlink(missing_ok=True)  # no stamp while the folder is being rewritten
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -66,6 +72,24 @@ def train_tokenizer(data_dir: str | Path, kind: str = "bpe", vocab_size: int = 4
     save_hf_tokenizer(tok, out_dir)
     stamp_path.write_text(json.dumps(stamp))
     return out_dir
+
+
+def _corpus_sha256(data_dir: str | Path) -> str | None:
+    """sha256 recorded in ``<data_dir>/corpus.json`` (None for a folder without one: train.txt written by hand)."""
+    path = Path(data_dir) / "corpus.json"
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())["sha256"]
+    except (json.JSONDecodeError, KeyError) as err:
+        raise ValueError(f"corrupt corpus file {path}: {err!r}") from err
+
+
+def _read_stamp(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # absent or half-written: train again
 
 
 def save_hf_tokenizer(tok: Tokenizer, out_dir: str | Path) -> None:
@@ -159,7 +183,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--config", help="profile name or study-config path; its data section gives the defaults")
     ap.add_argument("--kind", choices=KINDS)
     ap.add_argument("--vocab-size", type=int)
+    ap.add_argument("--threads", type=int, help="threads for training and encoding (default: the tokenizers "
+                                                 "library's, all cores unless TOKENIZERS_PARALLELISM=false)")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            ap.error(f"--threads must be >= 1, got {args.threads}")
+        # read by the Rust side when it first runs in parallel, which is after this
+        os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+        os.environ["TOKENIZERS_PARALLELISM"] = "true" if args.threads > 1 else "false"
     data = {}
     if args.config:
         from suite.config import load_config

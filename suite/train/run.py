@@ -16,7 +16,10 @@ Outputs in ``out_dir`` (keep it under a git-ignored folder such as ``work_dirs/`
 - ``metrics.csv``: one row, final train loss (mean of the last 10 steps), val loss / perplexity on fixed
   val windows, tokens, n_params, tok/s, corpus sha256 and the provenance columns;
 - ``run_config.json``: the run's settings (hyperparameters, arch, size, model, overrides, init_from, data,
-  profile, dtype); a resume must match every one of them.
+  profile, dtype) and what it trains from: the corpus and tokenizer sha256, the sha256 of the starting weights
+  (``--model`` / ``--init-from``) and ``code_sha256``, a digest of the repository code it runs
+  (``suite.deps.source_digest``); a resume must match every one of them. ``--restart-if-changed`` (what the DAG
+  passes: Snakemake reruns a job when its code, inputs or config values changed) then trains afresh instead.
 
 CLI: ``python -m suite.train.run --config default --arch orthros --size 3M --data-dir D --out-dir O``
 (``--model DIR`` trains an HF checkpoint folder instead; ``--init-from DIR`` loads a checkpoint's
@@ -50,6 +53,7 @@ from suite.common import DTYPES, autocast
 from suite.data.batches import TokenBatches, eval_windows
 from suite.data.retrieval import RetrievalSampler
 from suite.data.tokenizer import load_tokens
+from suite.deps import source_digest
 from suite.provenance import provenance, read_csv, write_csv, write_text
 from suite.train import checkpoint as ckpt_io
 from suite.train import distributed
@@ -131,7 +135,8 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
           save_every: int | None = None, val_batches: int = 8, init_from: str | Path | None = None,
           arch: str | None = None, size: str | None = None, overrides: dict | None = None,
           backend: str | None = None, overwrite: bool = False, progress: bool = True, deterministic: bool = True,
-          threads: int | None = None, data_offset: int = 0, parallel: str = "fsdp") -> dict:
+          threads: int | None = None, data_offset: int = 0, parallel: str = "fsdp",
+          restart_if_changed: bool = False) -> dict:
     """Train ``model`` for ``steps`` optimizer steps of [batch_size, seq_len] tokens; return the metrics row.
 
     ``model``: checkpoint folder, ``PreTrainedConfig`` or zero-argument factory returning a fresh model
@@ -155,7 +160,9 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
 
     Resumes from ``<out_dir>/checkpoint`` when present: every run_config.json field must be the same (else
     ValueError naming the differing fields, and run_config.json is left untouched; ``overwrite=True`` starts
-    afresh); returns the saved metrics when the run is finished.
+    afresh, and so does ``restart_if_changed=True`` when a field differs); returns the saved metrics when the run is
+    finished. The fields include the code: ``code_sha256`` of the repository files this module runs, so a resume
+    never continues a checkpoint of other code.
     Raises TrainingDivergedError naming the step when the loss is NaN/inf, ValueError naming a corrupt
     checkpoint file, a batch_size that is not a multiple of the world size, or an unknown ``parallel``.
     """
@@ -182,14 +189,18 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
                   "grad_clip": grad_clip, "seed": seed, "retrieval_fraction": retrieval_fraction,
                   "retrieval_max_keys": retrieval_max_keys, "init_from": None if init_from is None else str(init_from),
                   "model": str(model) if isinstance(model, (str, Path)) else None, "data_sha256": corpus["sha256"],
-                  "arch": arch, "size": size, "overrides": overrides, "profile": profile, "dtype": dtype}
+                  "arch": arch, "size": size, "overrides": overrides, "profile": profile, "dtype": dtype,
+                  "val_batches": val_batches,
+                  "tokenizer_sha256": _file_sha256(data_dir / "tokenizer" / "tokenizer.json"),
+                  "base_sha256": _weights_sha256(model if isinstance(model, (str, Path)) else init_from),
+                  "code_sha256": source_digest("suite.train.run")}
     if ctx.main:
         out_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive(out_dir) if ctx.main else contextlib.nullcontext():
         ckpt, info, error = None, None, None
         if ctx.main:  # rank 0 checks the run folder; the others follow its verdict
             try:
-                ckpt = _prepare_out_dir(out_dir, run_config, overwrite)
+                ckpt = _prepare_out_dir(out_dir, run_config, overwrite, restart_if_changed)
                 info = ckpt_io.verify_checkpoint(ckpt) if ckpt is not None else None
             except ValueError as err:
                 error = str(err)
@@ -198,6 +209,8 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
             raise ValueError(error)
         if info is not None and info["step"] >= steps and (out_dir / "metrics.csv").exists():
             return read_csv(out_dir / "metrics.csv").iloc[0].to_dict()
+        if info is not None:
+            print(f"resuming {out_dir} from its checkpoint at step {info['step']} of {steps}", file=sys.stderr)
         return _train_loop(model, data_dir, out_dir, corpus, run_config, ckpt, info, init_from=init_from,
                            device=device, dtype=dtype, threads=threads, deterministic=deterministic,
                            save_every=save_every, progress=progress, val_batches=val_batches, backend=backend,
@@ -321,31 +334,61 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     return row
 
 
-def _prepare_out_dir(out_dir: Path, run_config: dict, overwrite: bool) -> Path | None:
+def _prepare_out_dir(out_dir: Path, run_config: dict, overwrite: bool,
+                     restart_if_changed: bool = False) -> Path | None:
     """Check that a checkpoint in ``out_dir`` comes from a run with exactly these settings (every field of
     ``run_config``; ValueError naming the differing ones, or a missing/corrupt run_config.json, and nothing
-    written), then write run_config.json; return the checkpoint to resume from, or None."""
+    written; with ``restart_if_changed`` the run is cleared instead, saying why on stderr), then write
+    run_config.json; return the checkpoint to resume from, or None."""
     if overwrite:
-        for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "loss.csv", "metrics.csv", "run_config.json"):
-            path = out_dir / name
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        _clear_run(out_dir)
     ckpt = ckpt_io.find_checkpoint(out_dir)
     config_path = out_dir / "run_config.json"
     new = json.loads(json.dumps(run_config, default=str))  # as it reads back (tuples -> lists, Paths -> str)
-    if ckpt is not None:
-        if not config_path.exists():
-            raise ValueError(f"{config_path} is missing, so the settings of the checkpoint {ckpt} are unknown; "
-                             f"use another out_dir or overwrite=True")
-        try:
-            old = json.loads(config_path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ValueError(f"corrupt run config {config_path}: {err}") from err
-        changed = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
-        if changed:
-            raise ValueError(f"{out_dir} holds a run with other settings {changed} (old, new); "
-                             f"use another out_dir or overwrite=True")
+    problem = _run_config_problem(out_dir, ckpt, config_path, new) if ckpt is not None else None
+    if problem and not restart_if_changed:
+        raise ValueError(f"{problem}; use another out_dir, overwrite=True or restart_if_changed=True")
+    if problem:
+        print(f"training afresh: {problem}", file=sys.stderr)
+        _clear_run(out_dir)
+        ckpt = None
     write_text(json.dumps(new, indent=2), config_path)
     return ckpt
+
+
+def _run_config_problem(out_dir: Path, ckpt: Path, config_path: Path, new: dict) -> str | None:
+    """Why the checkpoint ``ckpt`` cannot be resumed with the settings ``new``, or None when it can."""
+    if not config_path.exists():
+        return f"{config_path} is missing, so the settings of the checkpoint {ckpt} are unknown"
+    try:
+        old = json.loads(config_path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        return f"corrupt run config {config_path}: {err}"
+    changed = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+    return f"{out_dir} holds a run with other settings {changed} (old, new)" if changed else None
+
+
+def _clear_run(out_dir: Path) -> None:
+    for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "loss.csv", "metrics.csv", "run_config.json"):
+        path = out_dir / name
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def _file_sha256(path: Path) -> str | None:
+    return ckpt_io.file_sha256(path) if path.is_file() else None
+
+
+def _weights_sha256(folder: str | Path | None) -> str | None:
+    """sha256 of a checkpoint folder's weights (recorded in a suite checkpoint's trainer_state.json, else computed);
+    None for no folder."""
+    if folder is None:
+        return None
+    folder = Path(folder)
+    if (folder / ckpt_io.STATE_JSON).exists():
+        recorded = ckpt_io.read_info(folder).get("files_sha256", {}).get(ckpt_io.WEIGHTS)
+        if recorded:
+            return recorded
+    return _file_sha256(folder / ckpt_io.WEIGHTS)
 
 
 def _reset_kernel_usage() -> None:
@@ -431,7 +474,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", help="profile label for the provenance columns (default: the config's)")
     ap.add_argument("--data-offset", type=int,
                     help="first batch index of the stream (default: conversion.base_steps with --recipe conversion)")
-    ap.add_argument("--overwrite", action="store_true")
+    ap.add_argument("--overwrite", action="store_true", help="delete a previous run in --out-dir and train afresh")
+    ap.add_argument("--restart-if-changed", action="store_true",
+                    help="a checkpoint in --out-dir from other settings or code is deleted and training starts afresh "
+                         "(default: stop, naming what differs); the DAG passes it")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--parallel", choices=distributed.PARALLEL, default="fsdp",
                     help="under torchrun: FSDP2 sharding (default) or DDP replication; ignored in one process")
@@ -506,8 +552,8 @@ def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, see
                 retrieval_max_keys=data_cfg.get("retrieval_max_keys", 4), grad_clip=hp.get("grad_clip", 1.0),
                 save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=init_from,
                 arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), overrides=overrides,
-                data_offset=data_offset, overwrite=args.overwrite, progress=not args.no_progress,
-                threads=cfg.get("threads"), parallel=args.parallel)
+                data_offset=data_offset, overwrite=args.overwrite, restart_if_changed=args.restart_if_changed,
+                progress=not args.no_progress, threads=cfg.get("threads"), parallel=args.parallel)
     keys = ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl", "tok_s", "wall_s")
     if ctx.main:
         print(json.dumps({k: row.get(k) for k in keys + (("world_size",) if ctx.active else ())}, default=str))

@@ -1,0 +1,43 @@
+"""suite.deps: the repository files a module runs, lazy imports included (the DAG's code inputs)."""
+import pytest
+
+from suite.deps import module_files, source_digest
+
+
+def test_lazy_and_dynamic_imports_are_followed():
+    niah = set(module_files("suite.eval.niah"))
+    # imported inside functions: the checkpoint loader, window_overrides, the registry, which imports baselines
+    assert {"suite/eval/niah.py", "suite/data/needles.py", "suite/data/retrieval.py", "suite/train/checkpoint.py",
+            "suite/train/run.py", "suite/data/tokenizer.py", "suite/provenance.py", "models/registry.py",
+            "models/orthros.py", "baselines/__init__.py", "baselines/linear.py", "suite/__init__.py",
+            "suite/eval/__init__.py"} <= niah
+    # importlib.import_module over ("models", "baselines"); the package's relative imports
+    harness = set(module_files("suite.eval.harness"))
+    assert {"suite/train/checkpoint.py", "models/__init__.py", "models/backbone.py",
+            "baselines/transformer.py"} <= harness
+
+
+def test_files_a_module_does_not_run_are_left_out():
+    assert module_files("suite.data.tokenizer") == ["suite/__init__.py", "suite/data/__init__.py",
+                                                     "suite/data/corpus.py", "suite/data/tokenizer.py"]
+    train = module_files("suite.train.run")
+    assert "suite/data/needles.py" not in train and "models/convert.py" not in train
+    # the study config's loader is not code a job's results depend on (its values are the rule's params)
+    assert "suite/config.py" not in train and "suite/deps.py" not in train
+
+
+def test_unknown_module_is_named():
+    with pytest.raises(ValueError, match="'suite.nope' is not a module"):
+        module_files("suite.nope")
+
+
+def test_source_digest_follows_file_contents(tmp_path):
+    pkg = tmp_path / "suite"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from suite import b\n")
+    (pkg / "b.py").write_text("X = 1\n")
+    assert module_files("suite.a", root=tmp_path) == ["suite/__init__.py", "suite/a.py", "suite/b.py"]
+    before = source_digest("suite.a", root=tmp_path)
+    (pkg / "b.py").write_text("X = 2\n")
+    assert source_digest("suite.a", root=tmp_path) != before

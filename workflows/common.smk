@@ -1,0 +1,79 @@
+# What each rule depends on besides its input files, in one place: the repository code its command runs
+# (`sources`, `code`: code inputs) and the study-config values it reads (`rule_config`: its `params: cfg=`).
+# Snakemake reruns a job when an input is newer than its outputs or its params changed (both default rerun
+# triggers), but it does not look into imported modules or into the study config, and it records the shell
+# command only as written, before `{...}` is filled in. So every rule lists both, and an edit reruns exactly the
+# jobs that read the edited file or value, and what depends on them.
+import json
+
+from suite.deps import module_files
+
+
+def sources(*modules):
+    """The repository files that running these modules imports (suite/deps.py), as a rule's code inputs."""
+    return module_files(*modules, root=workflow.basedir)
+
+
+def code(*parts):
+    """Files and folders a command reads that are not imported modules (a shell script, lm-eval task configs)."""
+    files = []
+    for part in parts:
+        p = Path(workflow.basedir) / part
+        found = [f for f in p.rglob("*") if f.suffix in (".py", ".yaml", ".sh")] if p.is_dir() else [p]
+        files += sorted(str(f.relative_to(workflow.basedir)) for f in found)
+    return files
+
+
+def section(name, but=()):
+    """Every key of a study-config section that the schema knows, less `but`, as dotted paths: for a rule that
+    reads the whole section, so that a key added to the schema later is tracked too."""
+    return [f"{name}.{key}" for key in sorted(SCHEMA["properties"][name]["properties"]) if key not in but]
+
+
+# Study-config keys (dotted paths) each rule reads, through `--config` or on its command line. Not listed: paths
+# (inputs and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `niah.archs`, `niah.size`,
+# `mqar.size`, `conversion.seeds` (they name the jobs and their files), `description`, `train.save_every`
+# (checkpoint frequency: a resumed run is bit-identical to an uninterrupted one) and `threads` of jobs whose result
+# does not measure time.
+RUN_KEYS = (section("train", but=("save_every",)) + ["data.retrieval_fraction", "data.retrieval_max_keys", "device",
+                                                      "dtype", "profile"])  # what every suite.train.run job reads
+LM_EVAL_KEYS = ["train.seq_len", "lm_eval.limit", "lm_eval.batch_size", "profile"]  # + the tasks param (by size)
+RULE_CONFIG = {
+    "corpus": ["data.source", "data.files", "data.hf", "data.max_files", "data.val_fraction", "data.test_fraction"],
+    "tokenizer": ["data.tokenizer", "data.vocab_size"],
+    "train": RUN_KEYS,
+    # Base CPT / conversion (--recipe conversion): conversion.extra_steps steps (not train.steps) from batch
+    # base_steps on, with conversion's optimizer settings where it gives them, else train's
+    "conversion": [k for k in RUN_KEYS if k != "train.steps"] + section("conversion", but=("seeds",)),
+    "lm_eval": LM_EVAL_KEYS,
+    "conversion_lm_eval": LM_EVAL_KEYS + ["conversion.size"],
+    "niah": section("niah", but=("archs", "size")) + ["device", "profile"],
+    "mqar": section("mqar", but=("size",)) + ["device", "profile"],
+    "prefill_cpu": section("prefill_cpu") + ["threads", "profile"],
+    "prefill_cpu_128k": ["threads", "profile"],
+    "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs"],  # the MQAR cell the controls read
+}
+
+
+def arch_config(arch):
+    """Keys of the model window of one arch (as suite.train.run.window_overrides reads them)."""
+    return ["window"] if arch.startswith("orthros") else ["swa_window_ratio"] if arch == "swa" else []
+
+
+def _config_value(key):
+    """The value at a dotted key of the study config (None when an optional key is absent). Raises ValueError
+    for a key that the schema does not know (a typo in RULE_CONFIG)."""
+    node, known = STUDY, SCHEMA
+    for part in key.split("."):
+        if part not in known.get("properties", {}):
+            raise ValueError(f"workflows/common.smk: unknown study-config key {key!r} "
+                             f"(known at this level: {sorted(known.get('properties', {}))})")
+        known = known["properties"][part]
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def rule_config(rule, arch=None):
+    """The study-config values a job of `rule` reads (with the window of `arch`), as canonical JSON."""
+    keys = RULE_CONFIG[rule] + (arch_config(arch) if arch else [])
+    return json.dumps({key: _config_value(key) for key in keys}, sort_keys=True)
