@@ -82,7 +82,7 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
         """Sequence-parallel prefill of Orthros and the Transformer on 1 vs resources.gpu GPUs of one host (torchrun),
         128K..1M, with the cost model's predictions (issue 13). In the slurm profile the executor's srun wraps it."""
         input:
-            BENCH_CODE,
+            sources("suite.bench.seq_parallel_gpu"),
         output:
             GPU_OUT + "/seq_parallel.csv",
         resources:
