@@ -26,13 +26,17 @@ PPL_METRIC = "byte_perplexity"  # tokenizer-independent held-out perplexity (lm-
 def concat(paths: list[str], not_run: dict[str, str] | None = None) -> pd.DataFrame:
     """All rows of ``paths`` (each read with a clear error naming a corrupt file), plus, for every arch in
     ``not_run`` (arch -> reason), one row per (context_len, depth) cell of the others with that status, so the
-    tables and figures show the arch as not run instead of dropping it."""
+    tables and figures show the arch as not run instead of dropping it; those rows take the commit, profile,
+    device and dtype that all measured rows share."""
     frames = [read_csv(p) for p in paths]
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not_run:
         keys = [c for c in ("context_len", "depth", "seq_len", "num_kv_pairs") if c in out.columns]
         cells = out[keys].drop_duplicates() if keys else pd.DataFrame([{}])
-        extra = [dict(cell) | {"arch": arch, "status": reason} for arch, reason in not_run.items()
+        # the run that decided "not run": its commit, profile, device and dtype, where the measured rows share them
+        shared = {c: out[c].iloc[0] for c in ("commit", "profile", "device", "dtype")
+                  if c in out.columns and len(out) and out[c].nunique(dropna=False) == 1}
+        extra = [dict(cell) | shared | {"arch": arch, "status": reason} for arch, reason in not_run.items()
                  for cell in cells.to_dict("records")]
         out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
     return out
