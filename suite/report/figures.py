@@ -146,14 +146,15 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
         for (i, j), v in np.ndenumerate(grid.values):
             ax.text(j, i, "n/r" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=6)
         train_len = pd.to_numeric(ok.get("train_len"), errors="coerce").dropna() if "train_len" in ok else []
+        trained = ""
         if len(train_len):
             inside = sum(n <= train_len.iloc[0] for n in lengths)
             ax.axvline(inside - 0.5, color="black", linestyle="--", linewidth=1.2)
-            ax.text(inside - 0.45, -0.6, f"trained at {tokens_label(train_len.iloc[0])}", fontsize=6, va="bottom")
+            trained = f"; trained at {tokens_label(train_len.iloc[0])}, dashed"
         ax.set_xlabel("context length (tokens)", fontsize=7)
         ax.set_ylabel("needle depth", fontsize=7)
         params = _human(pd.to_numeric(ok["n_params"]).iloc[0]) if "n_params" in ok else "?"
-        ax.set_title(f"{arch} ({params} params)", fontsize=9)
+        ax.set_title(f"{arch} ({params} params{trained})", fontsize=9)
     if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), label="accuracy", shrink=0.8)
     measured = niah[niah["status"] == "ok"]
