@@ -40,8 +40,9 @@ def members(archive: Path) -> set[str]:
 def test_train_plan_retrains_what_an_earlier_call_left_without_checkpoints(repo, tmp_path):
     # this call's data preparation (corpus, tokenizer) is done ...
     data = repo / "work_dirs" / "gpu" / "data"
-    for f in ("train.txt", "val.txt", "test.txt", "corpus.json", "tokenizer/tokenizer.json", "tokens/train.npy",
-              "tokens/val.npy", "tokens/test.npy"):
+    for f in ("train.txt", "val.txt", "test.txt", "corpus.json", "tokenizer/tokenizer.json",
+              "tokenizer/tokenizer_config.json", "tokenizer/suite_tokenizer.json", "tokens/train.npy",
+              "tokens/val.npy", "tokens/test.npy", "tokens/meta.json"):
         (data / f).parent.mkdir(parents=True, exist_ok=True)
         (data / f).write_text("x\n")
     # ... and an earlier call trained the 12M Transformer (its CSVs came back), but its lm-eval and conversion did not

@@ -21,7 +21,7 @@ rule prefill_cpu:
         lengths=",".join(str(n) for n in PREFILL["lengths"]),
     shell:
         "{PY} suite.bench.prefill_cpu --mode sweep --profile {PROFILE} --archs {ARCH_LIST} --size {MAIN} "
-        "{params.checkpoints} --lengths {params.lengths} --repeats {PREFILL[repeats]} --threads {THREADS} "
+        "{params.checkpoints} --lengths {params.lengths} --repeats {PREFILL[repeats]} --threads {threads} "
         "--out {output} > {log} 2>&1"
 
 
@@ -37,7 +37,7 @@ rule prefill_cpu_128k:
     log:
         WORK + "/logs/prefill_128k.log",
     shell:
-        "{PY} suite.bench.prefill_cpu --mode 128k --profile {PROFILE} --threads {THREADS} --out {output} > {log} 2>&1"
+        "{PY} suite.bench.prefill_cpu --mode 128k --profile {PROFILE} --threads {threads} --out {output} > {log} 2>&1"
 
 
 GPU_OUT = "results/gpu"
