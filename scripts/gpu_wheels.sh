@@ -9,14 +9,14 @@
 #                    ~102 MB, far over the 64 MiB that one call carries with the repo (~6 MB).
 # Two wheels are slimmed (SLIM in scripts/gpu_wheels.py): z3-solver without its command-line binary and second libz3
 # copy, PuLP without its CBC binaries (snakemake then schedules greedily).
-# Versions: the local venv's installed ones (PYTHON, default .venv/bin/python, else /work/main/.venv/bin/python), the
+# Versions: the local venv's installed ones (PYTHON, default .venv/bin/python, else python3), the
 # tilelang pins in scripts/gpu_wheels.py. Writes scripts/gpu_wheels.lock, scripts/gpu_wheels_tilelang.lock and
 # scripts/gpu_wheels.requires.json (commit them: tests/test_gpu_wheels.py checks them without the wheels).
 # Usage (repository root or anywhere): bash scripts/gpu_wheels.sh    (~10 minutes of xz on 2 busy cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z "${PYTHON:-}" ]]; then
-  for p in .venv/bin/python /work/main/.venv/bin/python python3; do
+  for p in .venv/bin/python python3; do
     command -v "$p" > /dev/null && PYTHON=$p && break
   done
 fi
