@@ -4,8 +4,8 @@ Two steps, one process (``python -m suite.eval.niah``):
 
 1. **Train** (``--arch``/``--size``): a fresh model learns the retrieval task of :mod:`suite.data.needles` on
    train-split haystacks at ``--train-len`` tokens after a curriculum of shorter phases (``--curriculum
-   LEN:FRAC:ROWS,...``: the first FRAC of the steps at LEN tokens with ROWS rows, and so on) with the loss on the
-   answer tokens only: the SFT
+   LEN:FRAC:ROWS[:QUERIES],...``: the first FRAC of the steps at LEN tokens with ROWS rows of QUERIES needles
+   each (default ``--queries``), and so on) with the loss on the answer tokens only: the SFT
    regime of Sec. 3.2, so Orthros carries an output-stream token only at answer positions.
    ``--checkpoint DIR`` instead evaluates an existing HF checkpoint (no training).
 2. **Evaluate**: for every (context length, depth) cell, ``--trials`` prompts of exactly ``context_len`` tokens
@@ -44,6 +44,7 @@ from suite.provenance import provenance, write_csv
 NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status", "train_len",
                 "distance_min", "distance_max", "format", "value_digits", "max_new_tokens"]
 MAX_HAYSTACK_CHARS = 20_000_000
+ROPE_ARCHS = frozenset({"orthros", "orthros_noso", "transformer", "swa"})  # --rope-theta applies to these only
 ANSWER_MARGIN = 4  # generated tokens allowed beyond the question's last line and the answer
 
 
@@ -94,23 +95,31 @@ def generate_answer(model, tokenizer, prompt_ids: list[int], max_new_tokens: int
 
 
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
-                       lr: float, n_queries: int = 3, curriculum: list[tuple[int, float, int]] = (),
-                       warmup: int = 30, weight_decay: float = 0.05, seed: int = 0, device: str = "cpu",
-                       dtype: str = "float32", progress: bool = True) -> dict:
+                       lr: float, n_queries: int = 3, curriculum: list[tuple] = (),
+                       warmup: int = 30, weight_decay: float = 0.05, lm_weight: float = 0.0, seed: int = 0,
+                       device: str = "cpu", dtype: str = "float32", progress: bool = True) -> dict:
     """Train ``model`` in place on retrieval rows (loss on answer tokens only); returns
-    ``{"final_loss", "tokens", "train_s"}``. ``curriculum``: phases ``(length, fraction of the steps, rows)`` run
-    first, in order; the remaining steps use ``seq_len`` and ``batch_size``. Raises ValueError for bad settings
+    ``{"final_loss", "tokens", "train_s"}``. ``curriculum``: phases ``(length, fraction of the steps, rows)`` or
+    ``(length, fraction, rows, queries)`` run first, in order (queries default to ``n_queries``); the remaining
+    steps use ``seq_len``, ``batch_size`` and ``n_queries``. More queries per row give a long row more supervised
+    answers for the same compute. ``lm_weight`` > 0 adds that weight times the next-token loss on every token
+    (the haystack too: the PT regime, so Orthros's output stream then covers every position), which gives the
+    copy circuit a dense signal; 0 keeps the SFT regime (answer tokens only). Raises ValueError for bad settings
     or a non-finite loss (naming the step)."""
-    if steps < 1 or batch_size < 1:
-        raise ValueError(f"steps={steps} and batch_size={batch_size} must be >= 1")
-    if any(n < 1 or rows < 1 or not 0 < frac < 1 for n, frac, rows in curriculum) or \
-            sum(frac for _, frac, _ in curriculum) >= 1:
-        raise ValueError(f"curriculum {list(curriculum)}: each phase needs length >= 1, rows >= 1 and a fraction "
-                         "in (0, 1), the fractions summing to below 1")
+    if steps < 1 or batch_size < 1 or n_queries < 1:
+        raise ValueError(f"steps={steps}, batch_size={batch_size} and n_queries={n_queries} must be >= 1")
+    if not lm_weight >= 0:
+        raise ValueError(f"lm_weight={lm_weight} must be >= 0")
+    curriculum = [tuple(p) + (n_queries,) * (4 - len(p)) for p in curriculum]
+    if any(len(p) != 4 for p in curriculum) or \
+            any(n < 1 or rows < 1 or q < 1 or not 0 < frac < 1 for n, frac, rows, q in curriculum) or \
+            sum(p[1] for p in curriculum) >= 1:
+        raise ValueError(f"curriculum {list(curriculum)}: each phase needs length, rows and queries >= 1 and a "
+                         "fraction in (0, 1), the fractions summing to below 1")
     phases, end = [], 0
-    for n, frac, rows in curriculum:
+    for n, frac, rows, q in curriculum:
         end += int(frac * steps)
-        phases.append((end, n, rows))
+        phases.append((end, n, rows, q))
     torch.manual_seed(seed)
     model.to(device).train()
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -123,21 +132,29 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     bar = tqdm(range(steps), desc="niah train", disable=not progress, mininterval=2.0)
     for step in bar:
         rng = np.random.default_rng([seed, step])
-        T, rows = next(((n, r) for until, n, r in phases if step < until), (seq_len, batch_size))
-        seqs = [task.training_sequence(rng, hay, T, n_queries) for _ in range(rows)]
+        T, rows, queries = next(((n, r, q) for until, n, r, q in phases if step < until),
+                                (seq_len, batch_size, n_queries))
+        seqs = [task.training_sequence(rng, hay, T, queries) for _ in range(rows)]
         x = torch.from_numpy(np.stack([s for s, _ in seqs])).to(device)
         labels = torch.full_like(x, -100)
         for row, (_, positions) in enumerate(seqs):
             labels[row, positions] = x[row, torch.tensor(positions, device=device) + 1]
-        mask = (labels != -100).any(0)
-        with autocast(device, dtype):
-            logits = model(input_ids=x, output_mask=mask).logits
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
+        if lm_weight:
+            with autocast(device, dtype):
+                logits = model(input_ids=x).logits
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            lm = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), x[:, 1:].flatten())
+            total = loss + lm_weight * lm
+        else:
+            mask = (labels != -100).any(0)
+            with autocast(device, dtype):
+                logits = model(input_ids=x, output_mask=mask).logits
+            loss = total = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
         loss_val = float(loss.detach())
         if not math.isfinite(loss_val):
             raise ValueError(f"NIAH training loss is {loss_val} at step {step}; lower the lr ({lr})")
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
@@ -209,14 +226,22 @@ def _list(cast):
     return parse
 
 
-def _phases(text: str) -> list[tuple[int, float, int]]:
+def _phases(text: str) -> list[tuple]:
+    """``LEN:FRAC:ROWS[:QUERIES],...`` -> ``[(len, frac, rows[, queries]), ...]``."""
     try:
-        return [(int(n), float(f), int(r)) for n, f, r in (item.split(":") for item in text.split(",") if item)]
+        phases = []
+        for item in filter(None, text.split(",")):
+            fields = item.split(":")
+            if len(fields) not in (3, 4):
+                raise ValueError(item)
+            phases.append((int(fields[0]), float(fields[1]), *map(int, fields[2:])))
+        return phases
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS,..., got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS[:QUERIES],..., got {text!r}") from None
 
 
-def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int):
+def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
+           rope_theta: float | None = None):
     from models.registry import build
     from suite.train.run import window_overrides
 
@@ -225,7 +250,8 @@ def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len:
         from suite.config import load_config
 
         cfg = load_config(config)
-    return build(arch, size, vocab_size=vocab_size, **window_overrides(arch, cfg, train_len))
+    extra = {"rope_theta": rope_theta} if rope_theta is not None and arch in ROPE_ARCHS else {}
+    return build(arch, size, vocab_size=vocab_size, **window_overrides(arch, cfg, train_len), **extra)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -246,7 +272,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--queries", type=int, default=3, help="needles (and questions) per training row")
     p.add_argument("--curriculum", type=_phases, default=[],
-                   help="LEN:FRAC:ROWS,... shorter phases first (e.g. 48:0.3:64: 30%% of the steps at 48 tokens, 64 rows)")
+                   help="LEN:FRAC:ROWS[:QUERIES],... shorter phases first (e.g. 48:0.3:64: 30%% of the steps at 48 "
+                        "tokens, 64 rows; 4096:0.2:8:16: then 20%% at 4096 tokens, 8 rows of 16 needles)")
+    p.add_argument("--lm-weight", type=float, default=0.0,
+                   help="weight of the next-token loss on every token added to the answer loss (default 0: answers "
+                        "only, the SFT regime)")
+    p.add_argument("--rope-theta", type=float, default=None,
+                   help="RoPE base of a fresh model (default: the size's, 10000); the linear models have no RoPE")
     p.add_argument("--lengths", type=_list(int), default=[1024, 4096], help="context lengths in tokens")
     p.add_argument("--depths", type=_list(float), default=[0.0, 0.5, 1.0])
     p.add_argument("--trials", type=int, default=4)
@@ -276,15 +308,21 @@ def main(argv: list[str] | None = None) -> None:
         tokenizer = AutoTokenizer.from_pretrained(a.tokenizer or str(Path(a.data_dir) / "tokenizer"))
         train_tokens = load_tokens(a.data_dir, "train")
         task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
-        model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len)
+        if a.rope_theta is not None and a.rope_theta <= 0:
+            p.error(f"--rope-theta {a.rope_theta} must be > 0")
+        if not a.lm_weight >= 0:
+            p.error(f"--lm-weight {a.lm_weight} must be >= 0")
+        model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
         fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
                                  batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
-                                 curriculum=a.curriculum, seed=a.seed, device=a.device, dtype=a.dtype,
+                                 curriculum=a.curriculum, lm_weight=a.lm_weight, seed=a.seed, device=a.device, dtype=a.dtype,
                                  progress=not a.no_progress)
         arch, train_len = a.arch, a.train_len
         extra = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
+                 "lm_weight": a.lm_weight,
                  "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),
-                 "num_layers": model.config.num_hidden_layers}
+                 "num_layers": model.config.num_hidden_layers,
+                 "rope_theta": model.config.rope_theta if a.arch in ROPE_ARCHS else None}
     hay = haystack_ids(tokenizer, a.haystack)
     from models.backend import describe
 
