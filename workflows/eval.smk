@@ -98,7 +98,8 @@ rule niah:
         cfg=lambda w: rule_config("niah", w.arch),
         lengths=csv_list(NIAH["lengths"]),
         depths=csv_list(NIAH["depths"]),
-        curriculum=("--curriculum " + ",".join(f"{p['len']}:{p['frac']}:{p['rows']}" for p in NIAH["curriculum"])
+        curriculum=("--curriculum " + ",".join(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p)
+                                                for p in NIAH["curriculum"])
                     if NIAH.get("curriculum") else ""),
         queries=NIAH.get("queries", 3),
     shell:
