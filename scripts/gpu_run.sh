@@ -64,6 +64,20 @@ pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB)
   find paper_tables figures -type f -newer "$MARK" 2>/dev/null | while read -r f; do
     mkdir -p "$stage/$(dirname "$f")" && cp -a "$f" "$stage/$f"
   done
+  # snakemake's records of results/gpu (params, code, inputs of the job that made each file): carried back in with
+  # the next call (.snakemake/metadata), they let that call re-run what a change of config or code made stale
+  "$PY" - "$stage/snakemake_metadata" <<'PY'
+import base64, os, shutil, sys
+src, dst = ".snakemake/metadata", sys.argv[1]
+for name in (os.listdir(src) if os.path.isdir(src) else []):
+    try:
+        path = base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode()
+    except ValueError:
+        continue
+    if path.startswith("results/gpu/"):
+        os.makedirs(dst, exist_ok=True)
+        shutil.copy2(os.path.join(src, name), dst)
+PY
   while (( cap >= 16384 )); do  # logs: the last $cap bytes of each
     rm -rf "$stage/gpu_run" "$stage/work_dirs/gpu/logs" && mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
     for f in work_dirs/gpu/logs/*.log; do [[ -f $f ]] && tail -c "$cap" "$f" > "$stage/$f"; done
@@ -153,6 +167,12 @@ PY
 } 2>&1 | grep -v "Warning" | tee "$RUN/env.log"
 
 # -- 3. file times: results of earlier calls (unpacked, then carried here) count as up to date ------------------------
+# Ageing hides changed code and config from snakemake's mtime check; its records (.snakemake/metadata, packed by the
+# last call and unpacked by scripts/gpu_unpack.sh) still show them, so a stale result re-runs when they are carried.
+if [[ -d $RES ]] && find "$RES" -type f -name '*.csv' | grep -q . && ! compgen -G ".snakemake/metadata/*" > /dev/null; then
+  echo "== WARNING: results/gpu holds results but .snakemake/metadata was not carried: a result made with other" \
+    "settings or code counts as up to date (carry .snakemake/metadata, README: GPU runs)"
+fi
 OLD=946684800  # 2000-01-01: code and data; results one day later
 age() {
   find . \( -path ./.git -o -path ./results -o -path ./work_dirs -o -path "./.whl*" \) -prune -o -type f -print0 \

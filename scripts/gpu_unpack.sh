@@ -3,6 +3,8 @@
 #   results/gpu/...            -> results/gpu/... (overlaid: files the call did not write stay as they are)
 #   paper_tables/, figures/    -> the same paths (only where that call rendered them)
 #   work_dirs/gpu/logs/*.log   -> work_dirs/gpu/logs/ (git-ignored; the rules' logs)
+#   snakemake_metadata/        -> .snakemake/metadata/ (snakemake's records of those results; carry the folder to the
+#                                 next call so that it re-runs results that changed settings or code made stale)
 #   gpu_run/                   -> work_dirs/gpu/logs/gpu_run/ (that call's own logs: env.log, one log per snakemake
 #                                 step, the image's pip freeze, status.txt)
 # Usage: bash scripts/gpu_unpack.sh ARCHIVE   (e.g. the files_at folder of the device call + /gpu_results.tar.gz)
@@ -17,7 +19,7 @@ tar -xzf "$ARCHIVE" -C "$tmp" -m  # -m: files get the time of unpacking (the GPU
 links=$(cd "$tmp" && find . ! -type f ! -type d)
 [[ -z $links ]] || { echo "refusing: the archive holds links or special files: $links" >&2; exit 1; }
 stray=$(cd "$tmp" && find . -type f | sed 's#^\./##' \
-  | grep -vE '^(results/gpu|paper_tables|figures|work_dirs/gpu/logs|gpu_run)/' || true)
+  | grep -vE '^(results/gpu|paper_tables|figures|work_dirs/gpu/logs|gpu_run|snakemake_metadata)/' || true)
 for f in $stray; do  # a result or log anywhere else is refused; anything else is left out
   case $f in
     results/*|work_dirs/*) echo "refusing: $f is outside results/gpu and work_dirs/gpu/logs" >&2; exit 1 ;;
@@ -29,6 +31,9 @@ done
 for d in results paper_tables figures work_dirs; do
   [[ -d "$tmp/$d" ]] && mkdir -p "$d" && cp -R "$tmp/$d/." "$d/"
 done
+if [[ -d "$tmp/snakemake_metadata" ]]; then
+  mkdir -p .snakemake/metadata && cp "$tmp"/snakemake_metadata/* .snakemake/metadata/
+fi
 if [[ -d "$tmp/gpu_run" ]]; then
   rm -rf work_dirs/gpu/logs/gpu_run && mkdir -p work_dirs/gpu/logs && cp -R "$tmp/gpu_run" work_dirs/gpu/logs/gpu_run
 fi

@@ -172,3 +172,28 @@ def test_plan_orphans(tmp_path):
     assert gp.orphans(jobs, {"collect_quality"}, root=tmp_path) == ["results/gpu/train/orthros/12M/seed42/metrics.csv"]
     (tmp_path / "results/gpu/train/gdn/12M/seed42/metrics.csv").unlink()
     assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path) == []
+
+
+def test_snakemake_records_of_results_travel_both_ways(repo, tmp_path):
+    import base64
+
+    def key(path: str) -> str:
+        return base64.urlsafe_b64encode(path.encode()).decode()
+
+    meta = repo / ".snakemake" / "metadata"
+    meta.mkdir(parents=True)
+    (meta / key("results/gpu/mqar.csv")).write_text('{"params": ["a"]}')
+    (meta / key("results/default/mqar.csv")).write_text('{"params": ["b"]}')  # not a gpu result: stays here
+    run = gpu_run(repo, tmp_path / "out", TARGETS="results/gpu/mqar.csv")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    assert "WARNING: results/gpu holds results but .snakemake/metadata" not in run.stdout
+    names = members(tmp_path / "out" / "gpu_results.tar.gz")
+    assert {n for n in names if n.startswith("snakemake_metadata/")} == {f"snakemake_metadata/{key('results/gpu/mqar.csv')}"}
+
+    shutil.rmtree(repo / ".snakemake")
+    run = gpu_run(repo, tmp_path / "out2", TARGETS="results/gpu/mqar.csv")
+    assert "WARNING: results/gpu holds results but .snakemake/metadata was not carried" in run.stdout
+    unpack = subprocess.run(["bash", "scripts/gpu_unpack.sh", str(tmp_path / "out" / "gpu_results.tar.gz")],
+                            cwd=repo, capture_output=True, text=True, timeout=60)
+    assert unpack.returncode == 0, unpack.stdout + unpack.stderr
+    assert (repo / ".snakemake" / "metadata" / key("results/gpu/mqar.csv")).read_text() == '{"params": ["a"]}'

@@ -1,4 +1,5 @@
 """NIAH: needle task (suite.data.needles), scoring, generation budget, training and CLI (suite.eval.niah)."""
+import argparse
 import re
 
 import numpy as np
@@ -219,3 +220,36 @@ def test_load_model_names_a_truncated_file(setup, tmp_path, name):
     model_dir, tokenizer_dir = (ckpt, bad) if name == "tokenizer.json" else (bad, ckpt)
     with pytest.raises(ValueError, match=rf"{re.escape(str(bad / name))}"):  # also with a separate tokenizer folder
         niah.load_model(model_dir, tokenizer_dir)
+
+
+def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
+    from models.registry import build
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
+    seen = []
+    real = task.training_sequence
+    monkeypatch.setattr(task, "training_sequence",
+                        lambda rng, hay, n, q: seen.append((n, q)) or real(rng, hay, n, q))
+    model = build("transformer", "1M", vocab_size=tok.get_vocab_size())
+    fit = niah.train_needle_model(model, task, train, seq_len=64, steps=10, batch_size=2, lr=1e-3, n_queries=2,
+                                  curriculum=[(32, 0.2, 3), (48, 0.3, 1, 4)], lm_weight=0.5, progress=False)
+    assert seen == [(32, 2)] * 6 + [(48, 4)] * 3 + [(64, 2)] * 10   # 2 steps x 3 rows, 3 x 1, 5 x 2
+    assert np.isfinite(fit["final_loss"]) and fit["tokens"] == 6 * 32 + 3 * 48 + 10 * 64
+    with pytest.raises(ValueError, match="curriculum"):
+        niah.train_needle_model(model, task, train, seq_len=64, steps=10, batch_size=2, lr=1e-3,
+                                curriculum=[(32, 0.2, 3, 0)], progress=False)
+    with pytest.raises(ValueError, match="lm_weight"):
+        niah.train_needle_model(model, task, train, seq_len=64, steps=10, batch_size=2, lr=1e-3, lm_weight=-1.0,
+                                progress=False)
+
+
+def test_phase_parser_and_rope_theta_reach_only_rope_models():
+    assert niah._phases("48:0.2:64,4096:0.1:8:16") == [(48, 0.2, 64), (4096, 0.1, 8, 16)]
+    for bad in ("48:0.2", "48:0.2:64:1:2", "a:0.2:3"):
+        with pytest.raises(argparse.ArgumentTypeError, match="LEN:FRAC:ROWS"):
+            niah._phases(bad)
+    assert niah._build("transformer", "1M", 256, None, 128, rope_theta=5e5).config.rope_theta == 5e5
+    assert niah._build("swa", "1M", 256, None, 128).config.rope_theta == 10000.0

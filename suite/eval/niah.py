@@ -160,6 +160,9 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
         sched.step()
         tokens += x.numel()
         bar.set_postfix(loss=f"{loss_val:.3f}")
+        if not progress and (step % max(1, steps // 40) == 0 or step == steps - 1):  # the rule's log: a loss curve
+            print(f"niah train step {step}/{steps} T={T} rows={rows} queries={queries} answer_loss={loss_val:.4f} "
+                  f"lr={sched.get_last_lr()[0]:.2e} {time.perf_counter() - start:.0f}s", flush=True)
     model.eval()
     return {"final_loss": loss_val, "tokens": tokens, "train_s": time.perf_counter() - start}
 
