@@ -1,24 +1,23 @@
-"""Baselines on the suite backbone; importing this package registers them with ``models.registry``
-and with transformers' AutoConfig / AutoModelForCausalLM.
+"""Baselines on the suite backbone; importing this package registers them with transformers' AutoConfig /
+AutoModelForCausalLM (``exist_ok=True``: a second import is harmless). Their architecture names are listed in
+``models.registry.ARCHS`` (by ``module:attribute``, so that ``models/`` never imports this package).
 
 Architectures: transformer, swa, gdn, gla, retnet, linear_hybrid, orthros_h (see baselines/README.md).
 """
-from models.registry import register_arch
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from .linear import (GDNConfig, GDNForCausalLM, GLAConfig, GLAForCausalLM, LinearHybridConfig,
                      LinearHybridForCausalLM, OrthrosHConfig, OrthrosHForCausalLM, RetNetConfig, RetNetForCausalLM)
 from .transformer import SWAConfig, SWAForCausalLM, TransformerConfig, TransformerForCausalLM, swa_window
 
-register_arch("transformer", TransformerConfig, TransformerForCausalLM, "Transformer (full causal attention)")
-register_arch("swa", SWAConfig, SWAForCausalLM, "sliding-window attention (window 512 or T/4)")
-register_arch("gdn", GDNConfig, GDNForCausalLM, "Gated DeltaNet (FLA)", match_budget=True)
-register_arch("gla", GLAConfig, GLAForCausalLM, "Gated Linear Attention (FLA)", match_budget=True)
-register_arch("retnet", RetNetConfig, RetNetForCausalLM, "RetNet (FLA MultiScaleRetention)", match_budget=True)
-register_arch("linear_hybrid", LinearHybridConfig, LinearHybridForCausalLM,
-              "GDN + 1 full-attention layer in 4 (Qwen3.5 style)", match_budget=True)
-register_arch("orthros_h", OrthrosHConfig, OrthrosHForCausalLM,
-              "Orthros 1:3 GDN (GDN cross query bypasses the conv)", match_budget=True)
+AUTO_CLASSES = ((TransformerConfig, TransformerForCausalLM), (SWAConfig, SWAForCausalLM), (GDNConfig, GDNForCausalLM),
+                (GLAConfig, GLAForCausalLM), (RetNetConfig, RetNetForCausalLM),
+                (LinearHybridConfig, LinearHybridForCausalLM), (OrthrosHConfig, OrthrosHForCausalLM))
+for _config, _model in AUTO_CLASSES:
+    AutoConfig.register(_config.model_type, _config, exist_ok=True)
+    AutoModelForCausalLM.register(_config, _model, exist_ok=True)
+del _config, _model
 
-__all__ = ["TransformerConfig", "TransformerForCausalLM", "SWAConfig", "SWAForCausalLM", "swa_window",
+__all__ = ["AUTO_CLASSES", "TransformerConfig", "TransformerForCausalLM", "SWAConfig", "SWAForCausalLM", "swa_window",
            "GDNConfig", "GDNForCausalLM", "GLAConfig", "GLAForCausalLM", "RetNetConfig", "RetNetForCausalLM",
            "LinearHybridConfig", "LinearHybridForCausalLM", "OrthrosHConfig", "OrthrosHForCausalLM"]

@@ -10,26 +10,26 @@ through :class:`SlotCache`, the small part of FLA's ``Cache`` interface that its
 cached forward then runs exactly FLA's own cached path. Left padding: the key mask goes to FLA as
 ``attention_mask`` ([B, past + T], 0 = pad), which FLA turns into packed variable-length sequences.
 
-On CPU the Triton ops are served by :mod:`baselines.cpu_fallback` (installed on first build).
+Every FLA layer is built through :func:`_fla`, which first runs :func:`baselines.fla_internals.install` (FLA
+version check; on CPU the Triton ops are then served by FLA's references). What reaches below FLA's layer API
+lives in :mod:`baselines.fla_internals` only.
 
 :class:`GDNTwoStreamMixer` is the GDN layer of Orthros-H (Sec. 4.6, Table 4): see baselines/README.md.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from einops import rearrange
 from torch import nn
 
 from models.backbone import MixerContext
 
-from . import cpu_fallback
+from . import fla_internals
 
 CONV_KEYS = ("conv_q", "conv_k", "conv_v")
 
 
 def _fla():
-    cpu_fallback.install()
+    fla_internals.install()
     import fla.layers
 
     return fla.layers
@@ -116,9 +116,7 @@ def make_retnet(config, layer_idx: int) -> FLAMixer:
     layer = _fla().MultiScaleRetention(mode="chunk", hidden_size=config.hidden_size, expand_k=config.expand_k,
                                        expand_v=config.expand_v, num_heads=config.linear_num_heads or
                                        config.num_attention_heads, layer_idx=layer_idx)
-    # the rotary table is a non-persistent buffer: from_pretrained leaves it uninitialised unless the
-    # backbone's _init_weights can rebuild it through this hook
-    layer.rotary.reset_suite_parameters = layer.rotary.reset_parameters
+    fla_internals.retnet_rotary_hook(layer)  # the rotary table must be rebuilt after from_pretrained
     return FLAMixer(layer, layer_idx)
 
 
@@ -135,6 +133,7 @@ class GDNTwoStreamMixer(FLAMixer):
     gates and initial state and the output queries placed at their positions (zeros elsewhere).
     When the only output row sits at the last base position (prefill and decode, Sec. 3.2), the
     read is ``S_T q'`` from the op's final state instead, so that second pass is skipped.
+    The computation reads FLA's layer internals: :func:`baselines.fla_internals.gdn_two_stream`.
 
     Raises:
         ValueError: on a padded batch (key_mask with False entries), not supported here.
@@ -146,49 +145,15 @@ class GDNTwoStreamMixer(FLAMixer):
             return super().forward(x, ctx)
         if ctx.key_mask is not None:
             raise ValueError("orthros_h GDN layers do not support left-padded batches (attention_mask with zeros)")
-        import fla.layers.gated_deltanet as gdn_module  # looked up per call: the CPU route patches it
-
-        L = self.layer
         slot = None if ctx.cache is None else ctx.cache.layers[self.layer_idx]
         use_cache = slot is not None
-        state = slot.get("recurrent_state") if use_cache else None
-        conv = [slot.get(k) if use_cache else None for k in CONV_KEYS]
-        xb, xo = x[:, :T], x[:, T:]
-        q, conv[0] = L.q_conv1d(x=L.q_proj(xb), cache=conv[0], output_final_state=use_cache)
-        k, conv[1] = L.k_conv1d(x=L.k_proj(xb), cache=conv[1], output_final_state=use_cache)
-        v, conv[2] = L.v_conv1d(x=L.v_proj(xb), cache=conv[2], output_final_state=use_cache)
-        q, k = (rearrange(t, "... (h d) -> ... h d", d=L.head_k_dim) for t in (q, k))
-        v = rearrange(v, "... (h d) -> ... h d", d=L.head_v_dim)
-        q_cross = rearrange(F.silu(L.q_proj(xo)), "... (h d) -> ... h d", d=L.head_k_dim)
-        q_out = q.new_zeros(q.shape).index_copy(1, ctx.out_index, q_cross.to(q.dtype))
-
-        recurrent = not torch.is_grad_enabled() and T <= 64 and not self.training
-        op = gdn_module.fused_recurrent_gated_delta_rule if recurrent else gdn_module.chunk_gated_delta_rule
-        common = dict(k=k, v=v, g=L.a_proj(xb), beta=L.b_proj(xb), initial_state=state,
-                      use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
-                      allow_neg_eigval=L.allow_neg_eigval, state_v_first=True, use_gate_in_kernel=True,
-                      A_log=L.A_log, dt_bias=L.dt_bias)
-        last_only = ctx.out_is_last and xo.shape[1] == 1
-        o_base, new_state = op(q=q, output_final_state=use_cache or last_only, **common)
-        if last_only:
-            o_cross = read_state(new_state, q_cross).to(o_base.dtype)
-        else:
-            o_cross = op(q=q_out, output_final_state=False, **common)[0][:, ctx.out_index]
-        o = torch.cat([o_base, o_cross], dim=1)
+        out, new_state, conv = fla_internals.gdn_two_stream(
+            self.layer, x, T, ctx.out_index, ctx.out_is_last, state=slot.get("recurrent_state") if use_cache else None,
+            conv=[slot.get(k) if use_cache else None for k in CONV_KEYS], use_cache=use_cache, training=self.training)
         if use_cache:
             SlotCache(slot, self.layer_idx).update(self.layer_idx, recurrent_state=new_state, conv_state=conv,
                                                    offset=T)
-        g = rearrange(L.g_proj(x), "... (h d) -> ... h d", d=L.head_v_dim)
-        return L.o_proj(rearrange(L.o_norm(o, g), "b t h d -> b t (h d)"))
-
-
-def read_state(state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """GDN output of queries q [B, 1, H, K] reading the state [B, H, V, K] (state_v_first layout):
-    ``S (q / ||q|| * K^-0.5)`` in fp32, as FLA's kernels with ``use_qk_l2norm_in_kernel`` -> [B, 1, H, V]."""
-    q = cpu_fallback.l2norm(q) * q.shape[-1] ** -0.5
-    if state.shape[1] != q.shape[2]:  # grouped value heads: value head i reads query head i // (HV / H)
-        q = q.repeat_interleave(state.shape[1] // q.shape[2], dim=2)
-    return torch.einsum("bhvk,bthk->bthv", state.float(), q)
+        return out
 
 
 def make_gdn_two_stream(config, layer_idx: int) -> GDNTwoStreamMixer:

@@ -15,8 +15,6 @@ Orthros width of the size and replaces it by the width that matches Orthros' tot
 """
 from __future__ import annotations
 
-from transformers import AutoConfig, AutoModelForCausalLM
-
 from models.attention import Attention
 from models.backbone import SuiteConfig, SuiteForCausalLM
 
@@ -191,8 +189,6 @@ def _model(name: str, config_cls, two_stream: bool = False):
                                            "make_mixer": staticmethod(config_cls.layer_mixer),
                                            "__module__": __name__,
                                            "__doc__": f"Causal LM on the suite backbone with {config_cls.__name__} mixers."})
-    AutoConfig.register(config_cls.model_type, config_cls)
-    AutoModelForCausalLM.register(config_cls, cls)
     return cls
 
 

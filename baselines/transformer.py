@@ -7,8 +7,6 @@ like Orthros' base stream, stores every K/V but reads only the window.
 """
 from __future__ import annotations
 
-from transformers import AutoConfig, AutoModelForCausalLM
-
 from models.attention import Attention
 from models.backbone import SuiteConfig, SuiteForCausalLM
 
@@ -63,8 +61,3 @@ class SWAForCausalLM(SuiteForCausalLM):
     config_class = SWAConfig
     two_stream = False
     make_mixer = staticmethod(_attention)
-
-
-for _cfg, _model in ((TransformerConfig, TransformerForCausalLM), (SWAConfig, SWAForCausalLM)):
-    AutoConfig.register(_cfg.model_type, _cfg)
-    AutoModelForCausalLM.register(_cfg, _model)

@@ -9,8 +9,6 @@ continues pre-training for 80B tokens; this suite's conversion experiment does t
 """
 from __future__ import annotations
 
-import torch
-
 from .orthros import OrthrosConfig, OrthrosForCausalLM
 
 _HF_TYPES = ("llama", "qwen3", "qwen2", "mistral")
@@ -79,11 +77,3 @@ def transformer_to_orthros(model, window_size: int = 128, scale_offset: bool = T
     target.train(model.training)
     return target
 
-
-@torch.no_grad()
-def conversion_divergence(source, converted, input_ids: torch.Tensor) -> dict:
-    """Max |logit difference| and next-token agreement between source and converted models on ``input_ids`` [B, T]."""
-    a = source(input_ids).logits.float()
-    b = converted(input_ids).logits.float()
-    return {"max_abs_logit_diff": float((a - b).abs().max()),
-            "top1_agreement": float((a.argmax(-1) == b.argmax(-1)).float().mean())}

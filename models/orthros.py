@@ -1,4 +1,5 @@
-"""Orthros (arXiv 2610.13735): HF config and causal LM, registered as ``model_type="orthros"``.
+"""Orthros (arXiv 2610.13735): HF config and causal LM, ``model_type="orthros"`` (registered with the HF Auto
+classes by ``models/__init__.py``).
 
 Each layer runs the base stream (sliding window w, builds the full per-layer K/V) and the output
 stream (full causal cross-attention over that K/V at the original position), sharing W_Q/K/V/O,
@@ -6,8 +7,6 @@ the FFN and the norms (Sec. 3.1, Eqs. 4-5, Algorithms 1-2). Logits and loss come
 output stream. See :class:`models.backbone.SuiteForCausalLM` for the regimes.
 """
 from __future__ import annotations
-
-from transformers import AutoConfig, AutoModelForCausalLM
 
 from .attention import Attention
 from .backbone import SuiteConfig, SuiteForCausalLM
@@ -39,7 +38,3 @@ class OrthrosForCausalLM(SuiteForCausalLM):
     @staticmethod
     def make_mixer(config, layer_idx):
         return Attention(config, layer_idx, scale_offset=config.scale_offset)
-
-
-AutoConfig.register("orthros", OrthrosConfig)
-AutoModelForCausalLM.register(OrthrosConfig, OrthrosForCausalLM)

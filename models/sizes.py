@@ -61,17 +61,6 @@ def get_size(name: str) -> Size:
         raise ValueError(f"unknown size {name!r}; known sizes: {', '.join(SIZES)}") from None
 
 
-def nominal_params(name: str) -> float | None:
-    """The parameter count a size's name states (``"1.3B"`` -> 1.3e9), or None for shape names."""
-    scale = {"M": 1e6, "B": 1e9}
-    if name[-1] in scale:
-        try:
-            return float(name[:-1]) * scale[name[-1]]
-        except ValueError:
-            return None
-    return None
-
-
 def count_parameters(model) -> int:
     """Number of parameters of a torch module (works on meta-device models)."""
     return sum(p.numel() for p in model.parameters())

@@ -5,11 +5,11 @@ commands run the edited file, and training records a digest of the same files in
 that Snakemake reruns after a code edit starts afresh instead of resuming a checkpoint of other code.
 
 ``module_files`` follows every ``import`` and ``from ... import`` of a repository module at any depth of a file
-(the suite imports heavy modules inside functions), string literals naming a repository module in a file that
-calls ``importlib.import_module`` (``("models", "baselines")``), and the ``__init__.py`` of every package on the
-way. It does not enter ``NOT_FOLLOWED``: ``suite.config`` only loads and validates the study config (the values a
-job reads are its ``params``, see workflows/common.smk, so a change in how a value is read shows there), and this
-module is the DAG's own machinery.
+(the suite imports heavy modules inside functions), string literals naming a repository module, or an attribute of
+one as ``"module:attribute"``, in a file that calls ``importlib.import_module`` (``models/registry.py``'s table of
+architectures), and the ``__init__.py`` of every package on the way. It does not enter ``NOT_FOLLOWED``:
+``suite.config`` only loads and validates the study config (the values a job reads are its ``params``, see
+workflows/common.smk, so a change in how a value is read shows there), and this module is the DAG's own machinery.
 
 CLI: ``python -m suite.deps suite.eval.niah`` prints the files, one a line.
 """
@@ -18,12 +18,14 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("suite", "models", "baselines")
 NOT_FOLLOWED = ("suite.config", "suite.deps")
+_ATTRIBUTE_OF = re.compile(r"([\w.]+):\w+")  # "module:attribute", as models/registry.py names its classes
 
 
 def module_path(name: str, root: Path = ROOT) -> Path | None:
@@ -57,7 +59,8 @@ def _imports(name: str, root: Path) -> tuple[str, ...]:
         elif isinstance(node, ast.Call):
             dynamic |= getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            literals.append(node.value)
+            named = _ATTRIBUTE_OF.fullmatch(node.value)
+            literals.append(named.group(1) if named else node.value)
     if dynamic:
         found += literals
     return tuple(sorted({m for m in found if module_path(m, root) is not None}))

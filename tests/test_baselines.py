@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -83,7 +84,7 @@ def test_orthros_h_rejects_padding():
 
 
 def test_parameter_budgets_within_5_percent():
-    from baselines.params import table
+    from suite.params import table
     from models.sizes import count_parameters
 
     rows = table(sizes=["1M", "6M", "25M", "1.3B"], archs=BASELINES)
@@ -136,7 +137,7 @@ def _token_by_token(fn, q, k, v, extra: dict, state_v_first: bool):
 
 
 def test_gla_cpu_route_matches_parallel_form_and_recurrence():
-    from baselines import cpu_fallback as cf
+    from baselines import fla_internals as cf
 
     q, k, v, g = _qkv()
     gk = torch.nn.functional.logsigmoid(torch.randn(*k.shape, generator=g)) / 16
@@ -155,7 +156,7 @@ def test_gla_cpu_route_matches_parallel_form_and_recurrence():
 
 
 def test_gdn_cpu_chunk_route_matches_recurrence():
-    from baselines import cpu_fallback as cf
+    from baselines import fla_internals as cf
 
     q, k, v, g = _qkv(T=37)
     H = q.shape[2]
@@ -180,7 +181,7 @@ def test_gdn_cpu_chunk_route_matches_recurrence():
 def test_retention_cpu_route_matches_naive_retention_and_recurrence():
     from fla.ops.retention.naive import naive_retention
 
-    from baselines import cpu_fallback as cf
+    from baselines import fla_internals as cf
 
     q, k, v, _ = _qkv(T=29, H=3)
     o, h = cf.chunk_retention_cpu(q, k, v, output_final_state=True)
@@ -195,7 +196,7 @@ def test_fla_ops_are_routed_only_for_cpu_tensors():
     import fla.layers.gated_deltanet as gdn
     import fla.layers.gla as gla
 
-    from baselines import cpu_fallback as cf
+    from baselines import fla_internals as cf
 
     cf.install()
     assert gla.chunk_gla.__fla_original__.__module__ == "fla.ops.gla.chunk"
@@ -205,8 +206,26 @@ def test_fla_ops_are_routed_only_for_cpu_tensors():
         assert cf._use_naive(torch.zeros(1, device="meta"))
 
 
+def test_fla_internals_refuse_an_fla_version_they_were_not_checked_against(monkeypatch):
+    import tomllib
+
+    import fla
+
+    from baselines import fla_internals
+
+    assert fla_internals.check_fla_version() == fla.__version__
+    pins = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert "flash-linear-attention==" + fla_internals.CHECKED_FLA_VERSIONS[-1] in pins["dependencies"]
+    monkeypatch.setattr(fla, "__version__", "0.9.9")
+    message = r"flash-linear-attention 0\.9\.9 is installed, .* checked against flash-linear-attention 0\.6\.0 only"
+    with pytest.raises(RuntimeError, match=message):
+        fla_internals.install()
+    with pytest.raises(RuntimeError, match=message):  # every FLA mixer is built through install()
+        tiny("gdn")
+
+
 def test_short_conv_cpu_cache_matches_full_sequence():
-    from baselines.cpu_fallback import causal_conv1d_cpu
+    from baselines.fla_internals import causal_conv1d_cpu
 
     x = torch.randn(2, 9, 6)
     w, b = torch.randn(6, 4), torch.randn(6)
@@ -228,7 +247,7 @@ def test_short_conv_cpu_cache_matches_full_sequence():
 def test_orthros_h_gdn_cross_query_reads_state_without_conv():
     import torch.nn.functional as F
 
-    from baselines import cpu_fallback as cf
+    from baselines import fla_internals as cf
     from baselines.fla_mixers import make_gdn_two_stream
     from models.backbone import MixerContext
     from models.registry import make_config

@@ -5,10 +5,19 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-from models.convert import conversion_divergence, transformer_to_orthros
+from models.convert import transformer_to_orthros
 
 SHAPE = dict(vocab_size=73, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              intermediate_size=64, max_position_embeddings=256)
+
+
+@torch.no_grad()
+def conversion_divergence(source, converted, input_ids: torch.Tensor) -> dict:
+    """Max |logit difference| and next-token agreement between source and converted models on ``input_ids`` [B, T]."""
+    a = source(input_ids).logits.float()
+    b = converted(input_ids).logits.float()
+    return {"max_abs_logit_diff": float((a - b).abs().max()),
+            "top1_agreement": float((a.argmax(-1) == b.argmax(-1)).float().mean())}
 
 
 def _randomize_norms(model):

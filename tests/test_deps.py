@@ -11,7 +11,7 @@ def test_lazy_and_dynamic_imports_are_followed():
             "suite/train/run.py", "suite/data/tokenizer.py", "suite/provenance.py", "models/registry.py",
             "models/orthros.py", "baselines/__init__.py", "baselines/linear.py", "suite/__init__.py",
             "suite/eval/__init__.py"} <= niah
-    # importlib.import_module over ("models", "baselines"); the package's relative imports
+    # the registry's table names the baselines as "module:attribute"; the package's relative imports
     harness = set(module_files("suite.eval.harness"))
     assert {"suite/train/checkpoint.py", "models/__init__.py", "models/backbone.py",
             "baselines/transformer.py"} <= harness
@@ -41,3 +41,14 @@ def test_source_digest_follows_file_contents(tmp_path):
     before = source_digest("suite.a", root=tmp_path)
     (pkg / "b.py").write_text("X = 2\n")
     assert source_digest("suite.a", root=tmp_path) != before
+
+
+def test_module_attribute_names_are_followed_where_import_module_is_called(tmp_path):
+    pkg = tmp_path / "models"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "table.py").write_text('import importlib\nT = {"a": "models.a:A"}\nimportlib.import_module("x")\n')
+    (pkg / "plain.py").write_text('T = {"a": "models.a:A"}\n')  # no import_module: a string, not an import
+    (pkg / "a.py").write_text("A = 1\n")
+    assert module_files("models.table", root=tmp_path) == ["models/__init__.py", "models/a.py", "models/table.py"]
+    assert module_files("models.plain", root=tmp_path) == ["models/__init__.py", "models/plain.py"]

@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from suite.eval import harness
-from suite.eval.tiny import make_tiny_checkpoint
+from tests.tiny import make_tiny_checkpoint
 from suite.provenance import PROVENANCE_COLUMNS
 
 _spec = importlib.util.spec_from_file_location("based_qa", harness.TASKS_DIR / "recall" / "based_qa.py")

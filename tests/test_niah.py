@@ -9,7 +9,7 @@ import torch
 
 from suite.data.needles import NeedleTask, whole_number_match
 from suite.eval import niah
-from suite.eval.tiny import make_tiny_checkpoint, stdlib_text
+from tests.tiny import make_tiny_checkpoint, stdlib_text
 from suite.provenance import PROVENANCE_COLUMNS
 
 

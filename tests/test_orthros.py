@@ -6,7 +6,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from models import OrthrosConfig, OrthrosForCausalLM, backend
-from models.sizes import SIZES, count_parameters, nominal_params
+from models.sizes import SIZES, count_parameters
 from models.registry import build
 from tests.reference import fp64_params, reference_forward
 
@@ -208,6 +208,17 @@ def test_bad_input_errors_name_the_parameter():
         model(torch.randint(0, 61, (2, 5)), attention_mask=torch.ones(2, 4))
     with pytest.raises(ValueError, match="q_index"):
         backend.attention(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4), torch.tensor([1]))
+
+
+def nominal_params(name: str) -> float | None:
+    """The parameter count a size's name states (``"1.3B"`` -> 1.3e9), or None for shape names."""
+    scale = {"M": 1e6, "B": 1e9}
+    if name[-1] in scale:
+        try:
+            return float(name[:-1]) * scale[name[-1]]
+        except ValueError:
+            return None
+    return None
 
 
 def test_named_sizes_match_their_names():

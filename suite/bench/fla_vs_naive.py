@@ -2,7 +2,7 @@
 
 For each FLA mixer (GDN, GLA, RetNet, built as the suite builds them, random weights), run one layer
 forward and backward on T tokens twice on the same GPU: once through FLA's Triton kernels, once
-through :mod:`baselines.cpu_fallback` (FLA's pure-PyTorch references, forced onto the GPU with
+through :mod:`baselines.fla_internals` (FLA's pure-PyTorch references, forced onto the GPU with
 ``force_naive``). Writes ``fla_crosscheck.csv``: mixer, direction (forward | backward), seq_len,
 dtype, max_abs_err, rel_err (Frobenius ||kernel - naive|| / ||naive||), tolerance, pass, status.
 Backward compares the gradients of ``sum(out * w)`` (fixed random w) w.r.t. the input and all
@@ -51,11 +51,11 @@ def _errors(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
 
 
 def _run_layer(mixer, x, weight, ctx, naive: bool):
-    from baselines import cpu_fallback
+    from baselines import fla_internals
 
     mixer.zero_grad(set_to_none=True)
     x = x.detach().clone().requires_grad_(True)
-    guard = cpu_fallback.force_naive() if naive else torch.enable_grad()
+    guard = fla_internals.force_naive() if naive else torch.enable_grad()
     with guard:
         out = mixer(x, ctx)
         forward = out.detach()

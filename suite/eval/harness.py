@@ -3,7 +3,8 @@
 Paper sections: commonsense table (acc / acc_norm), Table 3 (recall-intensive: DROP, NQ, SWDE, TriviaQA, FDA,
 SQuAD) and held-out perplexity. Every task goes through lm-eval 0.4.13's Python API (``simple_evaluate``) and
 the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first imports ``models`` and ``baselines``
-so their configs are registered with ``AutoConfig`` / ``AutoModelForCausalLM``.
+(``models.registry.register_auto_classes``) so their configs are registered with ``AutoConfig`` /
+``AutoModelForCausalLM``.
 
 Offline rule: the Hub is never contacted (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``). A task whose dataset is
 not in the local Hugging Face cache gets one row per metric with status ``"not run: dataset unavailable offline"``;
@@ -23,7 +24,6 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import argparse  # noqa: E402
 import functools  # noqa: E402
-import importlib  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
@@ -36,6 +36,7 @@ from lm_eval.api.registry import register_model  # noqa: E402
 from lm_eval.models.huggingface import HFLM  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
+from models.registry import register_auto_classes  # noqa: E402
 from suite.provenance import provenance, write_csv  # noqa: E402
 from suite.train.checkpoint import check_folder  # noqa: E402
 
@@ -99,18 +100,6 @@ RECALL = ["drop", "nq", "narrativeqa", "swde", "triviaqa", "fda", "squad"]  # nq
 PPL_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 
 
-def import_project_models() -> list[str]:
-    """Import ``models`` and ``baselines`` (registering their Auto classes); returns the ones that imported."""
-    done = []
-    for name in ("models", "baselines"):
-        try:
-            importlib.import_module(name)
-            done.append(name)
-        except ImportError as err:
-            log.warning("could not import %s: %s", name, err)
-    return done
-
-
 @register_model("orthros-hf")
 class OrthrosHFLM(HFLM):
     """lm-eval ``HFLM`` that imports the project's model packages first (``--model orthros-hf``).
@@ -120,7 +109,7 @@ class OrthrosHFLM(HFLM):
     """
 
     def __init__(self, *args, **kwargs):
-        import_project_models()
+        register_auto_classes()
         for key in ("pretrained", "tokenizer"):  # lm-eval loads the folders itself: name a corrupt file first
             if isinstance(kwargs.get(key), (str, Path)):
                 check_folder(kwargs[key])

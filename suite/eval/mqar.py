@@ -208,9 +208,6 @@ def llama_factory(hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4
 def registry_factory(arch: str, size: str, **overrides) -> Callable[[int, int], torch.nn.Module]:
     """Factory over ``models.registry.build(arch, size, vocab_size=..., **overrides)`` (project models/baselines)."""
     def build(vocab_size: int, seq_len: int) -> torch.nn.Module:
-        from suite.eval.harness import import_project_models
-
-        import_project_models()
         from models import registry
 
         return registry.build(arch, size, vocab_size=vocab_size, **overrides)

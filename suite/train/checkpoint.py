@@ -13,7 +13,6 @@ ValueError naming that file, never a bare SafetensorError / JSONDecodeError.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import random
@@ -137,15 +136,6 @@ def check_folder(folder: str | Path) -> None:
             raise ValueError(f"corrupt checkpoint file {path}: {err}") from err
 
 
-def register_suite_models() -> None:
-    """Import the suite's models so AutoConfig / AutoModelForCausalLM know their model types (no-op if absent)."""
-    for name in ("models.registry", "baselines"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-
-
 def load_weights(model_cls, ckpt: str | Path, check: bool = True, **kwargs):
     """``model_cls.from_pretrained(ckpt, **kwargs)`` (a model or tokenizer class) after ``check_folder`` (unless
     ``check`` is False); raises ValueError naming the bad file, or the folder when loading fails."""
@@ -168,7 +158,9 @@ def load_pretrained(checkpoint: str | Path, tokenizer_dir: str | Path | None = N
     or the folder that does not load."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    register_suite_models()
+    from models.registry import register_auto_classes
+
+    register_auto_classes()
     model = load_weights(AutoModelForCausalLM, checkpoint, **model_kwargs).eval()
     if not tokenizer:
         return model, None

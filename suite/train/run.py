@@ -73,7 +73,9 @@ def build_model(model, init_from: str | Path | None = None):
     from transformers import AutoModelForCausalLM, PreTrainedConfig
 
     if isinstance(model, (str, Path)):
-        ckpt_io.register_suite_models()
+        from models.registry import register_auto_classes
+
+        register_auto_classes()
         net = ckpt_io.load_weights(AutoModelForCausalLM, model)
     elif isinstance(model, PreTrainedConfig):
         net = AutoModelForCausalLM.from_config(model)

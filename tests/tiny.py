@@ -1,4 +1,4 @@
-"""A tiny Llama causal LM and byte-level BPE tokenizer for tests and smoke runs of the evaluation suite.
+"""A tiny Llama causal LM and byte-level BPE tokenizer: test helpers (tests/test_niah.py, tests/test_lm_eval.py).
 
 Nothing here touches the Hub: the tokenizer is trained on text from Python's standard library
 (module docstrings), so every test can build its own model + tokenizer folder in a second.

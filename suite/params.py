@@ -1,4 +1,4 @@
-"""Parameter count of every architecture at every named size: ``python -m baselines.params``.
+"""Parameter count of every architecture at every named size: ``python -m suite.params``.
 
 Prints a table and writes ``results/params.csv`` (arch, size, vocab_size, n_params,
 orthros_params, ratio, intermediate_size, within_5pct + provenance). Models are built on the meta

@@ -1,6 +1,23 @@
-"""Run FLA's GDN, GLA and RetNet layers on CPU through FLA's own pure-PyTorch references.
+"""Everything of the baselines that depends on flash-linear-attention's internals, behind one version check.
 
-FLA 0.6 has no CPU backend: every layer forward raises ``RuntimeError: 0 active drivers`` on CPU,
+FLA's public surface is its layers (``fla.layers.GatedDeltaNet``, ``GatedLinearAttention``,
+``MultiScaleRetention``: :mod:`baselines.fla_mixers` builds and calls them). Two parts of the suite go below it,
+and both live here only:
+
+* :func:`install`, the CPU route: it swaps functions in FLA's module globals and methods of FLA classes (below);
+* :func:`gdn_two_stream`, Orthros-H's GDN layer: it re-runs FLA's ``GatedDeltaNet`` computation from the layer's
+  own attributes (projections, short convolutions, ``A_log``, ``dt_bias``, head sizes, output norm) and the
+  gated-delta-rule ops of FLA's module globals, with the kernels' flags and state layout;
+
+plus :func:`read_state` and :func:`retnet_rotary_hook`, which rely on the same conventions and attributes.
+Neither module globals nor layer attributes are FLA API: a release may rename, re-sign or re-layout them, and
+a patch that no longer matches fails silently (the original kernel runs, or a wrong tensor is read).
+:func:`check_fla_version` therefore refuses any FLA version this module was not checked against
+(``CHECKED_FLA_VERSIONS``), naming the installed and the checked versions; :func:`install`, which every FLA mixer
+build calls first (``baselines.fla_mixers``), runs it. To move to a new FLA release, run tests/test_baselines.py
+and the GPU cross-check (``suite/bench/fla_vs_naive.py``) on it, then add its version.
+
+CPU route. FLA 0.6 has no CPU backend: every layer forward raises ``RuntimeError: 0 active drivers`` on CPU,
 from its Triton kernels and also from its Triton norms, short convolution and rotary embedding
 (platform facts). :func:`install` swaps, at the op level, the functions the layers call for
 wrappers that run the reference whenever the input tensors live on the CPU and call the original
@@ -34,7 +51,11 @@ import functools
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 
+# FLA releases this module was checked against (tests/test_baselines.py on CPU, suite/bench/fla_vs_naive.py on an
+# H200); pyproject.toml pins flash-linear-attention to the same release.
+CHECKED_FLA_VERSIONS = ("0.6.0",)
 _INSTALLED = False
 CPU_CHUNK = 16  # chunk length of the chunked references on CPU (any length gives the same result)
 _FORCE = False
@@ -275,6 +296,29 @@ def rotary_embedding_cpu(x, cos, sin, interleaved=False, inplace=False, seqlen_o
     return rotary_embedding_ref(x, cos[pos], sin[pos], interleaved=interleaved)
 
 
+# ---------------------------------------------------------------- version check
+
+def check_fla_version(installed: str | None = None) -> str:
+    """The installed FLA version (``fla.__version__``, or ``installed``) if this module was checked against it.
+
+    Raises:
+        RuntimeError: naming the installed version and the checked ones, for any other version.
+    """
+    if installed is None:
+        import fla
+
+        installed = str(getattr(fla, "__version__", "unknown"))
+    if installed not in CHECKED_FLA_VERSIONS:
+        raise RuntimeError(
+            f"flash-linear-attention {installed} is installed, but baselines/fla_internals.py was checked against "
+            f"flash-linear-attention {', '.join(CHECKED_FLA_VERSIONS)} only: it patches FLA module globals (CPU route) "
+            f"and re-implements GatedDeltaNet from FLA layer attributes (Orthros-H), none of which is FLA API. "
+            f"Install flash-linear-attention=={CHECKED_FLA_VERSIONS[-1]} (pyproject.toml), or check this module "
+            f"against {installed} (tests/test_baselines.py, suite/bench/fla_vs_naive.py) and add it to "
+            f"CHECKED_FLA_VERSIONS.")
+    return installed
+
+
 # ---------------------------------------------------------------- installation
 
 def _patch_function(module, name: str, naive) -> None:
@@ -297,8 +341,10 @@ def _patch_method(cls, name: str, naive) -> None:
 
 
 def install() -> None:
-    """Route FLA's GLA, GDN and RetNet layers to the references on CPU (idempotent)."""
+    """Route FLA's GLA, GDN and RetNet layers to the references on CPU (idempotent), after
+    :func:`check_fla_version`. Raises RuntimeError on an FLA version this module was not checked against."""
     global _INSTALLED
+    check_fla_version()
     if _INSTALLED:
         return
     import fla.layers.gated_deltanet as gdn
@@ -321,3 +367,65 @@ def install() -> None:
     _patch_method(RMSNorm, "forward", rms_norm_forward_cpu)
     _patch_method(FusedRMSNormGated, "forward", rms_norm_gated_forward_cpu)
     _INSTALLED = True
+
+
+# ---------------------------------------------------------------- GDN internals (Orthros-H, RetNet)
+
+def read_state(state: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """GDN output of queries q [B, 1, H, K] reading the state [B, H, V, K] (state_v_first layout):
+    ``S (q / ||q|| * K^-0.5)`` in fp32, as FLA's kernels with ``use_qk_l2norm_in_kernel`` -> [B, 1, H, V]."""
+    q = l2norm(q) * q.shape[-1] ** -0.5
+    if state.shape[1] != q.shape[2]:  # grouped value heads: value head i reads query head i // (HV / H)
+        q = q.repeat_interleave(state.shape[1] // q.shape[2], dim=2)
+    return torch.einsum("bhvk,bthk->bthv", state.float(), q)
+
+
+def gdn_two_stream(layer, x: torch.Tensor, n_base: int, out_index: torch.Tensor, out_is_last: bool, state=None,
+                   conv=(None, None, None), use_cache: bool = False, training: bool = False):
+    """FLA ``GatedDeltaNet`` ``layer`` over two-stream rows ``x`` [B, T + T_out, D] (T = ``n_base``).
+
+    Base rows: FLA's GatedDeltaNet computation (short conv on q/k/v, gated delta rule from ``state``, the
+    recurrent state [B, H, V, K] or None). Output row j, at base position ``out_index[j]`` = t: the query
+    ``q' = silu(x' W_Q)`` skips the short convolution and reads S_t, the state right after base token t was
+    written. Gate, norm and W_O are shared. The read is exact: the same gated-delta-rule op runs a second time
+    with the base keys, values, gates and initial state and the output queries at their positions (zeros
+    elsewhere); with ``out_is_last`` and one output row it is ``S_T q'`` from the op's final state instead.
+
+    ``conv``: the q, k and v short-conv states (None for a fresh sequence). Returns
+    ``(out [B, T + T_out, D], new_state, conv_states)``; ``new_state`` is None unless ``use_cache`` or the
+    last-row read needs it, ``conv_states`` (a list) hold states only with ``use_cache``.
+    """
+    import fla.layers.gated_deltanet as gdn_module  # looked up per call: the CPU route patches it
+
+    L, T = layer, n_base
+    conv = list(conv)
+    xb, xo = x[:, :T], x[:, T:]
+    q, conv[0] = L.q_conv1d(x=L.q_proj(xb), cache=conv[0], output_final_state=use_cache)
+    k, conv[1] = L.k_conv1d(x=L.k_proj(xb), cache=conv[1], output_final_state=use_cache)
+    v, conv[2] = L.v_conv1d(x=L.v_proj(xb), cache=conv[2], output_final_state=use_cache)
+    q, k = (rearrange(t, "... (h d) -> ... h d", d=L.head_k_dim) for t in (q, k))
+    v = rearrange(v, "... (h d) -> ... h d", d=L.head_v_dim)
+    q_cross = rearrange(F.silu(L.q_proj(xo)), "... (h d) -> ... h d", d=L.head_k_dim)
+    q_out = q.new_zeros(q.shape).index_copy(1, out_index, q_cross.to(q.dtype))
+
+    recurrent = not torch.is_grad_enabled() and T <= 64 and not training
+    op = gdn_module.fused_recurrent_gated_delta_rule if recurrent else gdn_module.chunk_gated_delta_rule
+    common = dict(k=k, v=v, g=L.a_proj(xb), beta=L.b_proj(xb), initial_state=state,
+                  use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                  allow_neg_eigval=L.allow_neg_eigval, state_v_first=True, use_gate_in_kernel=True,
+                  A_log=L.A_log, dt_bias=L.dt_bias)
+    last_only = out_is_last and xo.shape[1] == 1
+    o_base, new_state = op(q=q, output_final_state=use_cache or last_only, **common)
+    if last_only:
+        o_cross = read_state(new_state, q_cross).to(o_base.dtype)
+    else:
+        o_cross = op(q=q_out, output_final_state=False, **common)[0][:, out_index]
+    o = torch.cat([o_base, o_cross], dim=1)
+    g = rearrange(L.g_proj(x), "... (h d) -> ... h d", d=L.head_v_dim)
+    return L.o_proj(rearrange(L.o_norm(o, g), "b t h d -> b t (h d)")), new_state, conv
+
+
+def retnet_rotary_hook(layer) -> None:
+    """Let the backbone's ``_init_weights`` rebuild a ``MultiScaleRetention`` layer's rotary table: a
+    non-persistent buffer, which ``from_pretrained`` leaves uninitialised otherwise."""
+    layer.rotary.reset_suite_parameters = layer.rotary.reset_parameters
