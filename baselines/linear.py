@@ -38,7 +38,7 @@ class MatchedConfig(SuiteConfig):
     attention_layers = False
 
     @staticmethod
-    def layer_mixer(config, layer_idx):  # pragma: no cover - abstract
+    def make_mixer(config, layer_idx):  # pragma: no cover - abstract
         raise NotImplementedError
 
     def __init__(self, match_budget: bool = False, reference_intermediate_size: int | None = None, **kwargs):
@@ -50,11 +50,11 @@ class MatchedConfig(SuiteConfig):
         self.match_budget = False
         if match_budget:
             self.reference_intermediate_size = self.intermediate_size
-            self.intermediate_size = matched_intermediate_size(self, type(self).layer_mixer)
+            self.intermediate_size = matched_intermediate_size(self, type(self).make_mixer)
         elif reference_intermediate_size is not None:
             width, self.intermediate_size = self.intermediate_size, reference_intermediate_size
             try:
-                matched = matched_intermediate_size(self, type(self).layer_mixer)
+                matched = matched_intermediate_size(self, type(self).make_mixer)
             finally:
                 self.intermediate_size = width
             if matched != width:
@@ -86,7 +86,7 @@ class GDNConfig(MatchedConfig):
         super().__init__(**kwargs)
         fla_mixers.gdn_dims(self)  # validates the derived head size
 
-    layer_mixer = staticmethod(fla_mixers.make_gdn)
+    make_mixer = staticmethod(fla_mixers.make_gdn)
 
 
 class _LinearAttnConfig(MatchedConfig):
@@ -114,7 +114,7 @@ class GLAConfig(_LinearAttnConfig):
 
     model_type = "suite_gla"
     default_expand_k, default_expand_v = 0.5, 1.0
-    layer_mixer = staticmethod(fla_mixers.make_gla)
+    make_mixer = staticmethod(fla_mixers.make_gla)
 
     def __init__(self, **kwargs):  # every config class needs its own __init__ (transformers wraps the others)
         super().__init__(**kwargs)
@@ -125,7 +125,7 @@ class RetNetConfig(_LinearAttnConfig):
 
     model_type = "suite_retnet"
     default_expand_k, default_expand_v = 1.0, 2.0
-    layer_mixer = staticmethod(fla_mixers.make_retnet)
+    make_mixer = staticmethod(fla_mixers.make_retnet)
 
     def __init__(self, **kwargs):  # every config class needs its own __init__ (transformers wraps the others)
         super().__init__(**kwargs)
@@ -157,7 +157,7 @@ class LinearHybridConfig(_HybridMixin, GDNConfig):
         super().__init__(**kwargs)
 
     @staticmethod
-    def layer_mixer(config, layer_idx):
+    def make_mixer(config, layer_idx):
         if is_full_attention(config, layer_idx):
             return Attention(config, layer_idx, scale_offset=False)
         return fla_mixers.make_gdn(config, layer_idx)
@@ -178,7 +178,7 @@ class OrthrosHConfig(_HybridMixin, GDNConfig):
         super().__init__(window_size=window_size, **kwargs)
 
     @staticmethod
-    def layer_mixer(config, layer_idx):
+    def make_mixer(config, layer_idx):
         if is_full_attention(config, layer_idx):
             return Attention(config, layer_idx, scale_offset=config.scale_offset)
         return fla_mixers.make_gdn_two_stream(config, layer_idx)
@@ -186,7 +186,7 @@ class OrthrosHConfig(_HybridMixin, GDNConfig):
 
 def _model(name: str, config_cls, two_stream: bool = False):
     cls = type(name, (SuiteForCausalLM,), {"config_class": config_cls, "two_stream": two_stream,
-                                           "make_mixer": staticmethod(config_cls.layer_mixer),
+                                           "make_mixer": staticmethod(config_cls.make_mixer),
                                            "__module__": __name__,
                                            "__doc__": f"Causal LM on the suite backbone with {config_cls.__name__} mixers."})
     return cls

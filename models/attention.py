@@ -15,6 +15,12 @@ Choices the paper leaves open, and ours:
   before RoPE; both streams use RoPE at the token's original position.
 * ``scale_offset=False`` (the "w/o SO" ablation) means alpha = alpha' = 1, beta = beta' = 0, fixed:
   the parameters do not exist.
+
+The math is written once, as public methods that the model's ``forward``, the E2E engine
+(:mod:`suite.bench.engine`) and the sequence-parallel prefill (:mod:`suite.bench.seq_parallel`) call:
+:meth:`Attention.project` (Eqs. 4-5; :meth:`Attention.project_decode` is its one-step form with RoPE),
+:meth:`Attention.attend` (both streams' attention) and :meth:`Attention.output` (W_O). The fused
+functions of :mod:`suite.bench.fused` restate the same math as functions of tensors for ``torch.compile``.
 """
 from __future__ import annotations
 
@@ -58,34 +64,132 @@ class Attention(nn.Module):
             with torch.no_grad():
                 self.alpha.fill_(1.0), self.beta.zero_(), self.alpha_out.fill_(1.0), self.beta_out.zero_()
 
-    def forward(self, x: torch.Tensor, ctx: MixerContext) -> torch.Tensor:
-        """x: [B, T + T_out, D] normalized rows -> [B, T + T_out, D] attention output (after W_O)."""
-        B, N, _ = x.shape
-        T = ctx.n_base
+    # ---- the layer's math, one public method per step; the model's forward, the E2E engine
+    # (suite/bench/engine.py) and the sequence-parallel prefill (suite/bench/seq_parallel.py) all call these
+
+    def _qkv(self, x: torch.Tensor, n_base: int):
+        """Token-major q [B, R, H, d] of every row, k, v [B, n_base, Hkv, d] of the base rows; q/k-norm applied."""
+        B, R, _ = x.shape
         H, Hkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
-        q = self.q_proj(x).view(B, N, H, hd)
-        k = self.k_proj(x[:, :T]).view(B, T, Hkv, hd)
-        v = self.v_proj(x[:, :T]).view(B, T, Hkv, hd)
+        q = self.q_proj(x).view(B, R, H, hd)
+        k = self.k_proj(x[:, :n_base]).view(B, n_base, Hkv, hd)
+        v = self.v_proj(x[:, :n_base]).view(B, n_base, Hkv, hd)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q_base, q_out = q[:, :T], q[:, T:]
+        return q, k, v
+
+    def _scale_offset(self, q: torch.Tensor, n_base: int):
+        """Eqs. 4-5 on token-major q [B, R, H, d]: rows < n_base get alpha, beta, the rest alpha', beta'."""
+        q_base, q_out = q[:, :n_base], q[:, n_base:]
         if self.scale_offset:
             q_base = self.alpha * q_base + self.beta
             q_out = self.alpha_out * q_out + self.beta_out
+        return q_base, q_out
+
+    def project(self, x: torch.Tensor, n_base: int):
+        """Both streams' projections with their query scale-offsets (Sec. 3.1, Eqs. 4-5); no RoPE yet.
+
+        Args:
+            x: ``[B, R, D]`` normalized rows (model dtype): the first ``n_base`` (T) are base-stream rows, the other
+                ``R - n_base`` (T_out) output-stream rows; ``R == n_base`` for a single-stream model.
+            n_base: T, ``0 <= n_base <= R``.
+
+        Returns:
+            ``(q_base, q_out, k, v)`` in x's dtype, head-major views of token-major memory:
+
+            * q_base ``[B, H, T, d]``: ``alpha * (x W_Q) + beta`` (Eq. 4);
+            * q_out ``[B, H, T_out, d]``: ``alpha' * (x' W_Q) + beta'`` (Eq. 5);
+            * k, v ``[B, Hkv, T, d]``: ``x W_K``, ``x W_V`` of the base rows only (the output stream writes no K/V).
+
+            Qwen3's per-head q/k-norm (``qk_norm``) comes before the scale-offset; without ``scale_offset``,
+            alpha = alpha' = 1 and beta = beta' = 0.
+        """
+        q, k, v = self._qkv(x, n_base)
+        q_base, q_out = self._scale_offset(q, n_base)
+        return q_base.transpose(1, 2), q_out.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def stacked_scale_offset(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The scale-offset of a decode step's rows ``[base, output]``: ``(alpha, beta)``, each ``[2, H, d]`` with row 0
+        the base stream's (alpha, beta) and row 1 the output stream's (alpha', beta'), a new tensor (parameter dtype);
+        None without ``scale_offset``. The per-row form :meth:`project_decode` takes as ``so``."""
+        if not self.scale_offset:
+            return None
+        return torch.stack([self.alpha, self.alpha_out]), torch.stack([self.beta, self.beta_out])
+
+    def project_decode(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                       so: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """:meth:`project` for one decode step, RoPE included, in fewer kernels (what the E2E engine captures).
+
+        Args:
+            x: ``[B, R, D]`` normalized rows of one new token: row 0 its base row (writes K/V), rows 1.. output rows
+                (R = 2 for Orthros, 1 for a single-stream model); all at the same position.
+            rope: ``(cos, sin)``, each ``[B, 1, d]``, of that position.
+            so: None, or the scale-offset per row ``(alpha, beta)``, each ``[R, H, d]`` (the
+                :meth:`stacked_scale_offset` of a two-stream step, possibly held in static buffers for CUDA graphs),
+                applied in one ``torch.addcmul(beta, q, alpha)``: Eqs. 4-5 with the streams' vectors stacked by row.
+                None: :meth:`project`'s per-stream form.
+
+        Returns:
+            q ``[B, H, R, d]`` and k ``[B, Hkv, 1, d]``, both rotated (together, in one RoPE call), and v
+            ``[B, Hkv, 1, d]``, in x's dtype.
+        """
+        B, R, _ = x.shape
+        H, Hkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
+        q, k, v = self._qkv(x, 1)
+        if so is not None:
+            q = torch.addcmul(so[1], q, so[0])
+        elif self.scale_offset:
+            q_base, q_out = self._scale_offset(q, 1)
+            q = torch.cat([q_base, q_out], dim=1) if R > 1 else q_base
+        cos, sin = rope
+        qk = apply_rope(torch.cat([q, k.expand(B, R, Hkv, hd)], dim=2).transpose(1, 2), cos, sin)
+        return qk[:, :H], qk[:, H:, :1], v.transpose(1, 2)
+
+    def attend(self, q_base: torch.Tensor, q_out: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               rope: tuple[torch.Tensor, torch.Tensor], q_index: torch.Tensor, out_index,
+               key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Both streams' attention over the layer's K/V (Sec. 3.1), RoPE applied to the queries here.
+
+        Args:
+            q_base, q_out: ``[B, H, T, d]``, ``[B, H, T_out, d]`` from :meth:`project` (not rotated).
+            k, v: ``[B, Hkv, L, d]`` the layer's keys (rotated) and values, cached past ones first, then the T new.
+            rope: ``(cos, sin)``, each ``[B, T, d]``, of the T new base tokens.
+            q_index: ``[T]`` int64 key index of the new base tokens (``past + arange(T)``).
+            out_index: the new tokens (rows of the T) that carry the output rows: ``[T_out]`` int64, or a slice.
+            key_mask: ``[B, L]`` bool, False = padding key, or None.
+
+        Base query t attends keys ``q_index[t] - w < j <= q_index[t]`` (w = ``window_size``; None: every earlier key).
+        Output query i attends every key ``j <= q_index[out_index[i]]`` at its token's original position (RoPE and
+        causality), through :func:`models.backend.attention`.
+
+        Returns:
+            ``[B, H, T + T_out, d]`` (q's dtype): the base rows, then the output rows.
+        """
+        cos, sin = rope
+        outs = [backend.attention(apply_rope(q_base, cos, sin), k, v, q_index, self.window, key_mask)]
+        if q_out.shape[2]:
+            q_out = apply_rope(q_out, cos[:, out_index], sin[:, out_index])
+            outs.append(backend.attention(q_out, k, v, q_index[out_index], None, key_mask))
+        return torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
+
+    def output(self, o: torch.Tensor) -> torch.Tensor:
+        """Attention output ``[B, H, R, d]`` -> ``[B, R, D]``: the heads concatenated per row, times W_O."""
+        B, H, R, hd = o.shape
+        return self.o_proj(o.transpose(1, 2).reshape(B, R, H * hd))
+
+    def forward(self, x: torch.Tensor, ctx: MixerContext) -> torch.Tensor:
+        """x: [B, T + T_out, D] normalized rows -> [B, T + T_out, D] attention output (after W_O).
+
+        :meth:`project`, RoPE of the new keys, the K/V cache (``ctx.cache``), :meth:`attend`, :meth:`output`.
+        """
+        q_base, q_out, k, v = self.project(x, ctx.n_base)
         cos, sin = ctx.rope
-        q_base = apply_rope(q_base.transpose(1, 2), cos, sin)
-        k = apply_rope(k.transpose(1, 2), cos, sin)
-        v = v.transpose(1, 2)
+        k = apply_rope(k, cos, sin)
         if ctx.cache is not None:
             slot = ctx.cache.layers[self.layer_idx]
             if "k" in slot:
                 k = torch.cat([slot["k"], k], dim=2)
                 v = torch.cat([slot["v"], v], dim=2)
             slot["k"], slot["v"] = k, v
-        outs = [backend.attention(q_base, k, v, ctx.q_index, self.window, ctx.key_mask)]
-        if N > T:
-            idx = ctx.out_index
-            q_out = apply_rope(q_out.transpose(1, 2), cos[:, idx], sin[:, idx])
-            outs.append(backend.attention(q_out, k, v, ctx.q_index[idx], None, ctx.key_mask))
-        o = torch.cat(outs, dim=2).transpose(1, 2).reshape(B, N, H * hd)
-        return self.o_proj(o)
+        o = self.attend(q_base, q_out, k, v, ctx.rope, ctx.q_index, ctx.out_index, ctx.key_mask)
+        return self.output(o)

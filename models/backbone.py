@@ -304,9 +304,16 @@ class Block(nn.Module):
         self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.mlp = SwiGLU(config)
 
-    def forward(self, h: torch.Tensor, ctx: MixerContext) -> torch.Tensor:
-        h = h + self.mixer(self.input_layernorm(h), ctx)
+    def mixer_residual(self, h: torch.Tensor, ctx: MixerContext) -> torch.Tensor:
+        """The token-mixing half: ``h + mixer(RMSNorm(h), ctx)``; h ``[B, T + T_out, D]``, same shape and dtype out."""
+        return h + self.mixer(self.input_layernorm(h), ctx)
+
+    def mlp_residual(self, h: torch.Tensor) -> torch.Tensor:
+        """The token-wise half: ``h + SwiGLU(RMSNorm(h))``; h ``[B, R, D]`` (any rows), same shape and dtype out."""
         return h + self.mlp(self.post_attention_layernorm(h))
+
+    def forward(self, h: torch.Tensor, ctx: MixerContext) -> torch.Tensor:
+        return self.mlp_residual(self.mixer_residual(h, ctx))
 
 
 class SuiteModel(nn.Module):

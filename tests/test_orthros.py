@@ -159,6 +159,101 @@ def test_pt_gradients_match_reference():
         torch.testing.assert_close(grads[name].grad.double(), params[name].grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
+def test_attention_and_block_methods_match_a_naive_fp64_computation():
+    """The mixer's public steps (project, attend, output, project_decode with and without the stacked scale-offset)
+    and the block's two residual halves, each against a per-row fp64 loop over heads from the paper's equations
+    (Eqs. 4-5, RoPE as 2x2 rotations, windowed / full causal softmax): tests/reference.py's helpers, not models/."""
+    from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
+    from tests.reference import rms_norm, rope, softmax_attend
+
+    w, T, out_pos = 3, 7, [2, 6]
+    model = tiny(window=w, qk_norm=True).double()
+    cfg, layer = model.config, model.model.layers[1]
+    mix = layer.mixer
+    H, Hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    eps, theta = cfg.rms_norm_eps, cfg.rope_theta
+    P = {n: t.detach() for n, t in layer.named_parameters()}
+    B, R = 2, T + len(out_pos)
+    x = torch.randn(B, R, cfg.hidden_size, dtype=torch.float64)  # normalized rows: T base, then the output rows
+
+    def q_naive(vec, stream):  # Eq. 4 (base) / Eq. 5 (output): alpha * qnorm(W_Q x) + beta, per head
+        q = (P["mixer.q_proj.weight"] @ vec).view(H, d)
+        q = torch.stack([rms_norm(q[h], P["mixer.q_norm.weight"], eps) for h in range(H)])
+        sfx = "" if stream == "base" else "_out"
+        return P["mixer.alpha" + sfx] * q + P["mixer.beta" + sfx]
+
+    def k_naive(vec):
+        k = (P["mixer.k_proj.weight"] @ vec).view(Hkv, d)
+        return torch.stack([rms_norm(k[h], P["mixer.k_norm.weight"], eps) for h in range(Hkv)])
+
+    def v_naive(vec):
+        return (P["mixer.v_proj.weight"] @ vec).view(Hkv, d)
+
+    def mixer_naive(xb):  # one sequence's rows [R, D] -> [R, D] (after W_O)
+        keys = [[rope(k_naive(xb[j])[g], j, theta) for g in range(Hkv)] for j in range(T)]
+        vals = [v_naive(xb[j]) for j in range(T)]
+        rows = []
+        for r in range(R):
+            t, stream, allowed = (r, "base", [j for j in range(r + 1) if j > r - w]) if r < T else \
+                (out_pos[r - T], "out", list(range(out_pos[r - T] + 1)))
+            q = q_naive(xb[r], stream)
+            heads = [softmax_attend(rope(q[h], t, theta), [kk[h // (H // Hkv)] for kk in keys],
+                                    [vv[h // (H // Hkv)] for vv in vals], allowed) for h in range(H)]
+            rows.append(P["mixer.o_proj.weight"] @ torch.cat(heads))
+        return torch.stack(rows)
+
+    q_base, q_out, k, v = mix.project(x, T)
+    assert q_base.shape == (B, H, T, d) and q_out.shape == (B, H, len(out_pos), d)
+    assert k.shape == v.shape == (B, Hkv, T, d)
+    for b in range(B):
+        for r in range(R):
+            got = (q_base[b, :, r] if r < T else q_out[b, :, r - T])
+            torch.testing.assert_close(got, q_naive(x[b, r], "base" if r < T else "out"), atol=1e-12, rtol=0)
+        for t in range(T):
+            torch.testing.assert_close(k[b, :, t], k_naive(x[b, t]), atol=1e-12, rtol=0)
+            torch.testing.assert_close(v[b, :, t], v_naive(x[b, t]), atol=1e-12, rtol=0)
+
+    positions = torch.arange(T).expand(B, T)
+    rope_t = rope_cos_sin(positions, rope_frequencies(cfg), torch.float64)
+    out_index = torch.tensor(out_pos)
+    k_rot = torch.stack([torch.stack([torch.stack([rope(k[b, g, t], t, theta) for t in range(T)]) for g in range(Hkv)])
+                         for b in range(B)])
+    o = mix.output(mix.attend(q_base, q_out, k_rot, v, rope_t, torch.arange(T), out_index))
+    ref = torch.stack([mixer_naive(x[b]) for b in range(B)])
+    torch.testing.assert_close(o, ref, atol=1e-10, rtol=0)
+
+    ctx = MixerContext(positions=positions, q_index=torch.arange(T), out_index=out_index, key_mask=None,
+                       attention_mask=None, cache=None, rope=rope_t)
+    h = torch.randn(B, R, cfg.hidden_size, dtype=torch.float64)
+    hn = torch.stack([torch.stack([rms_norm(h[b, r], P["input_layernorm.weight"], eps) for r in range(R)])
+                      for b in range(B)])
+    torch.testing.assert_close(layer.mixer_residual(h, ctx), h + torch.stack([mixer_naive(hn[b]) for b in range(B)]),
+                               atol=1e-10, rtol=0)
+    u = rms_norm(h, P["post_attention_layernorm.weight"], eps)
+    gate = u @ P["mlp.gate_proj.weight"].T
+    mlp = (gate * torch.sigmoid(gate) * (u @ P["mlp.up_proj.weight"].T)) @ P["mlp.down_proj.weight"].T
+    torch.testing.assert_close(layer.mlp_residual(h), h + mlp, atol=1e-12, rtol=0)
+
+    # a decode step at position p: row 0 the base row, row 1 the output row, both rotated to p
+    p, xs = 5, x[:, [5, T]]
+    alpha, beta = mix.stacked_scale_offset()
+    assert torch.equal(alpha, torch.stack([P["mixer.alpha"], P["mixer.alpha_out"]]))
+    assert torch.equal(beta, torch.stack([P["mixer.beta"], P["mixer.beta_out"]]))
+    rope_p = rope_cos_sin(torch.full((B, 1), p), rope_frequencies(cfg), torch.float64)
+    for so in (None, (alpha, beta)):
+        q, k1, v1 = mix.project_decode(xs, rope_p, so)
+        assert q.shape == (B, H, 2, d) and k1.shape == v1.shape == (B, Hkv, 1, d)
+        for b in range(B):
+            for r, stream in enumerate(("base", "out")):
+                qn = q_naive(xs[b, r], stream)
+                torch.testing.assert_close(q[b, :, r], torch.stack([rope(qn[h], p, theta) for h in range(H)]),
+                                           atol=1e-12, rtol=0)
+            kn = k_naive(xs[b, 0])
+            torch.testing.assert_close(k1[b, :, 0], torch.stack([rope(kn[g], p, theta) for g in range(Hkv)]),
+                                       atol=1e-12, rtol=0)
+            torch.testing.assert_close(v1[b, :, 0], v_naive(xs[b, 0]), atol=1e-12, rtol=0)
+
+
 def test_backend_bottom_right_alignment_for_output_queries():
     """Queries addressed by key index, not by row: SDPA's top-left is_causal would be wrong here."""
     q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 10, 8), torch.randn(1, 2, 10, 8)

@@ -181,6 +181,17 @@ def test_window_overrides():
     assert window_overrides("orthros_noso", cfg, 256) == {"window_size": cfg["window"]}
     assert window_overrides("swa", cfg, 256) == {"window_size": 64}
     assert window_overrides("transformer", cfg, 256) == {} and window_overrides("swa", {}, 256) == {}
+    assert window_overrides("orthros_h", cfg, 256) == {"window_size": cfg["window"]}
+    assert window_overrides("linear_hybrid", cfg, 256) == {} and window_overrides("gdn", cfg, 256) == {}
+
+
+def test_orthros_archs_are_the_registered_two_stream_archs():
+    """suite.archs.ORTHROS_ARCHS (what window_overrides, the DAG and the benchmarks branch on) names exactly the
+    registered archs built from Orthros layers, so a new arch is neither caught by its name nor silently missed."""
+    from models.registry import ARCHS, known_archs
+    from suite.archs import ORTHROS_ARCHS
+
+    assert ORTHROS_ARCHS == {a for a in known_archs() if ARCHS[a].model_cls.two_stream}
 
 
 def test_busy_run_dir_and_missing_data(data_dir, tmp_path):

@@ -6,6 +6,7 @@
 # jobs that read the edited file or value, and what depends on them.
 import json
 
+from suite.archs import ORTHROS_ARCHS
 from suite.deps import module_files
 
 
@@ -57,7 +58,7 @@ RULE_CONFIG = {
 
 def arch_config(arch):
     """Keys of the model window of one arch (as suite.train.run.window_overrides reads them)."""
-    return ["window"] if arch.startswith("orthros") else ["swa_window_ratio"] if arch == "swa" else []
+    return ["window"] if arch in ORTHROS_ARCHS else ["swa_window_ratio"] if arch == "swa" else []
 
 
 def _config_value(key):

@@ -178,7 +178,8 @@ def check_engine(writer, device, dtype, smoke, tol) -> list[str]:
     the default engine: (a) chunked prefill (chunks of T_q != T_k over the cache) with the fused functions run
     eagerly; (b) FlashAttention-2 decode (``decode_attn="fa2"``). A failure of (a) reads "engine ...", of (b)
     "decode engine ..."; (a) must not use the blocked kernel on CUDA."""
-    from suite.bench.engine import Engine, build_bench_model
+    from suite.bench.bench_models import build_bench_model
+    from suite.bench.engine import Engine
 
     failures = []
     kw = dict(vocab_size=1024, hidden_size=256, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,

@@ -36,8 +36,10 @@ from pathlib import Path
 
 import torch
 
+from suite.archs import ORTHROS_ARCHS
 from suite.bench import cost_model as cm
-from suite.bench.engine import Engine, build_bench_model
+from suite.bench.bench_models import build_bench_model
+from suite.bench.engine import Engine
 from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, model_kernels, peak_gib,
                                     reset_peak, sync)
 
@@ -95,7 +97,7 @@ def check_engine(device, steps: int = 40, archs=("orthros", "transformer"), **en
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
         for arch in archs:
-            kw = {"window_size": 16} if arch.startswith("orthros") else {}
+            kw = {"window_size": 16} if arch in ORTHROS_ARCHS else {}
             torch.manual_seed(0)
             model = build_bench_model(arch, "1M", device, torch.float32, 256, **kw)  # q/k norm: its default
             engine = Engine(model, batch=2, max_len=50 + steps, bucket=32, chunk=16, **engine_kw)
@@ -212,7 +214,7 @@ def main(argv=None) -> list[dict]:
     results = {}
     torch.manual_seed(0)
     for arch in archs:
-        window = args.window if arch.startswith("orthros") else None
+        window = args.window if arch in ORTHROS_ARCHS else None
         try:
             model = build_bench_model(arch, args.size, device, dtype, max_len + args.bucket,
                                       **({"window_size": window} if window else {}))

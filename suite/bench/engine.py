@@ -2,9 +2,10 @@
 
 Static, preallocated K/V cache (one ``[B, Hkv, max_len, d]`` pair per layer), greedy decoding, and
 on CUDA one captured CUDA graph per key-length bucket, so Python launch overhead does not dominate
-a decode step. The per-layer math calls the model's own modules (norms, ``q_proj`` ... ``o_proj``,
-q/k norms, scale-offset parameters, ``mlp``, :func:`models.backbone.apply_rope`); prefill attention
-goes through :func:`models.backend.attention`.
+a decode step. The per-layer math is the model's own: the attention mixer's methods
+(:meth:`models.attention.Attention.project`, ``attend`` and ``output`` in prefill, ``project_decode`` with the
+``stacked_scale_offset`` in a decode step) and the block's ``mlp_residual``; prefill attention goes through
+:func:`models.backend.attention`. The benchmarks' models come from :func:`suite.bench.bench_models.build_bench_model`.
 
 Regimes (Sec. 3.2): Prefill runs T base rows plus (Orthros) one output row for the last token.
 An Orthros decode step feeds the last generated token as one base row (writes its K/V, attends the
@@ -51,33 +52,16 @@ from suite.bench import fused as fz
 RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
 
 
-def _is_attention(mix) -> bool:
-    return all(hasattr(mix, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "window"))
-
-
 def _check_mixers(model):
     """The layers' mixers; each must be attention or a recurrent FLA mixer (:class:`baselines.fla_mixers.FLAMixer`)."""
     mixers = [layer.mixer for layer in model.model.layers]
     for i, m in enumerate(mixers):
         # RetNet is left out: its rotary offset is a host integer that a captured graph would freeze
-        if not _is_attention(m) and type(getattr(m, "layer", None)).__name__ not in RECURRENT_LAYERS:
+        if not fz.is_attention(m) and type(getattr(m, "layer", None)).__name__ not in RECURRENT_LAYERS:
             raise ValueError(f"layer {i} mixer {type(m).__name__} is neither attention nor one of the FLA layers "
                              f"{RECURRENT_LAYERS}; the engine supports transformer, swa, orthros, gdn, gla, "
                              f"linear_hybrid and orthros_h")
     return mixers
-
-
-def _project(mix, x, n_base):
-    """q [B, H, R, d] (scale-offset applied per stream, before RoPE), k/v [B, Hkv, n_base, d] of the base rows."""
-    B, R, _ = x.shape
-    q = mix.q_proj(x).view(B, R, mix.num_heads, mix.head_dim)
-    k = mix.k_proj(x[:, :n_base]).view(B, n_base, mix.num_kv_heads, mix.head_dim)
-    v = mix.v_proj(x[:, :n_base]).view(B, n_base, mix.num_kv_heads, mix.head_dim)
-    if mix.q_norm is not None:
-        q, k = mix.q_norm(q), mix.k_norm(k)
-    if mix.scale_offset:
-        q = torch.cat([mix.alpha * q[:, :n_base] + mix.beta, mix.alpha_out * q[:, n_base:] + mix.beta_out], dim=1)
-    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
 
 class Engine:
@@ -117,7 +101,7 @@ class Engine:
         if bucket < 1 or chunk < 1 or bucket % chunk:
             raise ValueError(f"chunk={chunk} must divide bucket={bucket}")
         self.model, self.mixers = model, _check_mixers(model)
-        self.attention = [_is_attention(m) for m in self.mixers]
+        self.attention = [fz.is_attention(m) for m in self.mixers]
         if decode_attn not in ("matmul", "fa2"):
             raise ValueError(f"decode_attn must be 'matmul' or 'fa2', got {decode_attn!r}")
         if prefill_chunk is not None and (not fused or prefill_chunk < 1 or not all(self.attention)):
@@ -152,10 +136,11 @@ class Engine:
         self.logits = torch.zeros(batch, cfg.vocab_size, device=self.device, dtype=self.dtype)  # last step's
         self.length = 0  # tokens in the cache (host copy of pos)
         self._freqs = rope_frequencies(cfg, self.device)  # the config's RoPE: inverse frequencies (static) and scale
-        # decode rows are [base, output]: their scale-offsets stacked in static buffers, refreshed from the
-        # parameters by _load_scale_offset at every prefill/decode call (captured graphs read these buffers)
-        self._so = [(torch.stack([m.alpha, m.alpha_out]).detach(), torch.stack([m.beta, m.beta_out]).detach())
-                    if self.two_stream and a and m.scale_offset else None for m, a in zip(self.mixers, self.attention)]
+        # decode rows are [base, output]: their scale-offsets stacked in static buffers (the mixer's
+        # stacked_scale_offset), refreshed by _load_scale_offset at every prefill/decode call (captured graphs read
+        # these buffers)
+        self._so = [tuple(t.detach() for t in m.stacked_scale_offset()) if self.two_stream and a and m.scale_offset
+                    else None for m, a in zip(self.mixers, self.attention)]
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
         self._graphs: dict[int, tuple] = {}
         self._pool = None
@@ -191,11 +176,12 @@ class Engine:
         return weights + keys * kv_row + 2 * self.state_bytes()
 
     def _load_scale_offset(self) -> None:
-        """Copy the live alpha/alpha_out and beta/beta_out parameters into the stacked decode buffers."""
+        """Copy the live scale-offset parameters (the mixer's ``stacked_scale_offset``) into the decode buffers."""
         for so, mix in zip(self._so, self.mixers):
             if so is not None:
-                so[0].copy_(torch.stack([mix.alpha, mix.alpha_out]))
-                so[1].copy_(torch.stack([mix.beta, mix.beta_out]))
+                alpha, beta = mix.stacked_scale_offset()
+                so[0].copy_(alpha)
+                so[1].copy_(beta)
 
     def _slot_ctx(self, i: int, slot: dict, q_index: torch.Tensor):
         """Context for recurrent layer i on the new tokens at ``q_index`` [n] (T_out = 1, the last)."""
@@ -254,9 +240,9 @@ class Engine:
             x = layer.input_layernorm(h)
             if not self.attention[i]:
                 h = h + self._recurrent(i, mix, x, 0)
-                h = h + layer.mlp(layer.post_attention_layernorm(h))
+                h = layer.mlp_residual(h)
                 continue
-            q, k, v = _project(mix, x, T)
+            q_base, q_out, k, v = mix.project(x, T)  # q_out: the last token's output row (two-stream), or empty
             k = apply_rope(k, cos, sin)
             if self.decode_attn == "fa2":
                 self._write_kv(i, 0, k, v)
@@ -265,14 +251,9 @@ class Engine:
                 self.k[i][:, :, :T].copy_(k)
                 self.k[i][:, :, T:].zero_()
                 self._store_v(self.v[i], v)
-            outs = [backend.attention(apply_rope(q[:, :, :T], cos, sin), k, v, q_index, mix.window)]
-            if self.two_stream:
-                q_out = apply_rope(q[:, :, T:], cos[:, -1:], sin[:, -1:])
-                outs.append(backend.attention(q_out, k, v, q_index[-1:], None))
-            del q, k, v
-            o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
-            h = h + mix.o_proj(o.transpose(1, 2).reshape(B, h.shape[1], -1))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            o = mix.attend(q_base, q_out, k, v, (cos, sin), q_index, slice(T - 1, T))
+            del q_base, q_out, k, v
+            h = layer.mlp_residual(h + mix.output(o))
         logits = m.lm_head(m.model.norm(h[:, -1]))
         self._finish_prefill(logits, T)
         return logits
@@ -409,27 +390,6 @@ class Engine:
             out = torch.matmul(probs, v)
         return out.to(q.dtype).reshape(B, H, 1, d)
 
-    def _project_decode(self, i: int, mix, x):
-        """Decode rows x [B, R, D] -> RoPE'd q [B, H, R, d] and k, v [B, Hkv, 1, d] of the first (base) row.
-
-        The same math as :func:`_project` + RoPE, with fewer kernel launches: the stacked scale-offset of
-        the [base, output] rows in one ``addcmul``, and q, k rotated together.
-        """
-        B, R, _ = x.shape
-        H, Hkv, d = mix.num_heads, mix.num_kv_heads, mix.head_dim
-        q = mix.q_proj(x).view(B, R, H, d)
-        k = mix.k_proj(x[:, :1]).view(B, 1, Hkv, d)
-        v = mix.v_proj(x[:, :1]).view(B, 1, Hkv, d)
-        if mix.q_norm is not None:
-            q, k = mix.q_norm(q), mix.k_norm(k)
-        if self._so[i] is not None:
-            q = torch.addcmul(self._so[i][1], q, self._so[i][0])
-        elif mix.scale_offset:  # single-stream model with a scale-offset: base stream's
-            q = mix.alpha * q + mix.beta
-        cos, sin = self._rope
-        qk = apply_rope(torch.cat([q, k.expand(B, R, Hkv, d)], dim=2).transpose(1, 2), cos, sin)
-        return qk[:, :H], qk[:, H:, :1], v.transpose(1, 2)
-
     def _step(self, L: int) -> None:
         """One decode step over the first L cache slots; reads tok/pos, writes K/V at pos, logits, next token."""
         m = self.model
@@ -460,13 +420,13 @@ class Engine:
                     continue
                 x = layer.input_layernorm(h)
                 h = h + self._recurrent(i, mix, x, self.length)
-                h = h + layer.mlp(layer.post_attention_layernorm(h))
+                h = layer.mlp_residual(h)
                 continue
             if self.fused:
                 rows = "base+out" if self.two_stream else "base"
                 q, k, v = fz.call_attn_in(self._fns, self._w[i], rows, h, *rope_rows, dynamic=False)
             else:
-                q, k, v = self._project_decode(i, mix, layer.input_layernorm(h))
+                q, k, v = mix.project_decode(layer.input_layernorm(h), self._rope, self._so[i])
             kcache, vcache = self.k[i], self.v[i]
             outs = []
             w = mix.window
@@ -490,8 +450,7 @@ class Engine:
             if self.fused:
                 h = fz.call_attn_out(self._fns, self._w[i], h, fz.token_major(o), dynamic=False)
                 continue
-            h = h + mix.o_proj(o.transpose(1, 2).reshape(B, h.shape[1], -1))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = layer.mlp_residual(h + mix.output(o))
         logits = m.lm_head(m.model.norm(h[:, -1]))
         self.logits.copy_(logits)
         self.next_tok.copy_(logits.argmax(-1, keepdim=True))
@@ -649,28 +608,3 @@ class Engine:
             if keep_logits:
                 kept.append(self.logits.clone())
         return kept
-
-
-def build_bench_model(arch: str, size: str, device: str | torch.device, dtype: torch.dtype, max_len: int,
-                      **overrides):
-    """A random-weight model of ``arch`` at ``size`` built directly on ``device`` in ``dtype`` (eval mode).
-
-    The system benchmarks use Qwen3's attention details (q/k norm, RoPE theta 1e6; for archs with attention
-    layers, the others refuse them) and the size's reference vocabulary; ``max_len`` sets
-    ``max_position_embeddings``. ``overrides`` win. Raises ValueError for an unknown arch or size.
-    """
-    from models.registry import ARCHS, build, known_archs
-    from models.sizes import get_size
-
-    kw = dict(vocab_size=get_size(size).ref_vocab, max_position_embeddings=max(max_len, 2048))
-    if arch not in known_archs() or ARCHS[arch].config_cls.attention_layers:
-        kw.update(qk_norm=True, rope_theta=1e6)
-    kw.update(overrides)
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            model = build(arch, size, **kw)
-    finally:
-        torch.set_default_dtype(previous)
-    return model.to(device=device, dtype=dtype).eval()

@@ -87,7 +87,7 @@ def crosscheck(mixer_name: str, size: str, seq_len: int, dtype_name: str, device
 
     torch.manual_seed(seed)
     config = make_config(mixer_name, size, max_position_embeddings=max(seq_len, 2048))
-    mixer = type(config).layer_mixer(config, 0).to(device=device, dtype=DTYPES[dtype_name])
+    mixer = type(config).make_mixer(config, 0).to(device=device, dtype=DTYPES[dtype_name])
     x = torch.randn(1, seq_len, config.hidden_size, device=device, dtype=DTYPES[dtype_name])
     weight = torch.randn(1, seq_len, config.hidden_size, device=device)
     ctx = MixerContext(positions=torch.arange(seq_len, device=device)[None], q_index=torch.arange(seq_len, device=device),

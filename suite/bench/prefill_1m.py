@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from suite.bench import cost_model as cm
-from suite.bench.engine import build_bench_model
+from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
 from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
 from suite.provenance import read_csv

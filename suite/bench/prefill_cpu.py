@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 from models import backend  # noqa: E402
 from models.sizes import count_parameters, get_size  # noqa: E402
+from suite.archs import ORTHROS_ARCHS  # noqa: E402
 from suite.provenance import provenance, write_csv  # noqa: E402
 
 COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights"]  # then provenance
@@ -66,7 +67,7 @@ def load_model(arch: str, size: str, checkpoint: str | None, max_len: int, windo
     from models.registry import build
 
     overrides = {"vocab_size": get_size(size).ref_vocab, "max_position_embeddings": max(max_len, 2048)}
-    if window is not None and arch.startswith("orthros"):
+    if window is not None and arch in ORTHROS_ARCHS:
         overrides["window_size"] = window
     return build(arch, size, **overrides).eval()
 

@@ -41,8 +41,9 @@ import torch.nn.functional as F
 
 from models import backend
 from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
+from suite.archs import ORTHROS_ARCHS
 from suite.bench import cost_model as cm
-from suite.bench.engine import build_bench_model
+from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
 from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, kernels_summary,
                                     model_kernels, peak_gib, reset_peak, time_ms)
@@ -151,9 +152,8 @@ def one_layer_prefill(model, T: int, device, chunk: int) -> dict:
     reset_peak(device)
     backend.reset_usage()
     long = T > 262144  # kernels are warm from the shorter lengths; a 1M Transformer layer takes ~16 s
-    mixer_ms = time_ms(lambda: h + layer.mixer(layer.input_layernorm(h), ctx), device, 1 if long else 2,
-                       0 if long else 1)
-    ffn_ms = time_ms(lambda: hc + layer.mlp(layer.post_attention_layernorm(hc)), device, 3, 1)
+    mixer_ms = time_ms(lambda: layer.mixer_residual(h, ctx), device, 1 if long else 2, 0 if long else 1)
+    ffn_ms = time_ms(lambda: layer.mlp_residual(hc), device, 3, 1)
     result = {"ms": (mixer_ms + ffn_ms * rows / hc.shape[1]) * cfg.num_hidden_layers,
               "peak_mem_gib": peak_gib(device), "kernel": kernels_summary()}
     del h, hc, ctx
@@ -258,7 +258,7 @@ def main(argv=None) -> list[dict]:
                     kernel_rates[(T, w)] = attention_kernel(ref_model_shape, T, device, dtype, w)
         models = {}
         for arch in archs:  # all models stay on the GPU (~16 GiB each at Qwen3-8B shape, bf16)
-            overrides = {"window_size": args.window} if arch.startswith("orthros") else {}
+            overrides = {"window_size": args.window} if arch in ORTHROS_ARCHS else {}
             try:
                 models[arch] = build_bench_model(arch, args.size, device, dtype, max(lengths + layer_lengths) + 1,
                                                  **overrides)
@@ -429,7 +429,7 @@ def main(argv=None) -> list[dict]:
     if "transformer" in archs and "orthros" in archs:
         T128 = max(lengths)
         s128 = next((s for s in summary if s["seq_len"] == T128 and s["method"] == "full-model"
-                     and s["pair"].startswith("orthros ")), None)
+                     and s["pair"].split()[0] == "orthros"), None)
         mfu128 = next((r["mfu"] for r in writer.rows if r["model"] == "orthros" and r["seq_len"] == T128
                        and r["method"] == "full-model" and r.get("mfu") is not None), None)
         mfu128_t = next((r["mfu"] for r in writer.rows if r["model"] == "transformer" and r["seq_len"] == T128

@@ -26,8 +26,9 @@ earlier keys and over the chunk's own keys, merged by log-sum-exp). PyTorch's ow
 (``torch.distributed.tensor.experimental.context_parallel``) is not used: it intercepts only the CUDA
 flash/efficient/cuDNN SDPA ops, so it cannot run (or be tested) on CPU with gloo.
 
-Everything else (norms, projections, q/k norms, scale-offset, MLP, LM head) calls the model's own modules;
-the MLP runs on row blocks of ``MLP_ROWS`` (token-wise, so exact) to bound memory at 1M tokens.
+Everything else calls the model's own code: the projections with q/k norms and scale-offset are the mixer's
+:meth:`models.attention.Attention.project` (Eqs. 4-5), W_O its ``output``, and norms, MLP, LM head the model's
+modules; the MLP runs on row blocks of ``MLP_ROWS`` (token-wise, so exact) to bound memory at 1M tokens.
 
 Timing on N GPUs and the CSV: :mod:`suite.bench.seq_parallel_gpu`.
 """
@@ -40,7 +41,7 @@ import torch.distributed as dist
 
 from models import backend
 from models.backbone import apply_rope, rope_cos_sin, rope_frequencies
-from suite.bench.engine import _is_attention, _project
+from suite.bench.fused import is_attention
 
 
 def shard_bounds(T: int, world: int) -> list[tuple[int, int]]:
@@ -67,7 +68,7 @@ def _attention_mixers(model, two_stream: bool) -> list:
                                                           "a two-stream model: use prefill()"))
     mixers = [layer.mixer for layer in model.model.layers]
     for i, m in enumerate(mixers):
-        if not _is_attention(m) or (not two_stream and m.window is not None):
+        if not is_attention(m) or (not two_stream and m.window is not None):
             kind = "attention" if two_stream else "full causal attention"
             raise ValueError(f"layer {i} mixer {type(m).__name__} (window {getattr(m, 'window', None)}) is not {kind}; "
                              f"sequence-parallel prefill supports the orthros and transformer archs")
@@ -144,7 +145,7 @@ def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Ten
     n_local = local.numel()
     h = model.model.embed_tokens(input_ids.to(device)[:, local])
     for layer, mix in zip(model.model.layers, mixers):
-        q, k, v = _project(mix, layer.input_layernorm(h), n_local)
+        q, _, k, v = mix.project(layer.input_layernorm(h), n_local)  # single-stream: no output rows
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         keys, values = _gather_sequence(k, chunks, group), _gather_sequence(v, chunks, group)
         outs, offset = [], 0
@@ -153,7 +154,7 @@ def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Ten
                                           torch.arange(s, e, device=device)))
             offset += e - s
         o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
-        h = h + mix.o_proj(o.transpose(1, 2).reshape(B, n_local, -1))
+        h = h + mix.output(o)
         del q, k, v, keys, values, outs, o
         _add_mlp(layer, h)
     # position T - 1 ends chunk 2N - 1, the last local row of rank 0
@@ -231,7 +232,7 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
     h = model.model.embed_tokens(torch.cat([ids[:, start:end], ids[:, -1:]], dim=1))  # local base rows + output row
     for layer, mix in zip(model.model.layers, mixers):
         x = layer.input_layernorm(h)
-        q, k, v = _project(mix, x, n_local)
+        q_base, q_out, k, v = mix.project(x, n_local)  # q_out: the output row [B, H, 1, d]
         k = apply_rope(k, cos, sin)
         halo = min(mix.window - 1, start)
         k_halo, v_halo = _halo(k, mix.window - 1, bounds, rank, group), _halo(v, mix.window - 1, bounds, rank, group)
@@ -239,11 +240,11 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
         assert keys.shape[2] == halo + n_local
         # queries padded with zeros over the halo so the window kernel sees T_q == T_k (GPU fast path);
         # the halo rows' outputs are dropped
-        q_base = apply_rope(q[:, :, :n_local], cos, sin)
-        q_pad = torch.cat([q_base.new_zeros(B, q.shape[1], halo, q.shape[3]), q_base], dim=2)
+        q_base = apply_rope(q_base, cos, sin)
+        q_pad = torch.cat([q_base.new_zeros(B, q_base.shape[1], halo, q_base.shape[3]), q_base], dim=2)
         o_base = backend.attention(q_pad, keys, values, torch.arange(halo + n_local, device=device), mix.window)
-        o_out = _merged_query_attention(apply_rope(q[:, :, n_local:], cos_out, sin_out), k, v, group)
+        o_out = _merged_query_attention(apply_rope(q_out, cos_out, sin_out), k, v, group)
         o = torch.cat([o_base[:, :, halo:], o_out], dim=2)
-        h = h + mix.o_proj(o.transpose(1, 2).reshape(B, n_local + 1, -1))
+        h = h + mix.output(o)
         _add_mlp(layer, h)
     return model.lm_head(model.model.norm(h[:, -1]))

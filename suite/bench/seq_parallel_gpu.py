@@ -34,7 +34,7 @@ import torch.distributed as dist
 
 from models import backend
 from suite.bench import cost_model as cm
-from suite.bench.engine import build_bench_model
+from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, free, kernels_summary, peak_gib, reset_peak, sync
 from suite.bench.seq_parallel import prefill_any
 

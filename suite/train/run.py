@@ -428,11 +428,14 @@ def _set_special_ids(net, tokenizer_dir: Path) -> None:
 
 
 def window_overrides(arch: str, cfg: dict, seq_len: int | None) -> dict:
-    """Model-config window of an arch from the study config: Orthros (and its no-SO ablation) get
-    ``window``; SWA gets ``round(swa_window_ratio * seq_len)`` (paper: 512 at 2048); others nothing."""
+    """Model-config window of an arch from the study config: the Orthros archs (``suite.archs.ORTHROS_ARCHS``:
+    Orthros, its no-SO ablation, Orthros-H) get ``window``; SWA gets ``round(swa_window_ratio * seq_len)`` (paper:
+    512 at 2048); others nothing."""
+    from suite.archs import ORTHROS_ARCHS
+
     if not cfg:
         return {}
-    if arch.startswith("orthros"):
+    if arch in ORTHROS_ARCHS:
         return {"window_size": cfg["window"]}
     if arch == "swa" and seq_len:
         return {"window_size": max(1, round(cfg["swa_window_ratio"] * seq_len))}
