@@ -8,3 +8,7 @@ happens to start that way. Kept free of heavy imports: the DAG (workflows/common
 # ablation and the Orthros-H hybrid (Orthros layers 1:3 with GDN). Each takes the Orthros window (the study config's
 # ``window``, a benchmark's ``--window``) as its ``window_size``.
 ORTHROS_ARCHS = frozenset({"orthros", "orthros_noso", "orthros_h"})
+
+# The architectures whose attention uses RoPE (Orthros's two streams, the Transformer, SWA): a RoPE setting such as
+# suite.eval.niah's --rope-theta applies to these only (GDN/GLA have no positional encoding; FLA's RetNet has its own).
+ROPE_ARCHS = frozenset({"orthros", "orthros_noso", "transformer", "swa"})

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from suite.archs import ROPE_ARCHS
 from suite.common import autocast
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
@@ -44,7 +45,6 @@ from suite.provenance import provenance, write_csv
 NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status", "train_len",
                 "distance_min", "distance_max", "format", "value_digits", "max_new_tokens"]
 MAX_HAYSTACK_CHARS = 20_000_000
-ROPE_ARCHS = frozenset({"orthros", "orthros_noso", "transformer", "swa"})  # --rope-theta applies to these only
 ANSWER_MARGIN = 4  # generated tokens allowed beyond the question's last line and the answer
 
 
