@@ -22,14 +22,11 @@ import torch
 
 from models import backend
 from models.registry import build
+from suite.bench.gpu_common import errors
+from suite.common import int_list
 from suite.provenance import provenance, software_versions, write_csv
 
 TOLERANCE_BF16 = 2e-2  # relative error budget for bf16 operands (METHOD.md: 1e-3 .. 1e-2 typical)
-
-
-def _errors(out: torch.Tensor, ref: torch.Tensor) -> dict:
-    out, ref = out.double().cpu(), ref.double().cpu()
-    return {"rel_err": float((out - ref).norm() / ref.norm()), "max_abs_err": float((out - ref).abs().max())}
 
 
 def kernel_rows(T: int, device: str) -> list[dict]:
@@ -51,7 +48,7 @@ def kernel_rows(T: int, device: str) -> list[dict]:
         if out.is_cuda:
             torch.cuda.synchronize()
         kernel = ",".join(backend.kernels_used())
-        rows.append({"level": "kernel", "case": name, "seq_len": T, "kernel": kernel, **_errors(out, ref)})
+        rows.append({"level": "kernel", "case": name, "seq_len": T, "kernel": kernel, **errors(out.cpu(), ref.cpu())})
     return rows
 
 
@@ -69,12 +66,12 @@ def model_rows(T: int, device: str) -> list[dict]:
         backend.reset_usage()
         out = gpu(ids.to(device), logits_to_keep=1).logits
         rows.append({"level": "model", "case": "prefill logits (T_out=1)", "seq_len": T,
-                     "kernel": ",".join(backend.kernels_used()), **_errors(out, ref_prefill)})
+                     "kernel": ",".join(backend.kernels_used()), **errors(out.cpu(), ref_prefill.cpu())})
         if ref_pt is not None:
             backend.reset_usage()
             out = gpu(ids[:, :4096].to(device)).logits
             rows.append({"level": "model", "case": "PT logits (T_out=T)", "seq_len": T,
-                         "kernel": ",".join(backend.kernels_used()), **_errors(out, ref_pt)})
+                         "kernel": ",".join(backend.kernels_used()), **errors(out.cpu(), ref_pt.cpu())})
     return rows
 
 
@@ -88,7 +85,7 @@ def main(argv=None):
         raise SystemExit("--device cuda asked for, but torch sees no CUDA device")
     start = time.time()
     rows = []
-    for T in (int(x) for x in args.lengths.split(",")):
+    for T in int_list(args.lengths, "--lengths"):
         rows += kernel_rows(T, args.device) + model_rows(T, args.device)
     prov = provenance("gpu", 0, "bf16 vs fp32 CPU reference", backend.describe(args.device), args.device,
                       time.time() - start)

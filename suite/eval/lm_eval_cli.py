@@ -2,16 +2,18 @@
 
 ``lm_eval --model hf --model_args pretrained=DIR`` only loads a checkpoint whose ``model_type`` (orthros, ...) is
 known to ``AutoConfig``, i.e. after ``models`` / ``baselines`` are imported. This entry point imports them (and
-registers ``--model orthros-hf``), then hands every argument to lm-eval's own CLI::
+registers ``--model orthros-hf``), keeps the Hub offline (``suite.eval.harness.force_offline``), then hands every
+argument to lm-eval's own CLI::
 
     python -m suite.eval.lm_eval_cli --model hf --model_args pretrained=DIR --tasks arc_easy --include_path suite/eval/tasks
 """
-from suite.eval.harness import import_project_models
+from suite.eval.harness import force_offline, import_project_models
 
 
 def main() -> None:
     from lm_eval.__main__ import cli_evaluate
 
+    force_offline()
     import_project_models()
     cli_evaluate()
 
