@@ -11,18 +11,21 @@ from models.attention import Attention
 from models.backbone import SuiteConfig, SuiteForCausalLM
 
 SWA_DEFAULT_WINDOW = 512
-SWA_WINDOW_RATIO = 4  # w / T = 1/4: 512 at the paper's 2048-token training length
+SWA_WINDOW_RATIO = 0.25  # w / T: 512 at the paper's 2048-token training length
 
 
-def swa_window(seq_len: int) -> int:
-    """SWA window for a training length: ``seq_len // 4`` (512 at T = 2048).
+def swa_window(seq_len: int, ratio: float = SWA_WINDOW_RATIO) -> int:
+    """SWA window for a training length: ``round(ratio * seq_len)`` (512 at T = 2048 with the default 1/4).
 
-    Short-context profiles train at T < 2048; keeping w/T = 1/4 keeps SWA a windowed model there
-    (a 512 window over 256 tokens would be full attention). Raises ValueError for seq_len < 4.
+    The one SWA window rule: training takes ``ratio`` from the study config's ``swa_window_ratio``
+    (``suite.train.model.window_overrides``), the throughput benchmark uses the default. Short-context profiles
+    train at T < 2048; keeping w/T fixed keeps SWA a windowed model there (a 512 window over 256 tokens would be
+    full attention). Raises ValueError for a seq_len that is not an integer or whose window would be under one
+    token (seq_len < 3 at 1/4).
     """
-    if not isinstance(seq_len, int) or seq_len < SWA_WINDOW_RATIO:
-        raise ValueError(f"seq_len must be an integer >= {SWA_WINDOW_RATIO}, got {seq_len!r}")
-    return seq_len // SWA_WINDOW_RATIO
+    if not isinstance(seq_len, int) or round(ratio * seq_len) < 1:
+        raise ValueError(f"seq_len must be an integer with round({ratio} * seq_len) >= 1, got {seq_len!r}")
+    return round(ratio * seq_len)
 
 
 class TransformerConfig(SuiteConfig):

@@ -15,3 +15,34 @@ def autocast(device: str | torch.device, dtype: str):
     if dtype == "float32":
         return torch.autocast(device_type=kind, enabled=False)
     return torch.autocast(device_type=kind, dtype=DTYPES[dtype])
+
+
+def int_list(text, name: str = "values", *, minimum: int | None = 1, allow_empty: bool = False,
+             error: type[Exception] = ValueError) -> list[int]:
+    """A CLI list of integers: ``"1,2,4"`` -> [1, 2, 4] (blank items skipped, order kept).
+
+    Raises ``error`` (ValueError; pass ``argparse.ArgumentTypeError`` for an argparse ``type=``) naming ``name`` and
+    the text when an item is not an integer, when no integer is given (unless ``allow_empty``), or when a value is
+    below ``minimum`` (None: no bound).
+    """
+    try:
+        values = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise error(f"{name} must be comma-separated integers, got {text!r}") from None
+    if not values and not allow_empty:
+        raise error(f"{name} must hold at least one integer, got {text!r}")
+    if minimum is not None and any(v < minimum for v in values):
+        raise error(f"{name} must be integers >= {minimum}, got {text!r}")
+    return values
+
+
+def kernels_summary(fallback: str = "none") -> str:
+    """The attention kernels ``models.backend`` ran since its last ``reset_usage()``, sorted and joined with "+"
+    (e.g. ``fla-window+sdpa-flash``), or ``fallback`` when none ran through it (transformers models, recurrent
+    layers) or ``models.backend`` does not import. Fallbacks in use: "none" (GPU benchmark ``kernel`` columns),
+    "torch" (the ``backend`` column of training runs), "fla-naive"/"fla-triton" (MQAR rows)."""
+    try:
+        from models.backend import kernels_used
+    except ImportError:
+        return fallback
+    return "+".join(sorted(kernels_used())) or fallback

@@ -12,6 +12,7 @@ CLI: ``python -m suite.config default`` validates a profile and prints it as JSO
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -23,6 +24,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = Path(__file__).with_name("config_schema.json")
 PROFILES_DIR = ROOT / "profiles"
+SIZES_PATH = ROOT / "models" / "sizes.py"
 
 
 class ConfigError(ValueError):
@@ -89,15 +91,36 @@ def _cross_checks(config: dict) -> list[str]:
         problems.append("data.hf: source 'hf' needs a dataset spec {path, name, split, n_docs} (value None)")
     if data["tokenizer"] == "bytes" and data["vocab_size"] != 260:
         problems.append(f"data.vocab_size: the bytes tokenizer has 260 tokens (value {data['vocab_size']})")
-    try:
-        from models.sizes import SIZES
-    except ImportError:
+    sizes = _size_names()
+    if sizes is None:
         return problems
     named = [("main_size", config["main_size"])] + [(f"ablation_sizes.{i}", s) for i, s in
                                                     enumerate(config["ablation_sizes"])]
     named += [(f"{sec}.size", config[sec]["size"]) for sec in ("conversion", "mqar") if "size" in config[sec]]
-    problems += [f"{key}: unknown size {val!r}; known: {sorted(SIZES)}" for key, val in named if val not in SIZES]
+    problems += [f"{key}: unknown size {val!r}; known: {sorted(sizes)}" for key, val in named if val not in sizes]
     return problems
+
+
+def _size_names() -> list[str] | None:
+    """The names of ``models.sizes.SIZES``, or None when that file is absent.
+
+    The file is run on its own (it imports only the standard library), not as ``models.sizes``: importing the
+    ``models`` package imports torch and registers the models, and the Snakemake DAG loads this config at every
+    parse. A module already imported (a training process) is used as it is.
+    """
+    if "models.sizes" in sys.modules:
+        return list(sys.modules["models.sizes"].SIZES)
+    if not SIZES_PATH.is_file():
+        return None
+    name = "_suite_config_model_sizes"
+    spec = importlib.util.spec_from_file_location(name, SIZES_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file runs
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    return list(module.SIZES)
 
 
 def load_config(profile_or_path: str | Path) -> dict:

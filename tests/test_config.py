@@ -1,10 +1,13 @@
 """Study config: every profile validates; bad keys and values stop with a message naming them."""
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
 
-from suite.config import PROFILES_DIR, ConfigError, load_config, validate
+from suite.config import PROFILES_DIR, ROOT, ConfigError, load_config, validate
 
 PROFILES = ["default", "ci", "gpu", "slurm"]
 
@@ -109,3 +112,26 @@ def test_override_in_scientific_notation_is_a_number():
     assert _parse_overrides(["rope_theta=1e6", "window_size=8", "act=silu"]) == \
         {"rope_theta": 1e6, "window_size": 8, "act": "silu"}
     assert isinstance(_parse_overrides(["rope_theta=1e6"])["rope_theta"], float)
+
+
+def test_config_loads_without_torch():
+    """The Snakemake DAG imports suite.config and loads the study config at every parse: neither may import torch
+    (directly or through the models package, whose size names the config is checked against)."""
+    code = ("import sys, suite.config\n"
+            "assert 'torch' not in sys.modules, 'import suite.config imported torch'\n"
+            f"for profile in {PROFILES!r}:\n"
+            "    suite.config.load_config(profile)\n"
+            "cfg = suite.config.load_config('ci')\n"
+            "cfg['main_size'] = '7M'\n"
+            "try:\n"
+            "    suite.config.validate(cfg)\n"
+            "except suite.config.ConfigError as err:\n"
+            "    assert \"unknown size '7M'\" in str(err) and 'qwen3_8b' in str(err), err\n"
+            "else:\n"
+            "    raise AssertionError('unknown size accepted')\n"
+            "assert 'torch' not in sys.modules, 'load_config imported torch'\n"
+            "assert not [m for m in sys.modules if m == 'models' or m.startswith('models.')]\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+

@@ -2,6 +2,9 @@
 import importlib.util
 import json
 import math
+import os
+import subprocess
+import sys
 import time
 
 import lm_eval
@@ -331,3 +334,21 @@ def test_truncated_checkpoint_file_is_named(tiny, tmp_path, name):
     with pytest.raises(ValueError, match=re.escape(str(bad / name))):
         harness.run_tasks(bad, None, ["val_ppl"], tmp_path / "q.csv", ppl_data=__file__)
     assert not (tmp_path / "q.csv").exists()
+
+
+def test_import_leaves_the_environment_alone():
+    """Importing the harness sets no environment variable of its own; force_offline (what run_tasks and the model
+    call first) makes the Hub offline."""
+    from suite.config import ROOT
+
+    code = ("import os\n"
+            "import suite.eval.harness as harness\n"
+            "assert 'HF_HUB_OFFLINE' not in os.environ and 'HF_DATASETS_OFFLINE' not in os.environ\n"
+            "harness.force_offline()\n"
+            "import datasets.config, huggingface_hub.constants\n"
+            "assert os.environ['HF_HUB_OFFLINE'] == os.environ['HF_DATASETS_OFFLINE'] == '1'\n"
+            "assert huggingface_hub.constants.HF_HUB_OFFLINE and datasets.config.HF_DATASETS_OFFLINE\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**env, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]

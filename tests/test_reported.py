@@ -7,7 +7,7 @@ import yaml
 
 from suite.report.claims import CLAIMS_PATH, load_claims, validate_claims
 from suite.report.derived import load_derived
-from suite.report.reported import REPORTED_DIR, load_figures, load_notes_derived, load_tables
+from suite.reported import REPORTED_DIR, load_figures, load_notes_derived, load_tables
 
 # Reported numbers that do not follow from the others. Adding a transcription error or a new discrepancy makes
 # test_only_known_inconsistencies fail. All four decode-only cells are Table 4 (1x H100, SGLang, batch 2):

@@ -261,7 +261,7 @@ def test_restart_if_changed_trains_afresh_when_settings_code_or_base_differ(data
     assert rerun(True, val_batches=3) == 1 and json.loads((run / "run_config.json").read_text())["val_batches"] == 3
     assert rerun(True, val_batches=3) == 0, "the same finished run is not recomputed"
     # the code the run executes
-    monkeypatch.setattr("suite.train.run.source_digest", lambda *modules: "edited")
+    monkeypatch.setattr("suite.train.loop.source_digest", lambda *modules: "edited")
     with pytest.raises(ValueError, match=r"'code_sha256': \('[0-9a-f]{64}', 'edited'\)"):
         rerun(False, val_batches=3)
     assert rerun(True, val_batches=3) == 1

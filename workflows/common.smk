@@ -57,7 +57,7 @@ RULE_CONFIG = {
 
 
 def arch_config(arch):
-    """Keys of the model window of one arch (as suite.train.run.window_overrides reads them)."""
+    """Keys of the model window of one arch (as suite.train.model.window_overrides reads them)."""
     return ["window"] if arch in ORTHROS_ARCHS else ["swa_window_ratio"] if arch == "swa" else []
 
 

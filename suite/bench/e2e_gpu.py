@@ -41,9 +41,8 @@ from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.engine import Engine
 from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, model_kernels, peak_gib,
-                                    reset_peak, sync)
-
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+                                    reset_peak, timed)
+from suite.common import DTYPES
 
 
 def parse_configs(text: str) -> list[tuple[int, int]]:
@@ -62,7 +61,7 @@ def parse_configs(text: str) -> list[tuple[int, int]]:
 
 def _paper_e2e() -> dict:
     """Table 4 E2E seconds, ``(input, output) -> {model: e2e_s}``, from paper_tables/reported/."""
-    from suite.report.reported import load_tables
+    from suite.reported import load_tables
 
     rows = load_tables()
     rows = rows[(rows["table"] == "Table 4") & (rows["metric"] == "e2e_s")]
@@ -123,11 +122,9 @@ def time_decode(engine: Engine, context: int, steps: int, device) -> float:
     engine.prepare(steps)
     engine.decode(1)  # warm this bucket's replay path
     seek()
-    sync(device)
-    t0 = time.perf_counter()
-    engine.decode(steps)
-    sync(device)
-    return 1e3 * (time.perf_counter() - t0) / steps
+    with timed(device) as clock:
+        engine.decode(steps)
+    return 1e3 * clock.s / steps
 
 
 def main(argv=None) -> list[dict]:
@@ -267,11 +264,9 @@ def main(argv=None) -> list[dict]:
             runs = []
             backend.reset_usage()
             for _ in range(args.ttft_repeats):  # the last prefill's cache is the one decoded from
-                sync(device)
-                t0 = time.perf_counter()
-                engine.prefill(ids)
-                sync(device)
-                runs.append(time.perf_counter() - t0)
+                with timed(device) as clock:
+                    engine.prefill(ids)
+                runs.append(clock.s)
             ttft = statistics.median(runs)
             prefill_kernels = model_kernels(model, device)
             steps = outp - 1
@@ -281,11 +276,9 @@ def main(argv=None) -> list[dict]:
                 decode_s, method = 0.0, "measured"
             elif steps <= args.full_decode_max:
                 engine.prepare(steps)
-                sync(device)
-                t0 = time.perf_counter()
-                engine.decode(steps)
-                sync(device)
-                decode_s, method = time.perf_counter() - t0, "measured"
+                with timed(device) as clock:
+                    engine.decode(steps)
+                decode_s, method = clock.s, "measured"
                 step_ms = [1e3 * decode_s / steps]
             else:
                 step_ms = [time_decode(engine, c, args.sample_steps, device) for c in contexts]

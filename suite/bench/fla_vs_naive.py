@@ -29,13 +29,15 @@ import warnings
 
 import torch
 
+from suite.common import DTYPES as TORCH_DTYPES
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 MIXERS = ("gdn", "gla", "retnet")
 THROUGHPUT_ARCHS = ("transformer", "swa", "orthros", "gdn", "gla", "retnet", "linear_hybrid", "orthros_h")
 TOLERANCE = {"fp32": 5e-3, "bf16": 3e-2}  # relative (Frobenius) error
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {"fp32": TORCH_DTYPES["float32"], "bf16": TORCH_DTYPES["bfloat16"]}  # this CSV's short dtype names
 TILELANG_HINT = ("install tilelang (0.1.15, with apache-tvm-ffi 0.1.12, torch-c-dlpack-ext 0.1.5, z3-solver 4.15.4) "
                  "next to FLA, or use Triton >= 3.7.1")
 
@@ -43,11 +45,6 @@ TILELANG_HINT = ("install tilelang (0.1.15, with apache-tvm-ffi 0.1.12, torch-c-
 def _is_tilelang_refusal(err: Exception) -> bool:
     text = str(err)
     return "tilelang" in text or "chunk_bwd_dqkwg" in text
-
-
-def _errors(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
-    a, b = a.float(), b.float()
-    return (a - b).abs().max().item(), ((a - b).norm() / b.norm().clamp_min(1e-12)).item()
 
 
 def _run_layer(mixer, x, weight, ctx, naive: bool):
@@ -85,6 +82,8 @@ def crosscheck(mixer_name: str, size: str, seq_len: int, dtype_name: str, device
     from models.backbone import MixerContext
     from models.registry import make_config
 
+    from .gpu_common import errors
+
     torch.manual_seed(seed)
     config = make_config(mixer_name, size, max_position_embeddings=max(seq_len, 2048))
     mixer = type(config).make_mixer(config, 0).to(device=device, dtype=DTYPES[dtype_name])
@@ -116,9 +115,9 @@ def crosscheck(mixer_name: str, size: str, seq_len: int, dtype_name: str, device
             rows.append({**base, "direction": direction, "max_abs_err": None, "rel_err": None, "pass": None,
                          "status": reason})
             continue
-        max_abs, rel = _errors(kernel, naive)
-        rows.append({**base, "direction": direction, "max_abs_err": max_abs, "rel_err": rel,
-                     "pass": rel <= TOLERANCE[dtype_name], "status": status[direction]})
+        err = errors(kernel, naive, torch.float32, floor=1e-12)
+        rows.append({**base, "direction": direction, "max_abs_err": err["max_abs_err"], "rel_err": err["rel_err"],
+                     "pass": err["rel_err"] <= TOLERANCE[dtype_name], "status": status[direction]})
     return rows
 
 
@@ -147,7 +146,7 @@ def throughput(arch: str, size: str, batch: int, seq_len: int, steps: int, warmu
     from models.registry import build
     from models.sizes import count_parameters
 
-    from .gpu_common import sync
+    from .gpu_common import timed
 
     overrides = {"max_position_embeddings": max(seq_len, 2048)}
     if arch == "swa":
@@ -172,12 +171,10 @@ def throughput(arch: str, size: str, batch: int, seq_len: int, steps: int, warmu
     try:
         for _ in range(warmup):
             step()
-        sync(device)
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync(device)
-        elapsed = time.perf_counter() - start
+        with timed(device) as clock:
+            for _ in range(steps):
+                step()
+        elapsed = clock.s
     except RuntimeError as err:
         if not _is_tilelang_refusal(err):
             raise

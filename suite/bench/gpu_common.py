@@ -1,4 +1,5 @@
-"""Shared helpers of the GPU benchmarks: timing, environment record, kernel usage, incremental CSV output."""
+"""Shared helpers of the GPU benchmarks: timing, errors against a reference, environment record, kernel usage,
+incremental CSV output."""
 from __future__ import annotations
 
 import statistics
@@ -9,6 +10,7 @@ import pandas as pd
 import torch
 
 from models import backend
+from suite.common import kernels_summary
 from suite.provenance import provenance, read_csv, software_versions, write_csv
 
 
@@ -40,6 +42,25 @@ def time_ms(fn, device, repeats: int = 3, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
+class timed:
+    """``with timed(device) as t: ...``: ``t.s`` is the wall time of the block in seconds, ``device`` synchronized
+    (CUDA) before the clock starts and before it stops. A block that raises leaves ``t.s`` None (no final sync)."""
+
+    def __init__(self, device):
+        self.device, self.s = device, None
+
+    def __enter__(self) -> "timed":
+        sync(self.device)
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            sync(self.device)
+            self.s = time.perf_counter() - self._t0
+        return False
+
+
 def copy_bandwidth(device, nbytes: int | None = None) -> float:
     """Copy bandwidth in bytes/s counting read + write (``dst.copy_(src)`` moves 2 x nbytes); 256 MiB on CUDA."""
     nbytes = nbytes or (256 * 2**20 if torch.device(device).type == "cuda" else 2**22)
@@ -64,13 +85,18 @@ def peak_gib(device) -> float | None:
     return None
 
 
-def kernels_summary() -> str:
-    """Attention kernels used since the last ``backend.reset_usage()``, e.g. ``fla-window+sdpa-flash``."""
-    return "+".join(sorted(backend.kernels_used())) or "none"
+def errors(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype = torch.float64,
+           floor: float | None = None) -> dict:
+    """``{"rel_err": ||out - ref|| / ||ref|| (Frobenius), "max_abs_err": max |out - ref|}``, both tensors cast to
+    ``dtype`` first and compared on their device; ``floor`` bounds the reference norm from below (None: no bound)."""
+    out, ref = out.to(dtype), ref.to(dtype)
+    norm = ref.norm() if floor is None else ref.norm().clamp_min(floor)
+    return {"rel_err": ((out - ref).norm() / norm).item(), "max_abs_err": (out - ref).abs().max().item()}
 
 
 def model_kernels(model, device) -> str:
-    """:func:`kernels_summary` plus the FLA layers the model runs, e.g. ``sdpa-flash+fla-triton:GatedDeltaNet``."""
+    """:func:`suite.common.kernels_summary` plus the FLA layers the model runs, e.g.
+    ``sdpa-flash+fla-triton:GatedDeltaNet``."""
     layers = sorted({type(m.layer).__name__ for m in model.modules() if hasattr(m, "layer") and hasattr(m, "layer_idx")
                      and type(m.layer).__module__.startswith("fla.")})
     route = "fla-triton" if torch.device(device).type == "cuda" else "fla-naive"

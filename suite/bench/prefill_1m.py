@@ -37,7 +37,7 @@ import torch
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
-from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
+from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, timed
 from suite.provenance import read_csv
 
 
@@ -129,12 +129,10 @@ def main(argv=None) -> list[dict]:
         free(device)
         kv = runner.new_kv(1, T, "fp8", args.fp8_block)
         reset_peak(device)
-        sync(device)
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = runner.run(ids, n_out=1, kv=kv)
-        sync(device)
-        ms = 1e3 * (time.perf_counter() - t0)
+        with timed(device) as clock:
+            with torch.inference_mode():
+                out = runner.run(ids, n_out=1, kv=kv)
+        ms = 1e3 * clock.s
         flops = cm.prefill_flops(shape, T, "orthros", args.window)["total"]
         tflops = flops / ms / 1e9
         done = bool(torch.isfinite(out.logits).all())

@@ -33,19 +33,10 @@ import torch  # noqa: E402
 from models import backend  # noqa: E402
 from models.sizes import count_parameters, get_size  # noqa: E402
 from suite.archs import ORTHROS_ARCHS  # noqa: E402
+from suite.common import int_list  # noqa: E402
 from suite.provenance import provenance, write_csv  # noqa: E402
 
 COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights"]  # then provenance
-
-
-def _ints(text: str, name: str) -> list[int]:
-    try:
-        values = [int(x) for x in str(text).split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{name} must be a comma-separated list of integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise ValueError(f"{name} must hold positive integers, got {text!r}")
-    return values
 
 
 def peak_rss_gib() -> float:
@@ -54,16 +45,17 @@ def peak_rss_gib() -> float:
     return rss / (2**30 if sys.platform == "darwin" else 2**20)
 
 
-def load_model(arch: str, size: str, checkpoint: str | None, max_len: int, window: int | None):
-    """A model in eval mode: from ``checkpoint`` (an HF folder) or freshly built from the registry.
+def bench_model(arch: str, size: str, checkpoint: str | None, max_len: int, window: int | None):
+    """A model in eval mode: from ``checkpoint`` (an HF folder, :func:`suite.train.checkpoint.load_model`) or freshly
+    built from the registry.
 
     Raises:
         ValueError: unknown arch/size, or a checkpoint that does not load (naming the missing or corrupt file).
     """
     if checkpoint:
-        from suite.train.checkpoint import load_pretrained
+        from suite.train.checkpoint import load_model
 
-        return load_pretrained(checkpoint, tokenizer=False, max_position_embeddings=max(max_len, 2048))[0]
+        return load_model(checkpoint, dtype=None, tokenizer=False, max_position_embeddings=max(max_len, 2048))[0]
     from models.registry import build
 
     overrides = {"vocab_size": get_size(size).ref_vocab, "max_position_embeddings": max(max_len, 2048)}
@@ -88,7 +80,7 @@ def time_prefill(model, T: int, repeats: int, warmup: int = 1) -> tuple[float, o
 
 def sweep(args) -> Path:
     archs = [a for a in args.archs.split(",") if a]
-    lengths = _ints(args.lengths, "--lengths")
+    lengths = int_list(args.lengths, "--lengths")
     checkpoints = dict(_pair(c) for c in args.checkpoint)
     unknown = set(checkpoints) - set(archs)
     if unknown:
@@ -98,7 +90,7 @@ def sweep(args) -> Path:
     for arch in archs:
         ckpt = checkpoints.get(arch)
         try:
-            model = load_model(arch, args.size, ckpt, max(lengths) + 1, args.window)
+            model = bench_model(arch, args.size, ckpt, max(lengths) + 1, args.window)
         except Exception as err:  # an arch that cannot be built here (FLA on CPU) gets a row saying why
             if ckpt:
                 raise  # a given checkpoint that does not load stops the sweep, naming the file
@@ -124,7 +116,7 @@ def sweep(args) -> Path:
 def prefill_128k(args) -> Path:
     T = args.seq_len
     start = time.perf_counter()
-    model = load_model("orthros", args.size, None, T + 1, args.window)
+    model = bench_model("orthros", args.size, None, T + 1, args.window)
     rss_before = peak_rss_gib()
     ms, cache = time_prefill(model, T, repeats=1, warmup=0)
     row = dict(arch="orthros", size=args.size, n_params=count_parameters(model), seq_len=T, ms=ms,

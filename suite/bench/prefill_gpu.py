@@ -45,24 +45,14 @@ from suite.archs import ORTHROS_ARCHS
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
-from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, kernels_summary,
-                                    model_kernels, peak_gib, reset_peak, time_ms)
+from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, model_kernels, peak_gib,
+                                    reset_peak, time_ms)
+from suite.common import DTYPES, int_list, kernels_summary
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 # two bf16 implementations of the same model differ by ~1e-2 in relative logit error on random weights (a CPU
 # run at 6 layers: bf16 model vs fp32 model 1.4e-2, bf16 fused runner vs bf16 model 1.1e-2); an error in the
 # math (a missed scale-offset, RoPE, window) moves the logits by O(1)
 PATH_CHECK_REL = 0.1
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if any(v < 1 for v in values):
-        raise ValueError(f"lengths must be positive, got {text!r}")
-    return values
 
 
 def measure_rates(shape: cm.Shape, device, dtype, T: int, matmul_n: int, window: int) -> dict:
@@ -201,7 +191,8 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--keep-methods", default="one-layer x n_layers", help="comma list of methods to carry over")
     args = ap.parse_args(argv)
     archs = [a for a in args.archs.split(",") if a]
-    lengths, layer_lengths = _int_list(args.lengths), _int_list(args.layer_lengths)
+    lengths = int_list(args.lengths, "--lengths", allow_empty=True)
+    layer_lengths = int_list(args.layer_lengths, "--layer-lengths", allow_empty=True)
     if args.window < 1:
         raise ValueError(f"--window must be >= 1, got {args.window}")
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
@@ -210,7 +201,7 @@ def main(argv=None) -> list[dict]:
     paths = [p for p in args.paths.split(",") if p]
     if not paths or any(p not in ("eager", "compiled") for p in paths):
         raise ValueError(f"--paths must list eager and/or compiled, got {args.paths!r}")
-    compare_lens = _int_list(args.compare_lens)
+    compare_lens = int_list(args.compare_lens, "--compare-lens", allow_empty=True)
     prefer_full, prefer_window = _kernel_list(args.prefer_full), _kernel_list(args.prefer_window)
     if args.attn_choice and Path(args.attn_choice).exists():
         choice = json.loads(Path(args.attn_choice).read_text())

@@ -35,10 +35,10 @@ import torch.distributed as dist
 from models import backend
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
-from suite.bench.gpu_common import RowWriter, common_columns, free, kernels_summary, peak_gib, reset_peak, sync
+from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
 from suite.bench.seq_parallel import prefill_any
+from suite.common import DTYPES, int_list, kernels_summary
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 FULL, LAYER_WISE = "full-model", "layer-wise (one layer x n_layers)"
 TOLERANCE = 0.15
 COLUMNS = ("arch", "gpus", "seq_len", "ms", "speedup", "predicted_speedup", "method", "within_15pct", "target",
@@ -55,16 +55,6 @@ def parse_layer_wise(text: str) -> dict[str, int]:
         except ValueError:
             raise ValueError(f"--layer-wise-from entry {item!r} is not ARCH=LENGTH") from None
     return out
-
-
-def _lengths(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--lengths must be comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise ValueError(f"--lengths must be positive, got {text!r}")
-    return sorted(values)
 
 
 def _time_ms(fn, device, group, repeats: int, warmup: int) -> float:
@@ -116,7 +106,7 @@ def main(argv=None) -> list[dict]:
     bad = [a for a in archs if a not in cm.ARCHS]
     if bad:
         raise ValueError(f"--archs {bad} not supported; choose from {cm.ARCHS}")
-    lengths, layer_wise = _lengths(args.lengths), parse_layer_wise(args.layer_wise_from)
+    lengths, layer_wise = sorted(int_list(args.lengths, "--lengths")), parse_layer_wise(args.layer_wise_from)
     if args.window < 1 or args.repeats < 1:
         raise ValueError(f"--window ({args.window}) and --repeats ({args.repeats}) must be >= 1")
 

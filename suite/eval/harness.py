@@ -6,9 +6,10 @@ the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first impor
 (``models.registry.register_auto_classes``) so their configs are registered with ``AutoConfig`` /
 ``AutoModelForCausalLM``.
 
-Offline rule: the Hub is never contacted (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``). A task whose dataset is
-not in the local Hugging Face cache gets one row per metric with status ``"not run: dataset unavailable offline"``;
-the check is the task load itself, which fails in milliseconds when offline.
+Offline rule: the Hub is never contacted (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``, set by
+:func:`force_offline` before a model or task loads, not at import). A task whose dataset is not in the local Hugging
+Face cache gets one row per metric with status ``"not run: dataset unavailable offline"``; the check is the task
+load itself, which fails in milliseconds when offline.
 
 CLI::
 
@@ -17,28 +18,25 @@ CLI::
 """
 from __future__ import annotations
 
+import argparse
+import functools
+import importlib
+import logging
+import math
 import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import lm_eval
+import lm_eval.tasks
+from lm_eval.api.registry import register_model
+from lm_eval.models.huggingface import HFLM
+from lm_eval.tasks import TaskManager
 
-import argparse  # noqa: E402
-import functools  # noqa: E402
-import logging  # noqa: E402
-import math  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import lm_eval  # noqa: E402
-import lm_eval.tasks  # noqa: E402
-from lm_eval.api.registry import register_model  # noqa: E402
-from lm_eval.models.huggingface import HFLM  # noqa: E402
-from lm_eval.tasks import TaskManager  # noqa: E402
-
-from models.registry import register_auto_classes  # noqa: E402
-from suite.provenance import provenance, write_csv  # noqa: E402
-from suite.train.checkpoint import check_folder  # noqa: E402
+from models.registry import register_auto_classes
+from suite.provenance import provenance, write_csv
+from suite.train.checkpoint import check_folder
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +107,7 @@ class OrthrosHFLM(HFLM):
     """
 
     def __init__(self, *args, **kwargs):
+        force_offline()
         register_auto_classes()
         for key in ("pretrained", "tokenizer"):  # lm-eval loads the folders itself: name a corrupt file first
             if isinstance(kwargs.get(key), (str, Path)):
@@ -270,7 +269,9 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     if boundary_id is None:
         raise ValueError(f"tokenizer {tokenizer} has no {boundary_token.upper()} token (boundary_token)")
     lm.custom_prefix_token_id = boundary_id
-    n_params = sum(p.numel() for p in lm.model.parameters())
+    from models.sizes import count_parameters
+
+    n_params = count_parameters(lm.model)
     task_manager = get_task_manager(str(checkpoint), tokenizer, recall_context_len)
 
     rows = []

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from suite.common import autocast
+from suite.common import autocast, int_list, kernels_summary
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -188,9 +188,10 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
         test_x, test_y = test_set(vocab_size, seq_len, kv, num_test, seed * 1_000_003 + 10_000_000, power_a)
         with autocast(device, dtype):
             by_kv[kv] = mqar_accuracy(model, test_x, test_y, kv, far_distance)
-    return {"by_kv": by_kv, "final_train_loss": float(loss.item()),
-            "n_params": sum(p.numel() for p in model.parameters()), "train_s": train_s,
-            "num_train": steps * batch_size, "num_test": num_test}
+    from models.sizes import count_parameters  # after the timed training: the import is not part of train_s
+
+    return {"by_kv": by_kv, "final_train_loss": float(loss.item()), "n_params": count_parameters(model),
+            "train_s": train_s, "num_train": steps * batch_size, "num_test": num_test}
 
 
 def llama_factory(hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4) -> Callable[[int, int], torch.nn.Module]:
@@ -216,10 +217,7 @@ def registry_factory(arch: str, size: str, **overrides) -> Callable[[int, int], 
 
 def kernel_label(device: str) -> str:
     """Which kernels the last run used (``models.backend``'s attention kernels, or FLA's for the linear mixers)."""
-    from models.backend import kernels_used
-
-    used = "+".join(sorted(kernels_used()))
-    return used or ("fla-naive" if torch.device(device).type == "cpu" else "fla-triton")
+    return kernels_summary("fla-naive" if torch.device(device).type == "cpu" else "fla-triton")
 
 
 def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int, *, arch: str, size: str,
@@ -273,10 +271,7 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
 
 
 def _int_list(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    return int_list(text, minimum=None, allow_empty=True, error=argparse.ArgumentTypeError)
 
 
 WINDOWED = ("orthros", "orthros_noso", "swa")

@@ -41,6 +41,7 @@ from suite.archs import ROPE_ARCHS
 from suite.common import autocast
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
+from suite.train.checkpoint import load_model
 
 NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status", "train_len",
                 "distance_min", "distance_max", "format", "value_digits", "max_new_tokens"]
@@ -180,7 +181,9 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
     if trials < 1:
         raise ValueError(f"trials={trials} must be >= 1")
     prefix = prefix_ids(tokenizer)
-    n_params = sum(p.numel() for p in model.parameters())
+    from models.sizes import count_parameters
+
+    n_params = count_parameters(model)
     model.eval()
     rows = []
     cells = [(li, n, di, d) for li, n in enumerate(lengths) for di, d in enumerate(depths)]
@@ -210,16 +213,6 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
     return rows
 
 
-def load_model(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, dtype: str = "float32",
-               device: str = "cpu"):
-    """``(model, tokenizer)`` from a checkpoint dir (``suite.train.checkpoint.load_pretrained``: the project's Auto
-    classes registered; ValueError naming a missing or corrupt file)."""
-    from suite.train.checkpoint import load_pretrained
-
-    model, tokenizer = load_pretrained(checkpoint, tokenizer_dir, dtype=getattr(torch, dtype))
-    return model.to(device), tokenizer
-
-
 def _list(cast):
     def parse(text: str):
         try:
@@ -246,7 +239,7 @@ def _phases(text: str) -> list[tuple]:
 def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
            rope_theta: float | None = None):
     from models.registry import build
-    from suite.train.run import window_overrides
+    from suite.train.model import window_overrides
 
     cfg = {}
     if config:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.provenance import write_csv
-from suite.report.reported import AVERAGE_TASKS, REPORTED_DIR, cell, load_notes_derived, load_tables
+from suite.reported import AVERAGE_TASKS, REPORTED_DIR, cell, load_notes_derived, load_tables
 
 DERIVED_COLUMNS = ["id", "kind", "table", "formula", "inputs", "recomputed", "reported", "reported_text",
                    "reported_source", "diff", "rel_diff", "tolerance", "status", "note"]

@@ -21,7 +21,7 @@ from suite.report.claims import CLAIMS_PATH
 from suite.eval.controls import invalid_reason
 from suite.report.figures import fig2, fig3, fig4, fig_mqar
 from suite.report.measured import load_measured
-from suite.report.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
+from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 from suite.report.tables import e2e_table, format_table, paper_conditions, quality_table, recall_table
 
 NOTES = {

@@ -6,9 +6,9 @@ folder), ``trainer_state.json`` (step, tokens, wall_s: human-readable) and ``tra
 (optimizer, scheduler, RNG states). A checkpoint is written to ``checkpoint.tmp/`` and swapped in by
 renames, so a kill at any moment leaves either the old or the new checkpoint complete.
 
-Loading for evaluation and benchmarks goes through ``load_pretrained`` (NIAH, the CPU prefill sweep) or, where
-lm-eval loads the folder itself, ``check_folder`` first: a missing, truncated or half-written file is a
-ValueError naming that file, never a bare SafetensorError / JSONDecodeError.
+Loading for evaluation and benchmarks goes through ``load_model`` (NIAH, the CPU prefill sweep) or, where lm-eval
+loads the folder itself, ``check_folder`` first: a missing, truncated or half-written file is a ValueError naming
+that file, never a bare SafetensorError / JSONDecodeError.
 """
 from __future__ import annotations
 
@@ -165,6 +165,20 @@ def load_pretrained(checkpoint: str | Path, tokenizer_dir: str | Path | None = N
     if not tokenizer:
         return model, None
     return model, load_weights(AutoTokenizer, tokenizer_dir or checkpoint, check=tokenizer_dir is not None)
+
+
+def load_model(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, dtype: str | None = "float32",
+               device: str | None = None, *, tokenizer: bool = True, **model_kwargs):
+    """``(model, tokenizer)`` of a checkpoint folder for an evaluation or benchmark (NIAH, the CPU prefill sweep):
+    :func:`load_pretrained` with the weights' ``dtype`` by name ("float32", "bfloat16", "float16"; None: what
+    ``from_pretrained`` picks), the model moved to ``device`` when one is given. Raises ValueError as
+    :func:`load_pretrained` does."""
+    from suite.common import DTYPES
+
+    if dtype is not None:
+        model_kwargs["dtype"] = DTYPES[dtype]
+    model, tok = load_pretrained(checkpoint, tokenizer_dir, tokenizer=tokenizer, **model_kwargs)
+    return (model if device is None else model.to(device)), tok
 
 
 def load_training_state(ckpt: str | Path, optimizer, scheduler, model=None) -> None:

@@ -1,4 +1,4 @@
-"""Data-parallel / sharded training over several processes (``torchrun``): the hooks :mod:`suite.train.run` calls.
+"""Data-parallel / sharded training over several processes (``torchrun``): the hooks :mod:`suite.train.loop` calls.
 
 One code path: with one process every function here is a no-op (``world_size == 1``), so a plain
 ``python -m suite.train.run ...`` trains exactly as before. Under ``torchrun --nproc_per_node N`` (or with a

@@ -4,6 +4,9 @@
 figure values and axes), ``notes_derived.csv`` (numbers the seed notes computed from the tables, e.g. "+0.57"),
 and ``conditions.csv`` (tokens, lengths, batch, hardware, timing scope, metric definition per table/figure).
 Values are read as text first so the printed precision (``decimals``) survives: rounding checks need it.
+
+Read by the report (:mod:`suite.report`) and by benchmarks that print the paper's numbers beside theirs
+(:mod:`suite.bench.e2e_gpu`), so it sits below both.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-REPORTED_DIR = Path(__file__).resolve().parents[2] / "paper_tables" / "reported"
+REPORTED_DIR = Path(__file__).resolve().parents[1] / "paper_tables" / "reported"
 TABLE_FILES = ["table1.csv", "table2.csv", "table3.csv", "table4.csv", "table7.csv"]
 TABLE_COLUMNS = ["table", "model", "variant", "scale", "tokens", "task", "task_label", "metric", "value", "unit",
                  "setting", "source", "seed_file"]
