@@ -6,8 +6,18 @@ Architectures: transformer, swa, gdn, gla, retnet, linear_hybrid, orthros_h (see
 """
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from .linear import (GDNConfig, GDNForCausalLM, GLAConfig, GLAForCausalLM, LinearHybridConfig,
-                     LinearHybridForCausalLM, OrthrosHConfig, OrthrosHForCausalLM, RetNetConfig, RetNetForCausalLM)
+from .linear import (
+    GDNConfig,
+    GDNForCausalLM,
+    GLAConfig,
+    GLAForCausalLM,
+    LinearHybridConfig,
+    LinearHybridForCausalLM,
+    OrthrosHConfig,
+    OrthrosHForCausalLM,
+    RetNetConfig,
+    RetNetForCausalLM,
+)
 from .transformer import SWAConfig, SWAForCausalLM, TransformerConfig, TransformerForCausalLM, swa_window
 
 AUTO_CLASSES = ((TransformerConfig, TransformerForCausalLM), (SWAConfig, SWAForCausalLM), (GDNConfig, GDNForCausalLM),

@@ -84,8 +84,8 @@ def test_orthros_h_rejects_padding():
 
 
 def test_parameter_budgets_within_5_percent():
-    from suite.params import table
     from models.sizes import count_parameters
+    from suite.params import table
 
     rows = table(sizes=["1M", "6M", "25M", "1.3B"], archs=BASELINES)
     bad = [(r["arch"], r["size"], r["ratio"]) for r in rows if not 0.95 <= r["ratio"] <= 1.05]

@@ -54,7 +54,7 @@ def test_locks_match_snapshot_and_one_version_each():
                           "apache-tvm-ffi": "0.1.12", "torch-c-dlpack-ext": "0.1.5"}.items():
         assert both[name] == version, name
     project = (ROOT / "pyproject.toml").read_text()
-    assert f'"lm-eval>=0.4.9,<0.5"' in project and "datasets" in both and "jsonschema" in both
+    assert '"lm-eval>=0.4.9,<0.5"' in project and "datasets" in both and "jsonschema" in both
 
 
 def test_resolution_reproduces_the_committed_locks():

@@ -13,8 +13,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from suite.eval import harness
-from tests.tiny import make_tiny_checkpoint
 from suite.provenance import PROVENANCE_COLUMNS
+from tests.tiny import make_tiny_checkpoint
 
 _spec = importlib.util.spec_from_file_location("based_qa", harness.TASKS_DIR / "recall" / "based_qa.py")
 based_qa = importlib.util.module_from_spec(_spec)

@@ -9,8 +9,8 @@ import torch
 
 from suite.data.needles import NeedleTask, whole_number_match
 from suite.eval import niah
-from tests.tiny import make_tiny_checkpoint, stdlib_text
 from suite.provenance import PROVENANCE_COLUMNS
+from tests.tiny import make_tiny_checkpoint, stdlib_text
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from models import OrthrosConfig, OrthrosForCausalLM, backend
-from models.sizes import SIZES, count_parameters
 from models.registry import build
+from models.sizes import SIZES, count_parameters
 from tests.reference import fp64_params, reference_forward
 
 torch.manual_seed(0)

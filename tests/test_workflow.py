@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 import pytest
 
 from suite.config import load_config

@@ -40,8 +40,17 @@ from suite.archs import ORTHROS_ARCHS
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.engine import Engine
-from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, model_kernels, peak_gib,
-                                    reset_peak, timed)
+from suite.bench.gpu_common import (
+    PAIRS,
+    RowWriter,
+    common_columns,
+    copy_bandwidth,
+    free,
+    model_kernels,
+    peak_gib,
+    reset_peak,
+    timed,
+)
 from suite.common import DTYPES
 
 

@@ -48,7 +48,6 @@ from models import backend
 from models.backbone import MixerContext, apply_rope, rope_cos_sin, rope_frequencies
 from suite.bench import fused as fz
 
-
 RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
 
 
@@ -318,7 +317,7 @@ class Engine:
         if len(chunks) > 1:  # chunk-major: all layers of a chunk, then the next
             for s, e in chunks:
                 cos, sin = rope_cos_sin(torch.arange(s, e, device=dev).expand(B, e - s), freqs, dtype)
-                for i, mix in enumerate(self.mixers):
+                for i in range(len(self.mixers)):
                     h[:, s:e] = self._fused_base_rows(i, h[:, s:e], s, e, cos, sin)
         else:
             rope[0] = rope_cos_sin(torch.arange(T, device=dev).expand(B, T), freqs, dtype)

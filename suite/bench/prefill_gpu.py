@@ -45,8 +45,17 @@ from suite.archs import ORTHROS_ARCHS
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
-from suite.bench.gpu_common import (PAIRS, RowWriter, common_columns, copy_bandwidth, free, model_kernels, peak_gib,
-                                    reset_peak, time_ms)
+from suite.bench.gpu_common import (
+    PAIRS,
+    RowWriter,
+    common_columns,
+    copy_bandwidth,
+    free,
+    model_kernels,
+    peak_gib,
+    reset_peak,
+    time_ms,
+)
 from suite.common import DTYPES, int_list, kernels_summary
 
 # two bf16 implementations of the same model differ by ~1e-2 in relative logit error on random weights (a CPU

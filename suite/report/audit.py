@@ -20,10 +20,10 @@ from suite.provenance import read_csv, write_csv, write_text
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
 from suite.report.measured import read_result, scale_text, select
-from suite.reported import REPORTED_DIR
 from suite.report.schema import NUMBER, check_columns
 from suite.report.stats import NOISE_RULE, compare
 from suite.report.tables import to_markdown
+from suite.reported import REPORTED_DIR
 
 CONSISTENT = "consistent with the paper's own tables"
 AUDIT_COLUMNS = ["id", "asserted_by", "claim", "source", "reported", "unit", "check", "recomputed", "measured", "diff",

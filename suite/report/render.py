@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
-from suite.eval.controls import invalid_reason
 from suite.report.figures import fig2, fig3, fig4, fig_mqar
 from suite.report.measured import load_measured
-from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 from suite.report.tables import e2e_table, format_table, paper_conditions, quality_table, recall_table
+from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 
 NOTES = {
     "table1": "Measured cells appear only where this suite ran the same task for the same arch; rows with an empty "

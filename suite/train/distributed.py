@@ -156,8 +156,7 @@ def full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ctx: Di
     """
     if not (ctx.active and is_fsdp(model)):
         return None, None
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                         get_optimizer_state_dict)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     return get_model_state_dict(model, options=options), get_optimizer_state_dict(model, optimizer, options=options)
