@@ -2,22 +2,22 @@
 # NIAH recipe calibration on the lent H200, one device call (<= 10 min), run ON THE GPU MACHINE from the repository
 # root: builds the gpu profile's data (scripts/gpu_run.sh TARGETS=tokenizer), then trains the VARIANTS below side by
 # side on the one GPU (suite.eval.niah: train to 32K, evaluate within the training length) and packs
-# results/gpu/calibration/niah/*.csv and the logs into $OUT/niah_calibration.tar.gz.
-# Why: the gpu profile's first NIAH run (57f9681) left the Transformer at 0.75/0.10/0.05 at 4K/16K/32K, so its
-# positive control failed; each variant changes one knob of that recipe (results/gpu/calibration/README.md).
-# Usage (run tool, carry [".whl_xz"]): SUITE_COMMIT=<sha> bash scripts/gpu_niah_calibration.sh; cp OUT... $OUT
-# Env: TOTAL_S (560) caps the command; DATA_S (240) caps the data step; STEPS (1000) per variant; OUT.
+# results/gpu/calibration/niah/*.csv and the logs (loss curves) into $OUT/niah_calibration.tar.gz, which
+# scripts/gpu_unpack.sh unpacks here. Why: no NIAH recipe has yet passed the positive control on the H200
+# (results/gpu/calibration/README.md); edit VARIANTS (one knob each) before a call.
+# Usage (run tool, carry [".whl_xz"]): SUITE_COMMIT=<sha> OUT=$OUT bash scripts/gpu_niah_calibration.sh
+# Env: TOTAL_S (560) caps the command; DATA_S (240) caps the data step; STEPS (1000) per variant; SIZE (3.7M); OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL_S=${TOTAL_S:-560}
 STEPS=${STEPS:-1000}
 OUT=${OUT:-work_dirs/gpu/out}
 CAL=results/gpu/calibration/niah
-LOGS=work_dirs/gpu/calibration_logs
+LOGS=work_dirs/gpu/logs/calibration
 mkdir -p "$OUT" "$CAL" "$LOGS"
 OUT=$(cd "$OUT" && pwd)
 
-# name|arch|extra arguments. Common: 6M, train_len 32768 (batch 2 of 32 needles), lr 2e-3, curriculum
+# name|arch|extra arguments. Common: $SIZE, train_len 32768 (batch 2 of 32 needles), lr 2e-3, curriculum
 # 48 tokens x 128 rows (3 needles) -> 512 x 32 (8) -> 4096 x 8 (16), 15/15/20% of the steps.
 VARIANTS=(
   "dense|transformer|"
@@ -35,7 +35,7 @@ D=work_dirs/gpu/data
 for v in "${VARIANTS[@]}"; do
   IFS='|' read -r name arch extra <<< "$v"
   # shellcheck disable=SC2086  # extra holds several arguments
-  timeout -k 5 "$left" python3 -m suite.eval.niah --arch "$arch" --size 6M --config gpu --data-dir "$D" \
+  timeout -k 5 "$left" python3 -m suite.eval.niah --arch "$arch" --size "${SIZE:-3.7M}" --config gpu --data-dir "$D" \
     --haystack "$D/test.txt" --format code --value-digits 2 --train-len 32768 --steps "$STEPS" --batch-size 2 \
     --lr 2e-3 --queries 32 --curriculum 48:0.15:128:3,512:0.15:32:8,4096:0.2:8:16 \
     --lengths 4096,16384,32768 --depths 0,0.25,0.5,0.75,1 --trials 4 --seed 42 --device cuda --dtype bfloat16 \
@@ -52,4 +52,5 @@ for r in rows: acc[r['context_len']].append(float(r['accuracy'] or 'nan'))
 print(sys.argv[1], 'loss', rows[0]['train_loss'], 'train_s', rows[0]['train_s'],
       {k: round(sum(v) / len(v), 3) for k, v in acc.items()})" "$f"
 done | tee "$LOGS/summary.txt"
-tar -czf "$OUT/niah_calibration.tar.gz" "$CAL" "$LOGS" work_dirs/gpu/run
+mkdir -p gpu_run && cp work_dirs/gpu/run/* gpu_run/ 2>/dev/null  # the data step's own logs
+tar -czf "$OUT/niah_calibration.tar.gz" "$CAL" "$LOGS" gpu_run

@@ -91,12 +91,21 @@ def _cross_checks(config: dict) -> list[str]:
         problems.append("data.hf: source 'hf' needs a dataset spec {path, name, split, n_docs} (value None)")
     if data["tokenizer"] == "bytes" and data["vocab_size"] != 260:
         problems.append(f"data.vocab_size: the bytes tokenizer has 260 tokens (value {data['vocab_size']})")
+    niah = config.get("niah", {})
+    phases = niah.get("curriculum", [])
+    if phases and sum(p["frac"] for p in phases) >= 1:
+        problems.append(f"niah.curriculum: the phases' frac must sum to below 1 (the rest trains at niah.train_len; "
+                        f"value {[p['frac'] for p in phases]})")
+    for i, p in enumerate(phases):
+        if "train_len" in niah and p["len"] > niah["train_len"]:
+            problems.append(f"niah.curriculum.{i}.len: {p['len']} is longer than niah.train_len {niah['train_len']}")
     sizes = _size_names()
     if sizes is None:
         return problems
     named = [("main_size", config["main_size"])] + [(f"ablation_sizes.{i}", s) for i, s in
                                                     enumerate(config["ablation_sizes"])]
-    named += [(f"{sec}.size", config[sec]["size"]) for sec in ("conversion", "mqar") if "size" in config[sec]]
+    named += [(f"{sec}.size", config[sec]["size"]) for sec in ("conversion", "mqar", "niah")
+              if "size" in config.get(sec, {})]
     problems += [f"{key}: unknown size {val!r}; known: {sorted(sizes)}" for key, val in named if val not in sizes]
     return problems
 

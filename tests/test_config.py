@@ -82,6 +82,18 @@ def test_cross_field_checks():
     cfg["train"].update(batch_size=12, gpus=8)
     with pytest.raises(ConfigError, match=r"train\.batch_size: 12 is not a multiple of train\.gpus 8"):
         validate(cfg)
+    cfg = _base()
+    cfg["niah"]["size"] = "7M"
+    with pytest.raises(ConfigError, match=r"niah\.size: unknown size '7M'"):
+        validate(cfg)
+    cfg = _base()
+    cfg["niah"]["curriculum"] = [{"len": 48, "frac": 0.6, "rows": 4}, {"len": 64, "frac": 0.6, "rows": 4}]
+    with pytest.raises(ConfigError, match=r"niah\.curriculum: the phases' frac must sum to below 1"):
+        validate(cfg)
+    cfg = _base()
+    cfg["niah"]["curriculum"] = [{"len": cfg["niah"]["train_len"] * 2, "frac": 0.5, "rows": 4}]
+    with pytest.raises(ConfigError, match=r"niah\.curriculum\.0\.len: \d+ is longer than niah\.train_len"):
+        validate(cfg)
 
 
 def test_missing_profile_and_bad_yaml(tmp_path):

@@ -248,8 +248,10 @@ def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
 
 def test_phase_parser_and_rope_theta_reach_only_rope_models():
     assert niah._phases("48:0.2:64,4096:0.1:8:16") == [(48, 0.2, 64), (4096, 0.1, 8, 16)]
-    for bad in ("48:0.2", "48:0.2:64:1:2", "a:0.2:3"):
-        with pytest.raises(argparse.ArgumentTypeError, match="LEN:FRAC:ROWS"):
+    for bad in ("48:0.2", "48:0.2:64:1:2", "a:0.2:3", "48:0.2:64:0", "48:1.5:4"):
+        with pytest.raises(argparse.ArgumentTypeError, match="LEN"):
             niah._phases(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="sum to below 1"):
+        niah._phases("48:0.6:4,64:0.6:4")
     assert niah._build("transformer", "1M", 256, None, 128, rope_theta=5e5).config.rope_theta == 5e5
     assert niah._build("swa", "1M", 256, None, 128).config.rope_theta == 10000.0

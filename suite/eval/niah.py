@@ -223,17 +223,23 @@ def _list(cast):
 
 
 def _phases(text: str) -> list[tuple]:
-    """``LEN:FRAC:ROWS[:QUERIES],...`` -> ``[(len, frac, rows[, queries]), ...]``."""
-    try:
-        phases = []
-        for item in filter(None, text.split(",")):
-            fields = item.split(":")
+    """``LEN:FRAC:ROWS[:QUERIES],...`` -> ``[(len, frac, rows[, queries]), ...]``; lengths, rows and queries >= 1,
+    each FRAC in (0, 1) and their sum below 1 (argparse errors name the phase)."""
+    phases = []
+    for item in filter(None, text.split(",")):
+        fields = item.split(":")
+        try:
             if len(fields) not in (3, 4):
-                raise ValueError(item)
-            phases.append((int(fields[0]), float(fields[1]), *map(int, fields[2:])))
-        return phases
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS[:QUERIES],..., got {text!r}") from None
+                raise ValueError
+            phase = (int(fields[0]), float(fields[1]), *map(int, fields[2:]))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS[:QUERIES],..., got {item!r} in {text!r}") from None
+        if min(phase[0], *phase[2:]) < 1 or not 0 < phase[1] < 1:
+            raise argparse.ArgumentTypeError(f"phase {item!r}: LEN, ROWS and QUERIES must be >= 1 and FRAC in (0, 1)")
+        phases.append(phase)
+    if sum(p[1] for p in phases) >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the fractions must sum to below 1 (the rest trains at --train-len)")
+    return phases
 
 
 def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
@@ -287,6 +293,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
+    if a.trials < 1:
+        p.error(f"--trials {a.trials} must be >= 1")
+    if any(n < 1 for n in a.lengths) or any(not 0 <= d <= 1 for d in a.depths):
+        p.error(f"--lengths must be >= 1 and --depths in [0, 1] (got {a.lengths} and {a.depths})")
+    if a.checkpoint and (a.rope_theta is not None or a.lm_weight):
+        p.error("--rope-theta and --lm-weight shape a fresh model's training; a --checkpoint run trains nothing")
     from suite.data.tokenizer import load_tokens
 
     torch.manual_seed(a.seed)
@@ -304,8 +316,8 @@ def main(argv: list[str] | None = None) -> None:
         tokenizer = AutoTokenizer.from_pretrained(a.tokenizer or str(Path(a.data_dir) / "tokenizer"))
         train_tokens = load_tokens(a.data_dir, "train")
         task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
-        if a.rope_theta is not None and a.rope_theta <= 0:
-            p.error(f"--rope-theta {a.rope_theta} must be > 0")
+        if a.rope_theta is not None and not 0 < a.rope_theta < math.inf:
+            p.error(f"--rope-theta {a.rope_theta} must be a finite number > 0")
         if not a.lm_weight >= 0:
             p.error(f"--lm-weight {a.lm_weight} must be >= 0")
         model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
