@@ -111,12 +111,8 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
         raise ValueError(f"steps={steps}, batch_size={batch_size} and n_queries={n_queries} must be >= 1")
     if not lm_weight >= 0:
         raise ValueError(f"lm_weight={lm_weight} must be >= 0")
+    check_curriculum(curriculum)
     curriculum = [tuple(p) + (n_queries,) * (4 - len(p)) for p in curriculum]
-    if any(len(p) != 4 for p in curriculum) or \
-            any(n < 1 or rows < 1 or q < 1 or not 0 < frac < 1 for n, frac, rows, q in curriculum) or \
-            sum(p[1] for p in curriculum) >= 1:
-        raise ValueError(f"curriculum {list(curriculum)}: each phase needs length, rows and queries >= 1 and a "
-                         "fraction in (0, 1), the fractions summing to below 1")
     phases, end = [], 0
     for n, frac, rows, q in curriculum:
         end += int(frac * steps)
@@ -222,23 +218,33 @@ def _list(cast):
     return parse
 
 
+def check_curriculum(phases) -> None:
+    """Raise ValueError unless every phase ``(len, frac, rows[, queries])`` has len, rows and queries >= 1 and frac
+    in (0, 1), the fractions summing to below 1 (the remaining steps train at the final length)."""
+    for phase in phases:
+        if len(phase) not in (3, 4) or min(phase[0], *phase[2:]) < 1 or not 0 < phase[1] < 1:
+            raise ValueError(f"curriculum phase {tuple(phase)}: LEN, ROWS and QUERIES must be >= 1 and FRAC in (0, 1)")
+    if sum(p[1] for p in phases) >= 1:
+        raise ValueError(f"curriculum {[tuple(p) for p in phases]}: the fractions must sum to below 1 (the rest "
+                         "trains at the final length)")
+
+
 def _phases(text: str) -> list[tuple]:
-    """``LEN:FRAC:ROWS[:QUERIES],...`` -> ``[(len, frac, rows[, queries]), ...]``; lengths, rows and queries >= 1,
-    each FRAC in (0, 1) and their sum below 1 (argparse errors name the phase)."""
+    """``LEN:FRAC:ROWS[:QUERIES],...`` -> ``[(len, frac, rows[, queries]), ...]``, checked by
+    :func:`check_curriculum` (argparse errors name the phase)."""
     phases = []
     for item in filter(None, text.split(",")):
         fields = item.split(":")
         try:
             if len(fields) not in (3, 4):
                 raise ValueError
-            phase = (int(fields[0]), float(fields[1]), *map(int, fields[2:]))
+            phases.append((int(fields[0]), float(fields[1]), *map(int, fields[2:])))
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS[:QUERIES],..., got {item!r} in {text!r}") from None
-        if min(phase[0], *phase[2:]) < 1 or not 0 < phase[1] < 1:
-            raise argparse.ArgumentTypeError(f"phase {item!r}: LEN, ROWS and QUERIES must be >= 1 and FRAC in (0, 1)")
-        phases.append(phase)
-    if sum(p[1] for p in phases) >= 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: the fractions must sum to below 1 (the rest trains at --train-len)")
+    try:
+        check_curriculum(phases)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     return phases
 
 
