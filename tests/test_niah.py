@@ -244,6 +244,29 @@ def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
     with pytest.raises(ValueError, match="lm_weight"):
         niah.train_needle_model(model, task, train, seq_len=64, steps=10, batch_size=2, lr=1e-3, lm_weight=-1.0,
                                 progress=False)
+    with pytest.raises(ValueError, match="replay"):
+        niah.train_needle_model(model, task, train, seq_len=64, steps=10, batch_size=2, lr=1e-3, replay=1.0,
+                                progress=False)
+
+
+def test_replay_repeats_only_earlier_phases(suite_data, monkeypatch):
+    from models.registry import build
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
+    seen = []
+    real = task.training_sequence
+    monkeypatch.setattr(task, "training_sequence",
+                        lambda rng, hay, n, q: seen.append(n) or real(rng, hay, n, q))
+    model = build("transformer", "1M", vocab_size=tok.get_vocab_size())
+    niah.train_needle_model(model, task, train, seq_len=64, steps=40, batch_size=1, lr=1e-3,
+                            curriculum=[(32, 0.25, 1), (48, 0.25, 1)], replay=0.5, progress=False)
+    first, second, last = seen[:10], seen[10:20], seen[20:]
+    assert first == [32] * 10                                  # the first phase has nothing to replay
+    assert set(second) == {32, 48} and set(last) == {32, 48, 64}  # 0.5: some of each (fixed seed)
+    assert last.count(64) >= 4 and second.count(48) >= 2
 
 
 def test_phase_parser_and_rope_theta_reach_only_rope_models():

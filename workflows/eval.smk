@@ -102,11 +102,12 @@ rule niah:
                                                 for p in NIAH["curriculum"])
                     if NIAH.get("curriculum") else ""),
         queries=NIAH.get("queries", 3),
+        replay=NIAH.get("replay", 0.0),
     shell:
         "{PY} suite.eval.niah --arch {wildcards.arch} --size {NIAH[size]} {CFG} --data-dir {DATA} "
         "--haystack {input.haystack} --format {NIAH[format]} --value-digits {NIAH[value_digits]} "
         "--train-len {NIAH[train_len]} --steps {NIAH[steps]} --batch-size {NIAH[batch_size]} --lr {NIAH[lr]} "
-        "--queries {params.queries} {params.curriculum} --lengths {params.lengths} --depths {params.depths} "
+        "--queries {params.queries} --replay {params.replay} {params.curriculum} --lengths {params.lengths} --depths {params.depths} "
         "--trials {NIAH[trials]} --seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} "
         "--no-progress "
         "--out {output} > {log} 2>&1"

@@ -97,20 +97,24 @@ def generate_answer(model, tokenizer, prompt_ids: list[int], max_new_tokens: int
 
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
                        lr: float, n_queries: int = 3, curriculum: list[tuple] = (),
-                       warmup: int = 30, weight_decay: float = 0.05, lm_weight: float = 0.0, seed: int = 0,
-                       device: str = "cpu", dtype: str = "float32", progress: bool = True) -> dict:
+                       warmup: int = 30, weight_decay: float = 0.05, lm_weight: float = 0.0, replay: float = 0.0,
+                       seed: int = 0, device: str = "cpu", dtype: str = "float32", progress: bool = True) -> dict:
     """Train ``model`` in place on retrieval rows (loss on answer tokens only); returns
     ``{"final_loss", "tokens", "train_s"}``. ``curriculum``: phases ``(length, fraction of the steps, rows)`` or
     ``(length, fraction, rows, queries)`` run first, in order (queries default to ``n_queries``); the remaining
     steps use ``seq_len``, ``batch_size`` and ``n_queries``. More queries per row give a long row more supervised
     answers for the same compute. ``lm_weight`` > 0 adds that weight times the next-token loss on every token
     (the haystack too: the PT regime, so Orthros's output stream then covers every position), which gives the
-    copy circuit a dense signal; 0 keeps the SFT regime (answer tokens only). Raises ValueError for bad settings
-    or a non-finite loss (naming the step)."""
+    copy circuit a dense signal; 0 keeps the SFT regime (answer tokens only). ``replay`` in [0, 1): after the first
+    phase, that share of the steps (drawn at random) repeats an earlier phase's shape instead, so the short rows that
+    built the copy circuit keep training it while the context grows. Raises ValueError for bad settings or a
+    non-finite loss (naming the step)."""
     if steps < 1 or batch_size < 1 or n_queries < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size} and n_queries={n_queries} must be >= 1")
     if not lm_weight >= 0:
         raise ValueError(f"lm_weight={lm_weight} must be >= 0")
+    if not 0 <= replay < 1:
+        raise ValueError(f"replay={replay} must be in [0, 1)")
     check_curriculum(curriculum)
     curriculum = [tuple(p) + (n_queries,) * (4 - len(p)) for p in curriculum]
     phases, end = [], 0
@@ -129,8 +133,10 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     bar = tqdm(range(steps), desc="niah train", disable=not progress, mininterval=2.0)
     for step in bar:
         rng = np.random.default_rng([seed, step])
-        T, rows, queries = next(((n, r, q) for until, n, r, q in phases if step < until),
-                                (seq_len, batch_size, n_queries))
+        now = next((i for i, (until, *_) in enumerate(phases) if step < until), len(phases))
+        if now and replay and rng.random() < replay:
+            now = int(rng.integers(now))
+        T, rows, queries = phases[now][1:] if now < len(phases) else (seq_len, batch_size, n_queries)
         seqs = [task.training_sequence(rng, hay, T, queries) for _ in range(rows)]
         x = torch.from_numpy(np.stack([s for s, _ in seqs])).to(device)
         labels = torch.full_like(x, -100)
@@ -285,6 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lm-weight", type=float, default=0.0,
                    help="weight of the next-token loss on every token added to the answer loss (default 0: answers "
                         "only, the SFT regime)")
+    p.add_argument("--replay", type=float, default=0.0,
+                   help="share of the steps after the first phase that repeat an earlier phase's shape (default 0)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base of a fresh model (default: the size's, 10000); the linear models have no RoPE")
     p.add_argument("--lengths", type=_list(int), default=[1024, 4096], help="context lengths in tokens")
@@ -303,8 +311,11 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--trials {a.trials} must be >= 1")
     if any(n < 1 for n in a.lengths) or any(not 0 <= d <= 1 for d in a.depths):
         p.error(f"--lengths must be >= 1 and --depths in [0, 1] (got {a.lengths} and {a.depths})")
-    if a.checkpoint and (a.rope_theta is not None or a.lm_weight):
-        p.error("--rope-theta and --lm-weight shape a fresh model's training; a --checkpoint run trains nothing")
+    if a.checkpoint and (a.rope_theta is not None or a.lm_weight or a.replay):
+        p.error("--rope-theta, --lm-weight and --replay shape a fresh model's training; a --checkpoint run trains "
+                "nothing")
+    if not 0 <= a.replay < 1:
+        p.error(f"--replay {a.replay} must be in [0, 1)")
     from suite.data.tokenizer import load_tokens
 
     torch.manual_seed(a.seed)
@@ -329,11 +340,12 @@ def main(argv: list[str] | None = None) -> None:
         model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
         fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
                                  batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
-                                 curriculum=a.curriculum, lm_weight=a.lm_weight, seed=a.seed, device=a.device, dtype=a.dtype,
+                                 curriculum=a.curriculum, lm_weight=a.lm_weight, replay=a.replay, seed=a.seed,
+                                 device=a.device, dtype=a.dtype,
                                  progress=not a.no_progress)
         arch, train_len = a.arch, a.train_len
         extra = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
-                 "lm_weight": a.lm_weight,
+                 "lm_weight": a.lm_weight, "replay": a.replay,
                  "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),
                  "num_layers": model.config.num_hidden_layers,
                  "rope_theta": model.config.rope_theta if a.arch in ROPE_ARCHS else None}
