@@ -103,6 +103,11 @@ if (( DRY )); then
   PY=${PYTHON:-python3}
   NGPU=${NGPU:-1}
   export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+elif [[ -f /tmp/site/.suite_installed ]]; then  # an earlier gpu_run.sh of the same device command installed them
+  PY=python3
+  export PYTHONPATH="/tmp/site:$ROOT"
+  echo "== wheels already in /tmp/site ($(cat /tmp/site/.suite_installed))"
+  NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 else
   PY=python3
   wheels=()
@@ -133,6 +138,7 @@ else
     echo "== the image's version fails a requirement; installing fallback wheels: ${need[*]##*/}"
     install "${need[@]}"
   fi
+  echo "${#wheels[@]} wheels, $(date -u +%FT%TZ)" > /tmp/site/.suite_installed
   NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 fi
 
