@@ -51,7 +51,8 @@ for v in "${VARIANTS[@]}"; do
     --profile gpu --out "$CAL/$study/${arch}_$name.csv" > "$LOGS/${study}_${arch}_$name.log" 2>&1 &
 done
 if (( WITH_RECALL )); then
-  TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) PART=recall RECALL_JOBS=${RECALL_JOBS:-12} OUT=$OUT bash scripts/gpu_run.sh
+  TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) PART=recall RECALL_JOBS=${RECALL_JOBS:-12} RECALL_THREADS=1 OUT=$OUT \
+    bash scripts/gpu_run.sh
 fi
 wait
 echo "== variants done after ${SECONDS}s"

@@ -20,7 +20,7 @@
 #   10 s between a step's TERM and KILL); GPU_JOBS (4): GPU jobs of train/recall at once (--resources gpu=N; every
 #   GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 = one
 #   GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls); RECALL_JOBS (8): the same for the
-#   recall part's NIAH/MQAR runs (2 threads each); GPU_ALL_PART (main): gpu_all.sh's own
+#   recall part's NIAH/MQAR runs, RECALL_THREADS (2) threads each; GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
 #   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
@@ -42,6 +42,7 @@ PACK_S=${PACK_S:-25}
 KILL_S=${KILL_S:-10}           # a step past its cap gets TERM, then KILL this much later (its whole process group)
 GPU_JOBS=${GPU_JOBS:-4}
 RECALL_JOBS=${RECALL_JOBS:-8}
+RECALL_THREADS=${RECALL_THREADS:-2}
 GPU_ALL_PART=${GPU_ALL_PART:-main}
 OUT=${OUT:-work_dirs/gpu/out}
 RES=results/gpu
@@ -262,7 +263,7 @@ case $WHAT in
     data_prep
     # all 12 retrieval runs at once (small models; --set-threads leaves cores for 8 of them): the linear models'
     # FLA/TileLang compilation then overlaps the attention models' training instead of following it
-    smk recall "$RECALL_JOBS" 60 --set-threads niah=2 mqar=2 -- "${RECALL_T[@]}"
+    smk recall "$RECALL_JOBS" 60 --set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS" -- "${RECALL_T[@]}"
     if exists_all "$RES/quality.csv" "${RECALL_T[@]}"; then
       final=("$RES/controls.csv")
       exists_all "${TRAIN_T[@]}" && final+=(render)
