@@ -8,7 +8,7 @@
 # unpacks either. Why: no NIAH recipe had passed the positive control on the H200 (results/gpu/calibration/README.md);
 # each variant changes one knob of the profile's recipe, so one call both runs the study and says which knob mattered.
 # Usage (run tool, carry [".whl_xz"]): SUITE_COMMIT=<sha> OUT=$OUT bash scripts/gpu_niah_calibration.sh
-# Env: TOTAL_S (570) caps the command; DATA_S (240) caps the data step; WITH_RECALL (1); RECALL_JOBS (12); OUT.
+# Env: TOTAL_S (570) caps the command; DATA_S (240) caps the data step; WITH_RECALL (1); RECALL_JOBS (6); OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL_S=${TOTAL_S:-570}
@@ -21,17 +21,15 @@ OUT=$(cd "$OUT" && pwd)
 
 # The profile's recipes (profiles/gpu.yaml niah / mqar), written out once here; a variant adds or overrides options
 # (argparse keeps the last of a repeated option).
-NIAH_BASE=(--size 3.7M --config gpu --format code --value-digits 2 --train-len 32768 --steps 2500 --batch-size 2
+NIAH_BASE=(--size 3.7M --config gpu --format code --value-digits 2 --train-len 32768 --steps 1500 --batch-size 6
            --lr 2e-3 --queries 3 --replay 0.2 --rope-theta 1000000
-           --curriculum 48:0.4:128,512:0.15:32,4096:0.15:8,16384:0.15:2
+           --curriculum 48:0.2:512,512:0.15:64,4096:0.15:8,16384:0.2:4
            --lengths 4096,16384,32768 --depths 0,0.25,0.5,0.75,1 --trials 4)
-MQAR_BASE=(--size 3.7M --seq-len 128 --kv-pairs 4,8,16,32 --train-kv 8 --window 16 --vocab-size 512 --steps 4000
-           --batch-size 64 --lr 1e-3 --weight-decay 0 --num-test 1000)
+MQAR_BASE=(--size 3.7M --seq-len 128 --kv-pairs 4,8,16,32 --train-kv 8 --window 16 --vocab-size 512 --steps 2000
+           --batch-size 256 --lr 1e-3 --weight-decay 0 --num-test 1000)
 # name|study|arch|extra arguments
 VARIANTS=(
-  "theta1e4|niah|transformer|--rope-theta 10000"
-  "long_rows6|niah|transformer|--batch-size 6 --curriculum 48:0.4:128,512:0.15:32,4096:0.15:8,16384:0.15:4"
-  "lr2e-3|mqar|transformer|--lr 2e-3"
+  "rows8|niah|transformer|--batch-size 8 --curriculum 48:0.2:512,512:0.15:64,4096:0.15:8,16384:0.2:8"
 )
 
 TOTAL_S=${DATA_S:-240} TARGETS=tokenizer OUT=/tmp/cal_data bash scripts/gpu_run.sh
@@ -51,7 +49,7 @@ for v in "${VARIANTS[@]}"; do
     --profile gpu --out "$CAL/$study/${arch}_$name.csv" > "$LOGS/${study}_${arch}_$name.log" 2>&1 &
 done
 if (( WITH_RECALL )); then
-  TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) PART=recall RECALL_JOBS=${RECALL_JOBS:-12} RECALL_THREADS=1 OUT=$OUT \
+  TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) PART=recall RECALL_JOBS=${RECALL_JOBS:-6} RECALL_THREADS=2 OUT=$OUT \
     bash scripts/gpu_run.sh
 fi
 wait
