@@ -138,10 +138,11 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
             now = int(rng.integers(now))
         T, rows, queries = phases[now][1:] if now < len(phases) else (seq_len, batch_size, n_queries)
         seqs = [task.training_sequence(rng, hay, T, queries) for _ in range(rows)]
-        x = torch.from_numpy(np.stack([s for s, _ in seqs])).to(device)
-        labels = torch.full_like(x, -100)
-        for row, (_, positions) in enumerate(seqs):
-            labels[row, positions] = x[row, torch.tensor(positions, device=device) + 1]
+        x_np = np.stack([s for s, _ in seqs])
+        labels_np = np.full_like(x_np, -100)
+        for row, (_, positions) in enumerate(seqs):  # on the host: one copy per step, not one sync per row
+            labels_np[row, positions] = x_np[row, np.asarray(positions) + 1]
+        x, labels = torch.from_numpy(x_np).to(device), torch.from_numpy(labels_np).to(device)
         if lm_weight:
             with autocast(device, dtype):
                 logits = model(input_ids=x).logits
