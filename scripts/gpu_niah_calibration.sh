@@ -19,17 +19,37 @@ LOGS=work_dirs/gpu/logs/calibration
 mkdir -p "$OUT" "$CAL/niah" "$CAL/mqar" "$LOGS"
 OUT=$(cd "$OUT" && pwd)
 
-# The profile's recipes (profiles/gpu.yaml niah / mqar), written out once here; a variant adds or overrides options
-# (argparse keeps the last of a repeated option).
-NIAH_BASE=(--size 3.7M --config gpu --format code --value-digits 2 --train-len 32768 --steps 1500 --batch-size 6
-           --lr 2e-3 --queries 3 --replay 0.2 --rope-theta 1000000
-           --curriculum 48:0.2:512,512:0.15:64,4096:0.15:8,16384:0.2:4
-           --lengths 4096,16384,32768 --depths 0,0.25,0.5,0.75,1 --trials 4)
-MQAR_BASE=(--size 3.7M --seq-len 128 --kv-pairs 4,8,16,32 --train-kv 8 --window 16 --vocab-size 512 --steps 2000
-           --batch-size 256 --lr 1e-3 --weight-decay 0 --num-test 1000)
+# The profile's recipes (profiles/gpu.yaml niah / mqar) as command-line options, read from the config as the DAG's
+# niah and mqar rules do; a variant adds or overrides options (argparse keeps the last of a repeated option).
+recipe() {
+  PYTHONPATH=$PWD python3 - "$1" <<'PY'
+import sys
+from suite.config import load_config
+c = load_config("gpu")[sys.argv[1]]
+j = lambda v: ",".join(map(str, v))  # noqa: E731
+if sys.argv[1] == "niah":
+    phases = j(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p) for p in c.get("curriculum", []))
+    args = ["--size", c["size"], "--config", "gpu", "--format", c["format"], "--value-digits", c["value_digits"],
+            "--train-len", c["train_len"], "--steps", c["steps"], "--batch-size", c["batch_size"], "--lr", c["lr"],
+            "--queries", c.get("queries", 3), "--replay", c.get("replay", 0.0), "--depths", j(c["depths"]),
+            "--lengths", j(n for n in c["lengths"] if n <= c["train_len"]), "--trials", c["trials"]]
+    args += ["--rope-theta", c["rope_theta"]] if "rope_theta" in c else []
+    args += ["--curriculum", phases] if phases else []
+else:
+    args = ["--size", c["size"], "--seq-len", j(c["seq_lens"]), "--kv-pairs", j(c["num_kv_pairs"]),
+            "--window", c["window"], "--vocab-size", c["vocab_size"], "--steps", c["steps"],
+            "--batch-size", c["batch_size"], "--lr", c["lr"], "--weight-decay", c.get("weight_decay", 0.1),
+            "--num-test", c.get("num_test", 1000)]
+    args += ["--train-kv", j(c["train_kv"])] if "train_kv" in c else []
+print(" ".join(map(str, args)))
+PY
+}
+read -r -a NIAH_BASE <<< "$(recipe niah)"   # variants are evaluated within the training length only
+read -r -a MQAR_BASE <<< "$(recipe mqar)"
+(( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
 # name|study|arch|extra arguments
 VARIANTS=(
-  "rows8|niah|transformer|--batch-size 8 --curriculum 48:0.2:512,512:0.15:64,4096:0.15:8,16384:0.2:8"
+  "rows8|niah|transformer|--batch-size 8 --curriculum 48:0.2:256,512:0.15:64,4096:0.15:8,16384:0.2:8"
 )
 
 TOTAL_S=${DATA_S:-240} TARGETS=tokenizer OUT=/tmp/cal_data bash scripts/gpu_run.sh

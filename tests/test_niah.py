@@ -222,7 +222,8 @@ def test_load_model_names_a_truncated_file(setup, tmp_path, name):
         niah.load_model(model_dir, tokenizer_dir)
 
 
-def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
+def _recording_task(suite_data, monkeypatch):
+    """(task, train tokens, a fresh 1M Transformer, seen): ``seen`` gets (length, queries) of every training row."""
     from models.registry import build
     from suite.data.tokenizer import load_tokenizer, load_tokens
 
@@ -233,7 +234,11 @@ def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
     real = task.training_sequence
     monkeypatch.setattr(task, "training_sequence",
                         lambda rng, hay, n, q: seen.append((n, q)) or real(rng, hay, n, q))
-    model = build("transformer", "1M", vocab_size=tok.get_vocab_size())
+    return task, train, build("transformer", "1M", vocab_size=tok.get_vocab_size()), seen
+
+
+def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
+    task, train, model, seen = _recording_task(suite_data, monkeypatch)
     fit = niah.train_needle_model(model, task, train, seq_len=64, steps=10, batch_size=2, lr=1e-3, n_queries=2,
                                   curriculum=[(32, 0.2, 3), (48, 0.3, 1, 4)], lm_weight=0.5, progress=False)
     assert seen == [(32, 2)] * 6 + [(48, 4)] * 3 + [(64, 2)] * 10   # 2 steps x 3 rows, 3 x 1, 5 x 2
@@ -250,20 +255,11 @@ def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
 
 
 def test_replay_repeats_only_earlier_phases(suite_data, monkeypatch):
-    from models.registry import build
-    from suite.data.tokenizer import load_tokenizer, load_tokens
-
-    tok = load_tokenizer(suite_data / "tokenizer")
-    train = load_tokens(suite_data, "train")
-    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
-    seen = []
-    real = task.training_sequence
-    monkeypatch.setattr(task, "training_sequence",
-                        lambda rng, hay, n, q: seen.append(n) or real(rng, hay, n, q))
-    model = build("transformer", "1M", vocab_size=tok.get_vocab_size())
+    task, train, model, seen = _recording_task(suite_data, monkeypatch)
     niah.train_needle_model(model, task, train, seq_len=64, steps=40, batch_size=1, lr=1e-3,
                             curriculum=[(32, 0.25, 1), (48, 0.25, 1)], replay=0.5, progress=False)
-    first, second, last = seen[:10], seen[10:20], seen[20:]
+    lengths = [n for n, _ in seen]
+    first, second, last = lengths[:10], lengths[10:20], lengths[20:]
     assert first == [32] * 10                                  # the first phase has nothing to replay
     assert set(second) == {32, 48} and set(last) == {32, 48, 64}  # 0.5: some of each (fixed seed)
     assert last.count(64) >= 4 and second.count(48) >= 2
