@@ -24,11 +24,11 @@ OUT=$(cd "$OUT" && pwd)
 recipe() {
   PYTHONPATH=$PWD python3 - "$1" <<'PY'
 import sys
-from suite.config import load_config
+from suite.config import curriculum_arg, load_config
 c = load_config("gpu")[sys.argv[1]]
 j = lambda v: ",".join(map(str, v))  # noqa: E731
 if sys.argv[1] == "niah":
-    phases = j(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p) for p in c.get("curriculum", []))
+    phases = curriculum_arg(c.get("curriculum", []))
     args = ["--size", c["size"], "--config", "gpu", "--format", c["format"], "--value-digits", c["value_digits"],
             "--train-len", c["train_len"], "--steps", c["steps"], "--batch-size", c["batch_size"], "--lr", c["lr"],
             "--queries", c.get("queries", 3), "--replay", c.get("replay", 0.0), "--depths", j(c["depths"]),

@@ -261,8 +261,8 @@ case $WHAT in
     ;;
   recall)
     data_prep
-    # all 12 retrieval runs at once (small models; --set-threads leaves cores for 8 of them): the linear models'
-    # FLA/TileLang compilation then overlaps the attention models' training instead of following it
+    # RECALL_JOBS retrieval runs at once (small models; --set-threads sets the cores each takes), NIAH first: the
+    # linear models' FLA/TileLang compilation then overlaps the attention models' training instead of following it
     smk recall "$RECALL_JOBS" 60 --set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS" \
       --prioritize "$RES/niah.csv" -- "${RECALL_T[@]}"  # the long NIAH runs start first
     if exists_all "$RES/quality.csv" "${RECALL_T[@]}"; then

@@ -159,3 +159,8 @@ if __name__ == "__main__":
         print(json.dumps(load_config(sys.argv[1] if len(sys.argv) > 1 else "default"), indent=2))
     except ConfigError as err:
         sys.exit(str(err))
+
+
+def curriculum_arg(phases: list[dict]) -> str:
+    """A config's ``niah.curriculum`` as ``suite.eval.niah --curriculum``'s ``LEN:FRAC:ROWS[:QUERIES],...``."""
+    return ",".join(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p) for p in phases)

@@ -7,6 +7,7 @@
 import json
 
 from suite.archs import ORTHROS_ARCHS
+from suite.config import curriculum_arg
 from suite.deps import module_files
 
 

@@ -98,9 +98,7 @@ rule niah:
         cfg=lambda w: rule_config("niah", w.arch),
         lengths=csv_list(NIAH["lengths"]),
         depths=csv_list(NIAH["depths"]),
-        curriculum=("--curriculum " + ",".join(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p)
-                                                for p in NIAH["curriculum"])
-                    if NIAH.get("curriculum") else ""),
+        curriculum=f"--curriculum {curriculum_arg(NIAH['curriculum'])}" if NIAH.get("curriculum") else "",
         queries=NIAH.get("queries", 3),
         replay=NIAH.get("replay", 0.0),
         rope_theta=f"--rope-theta {NIAH['rope_theta']}" if "rope_theta" in NIAH else "",
