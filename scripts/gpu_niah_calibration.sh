@@ -21,8 +21,8 @@ OUT=$(cd "$OUT" && pwd)
 
 # The profile's recipes (profiles/gpu.yaml niah / mqar) as command-line options, read from the config as the DAG's
 # niah and mqar rules do; a variant adds or overrides options (argparse keeps the last of a repeated option).
-recipe() {
-  PYTHONPATH=$PWD python3 - "$1" <<'PY'
+recipe() {  # after the data step: the config validator (jsonschema) comes with the wheels
+  PYTHONPATH="/tmp/site:$PWD" python3 - "$1" <<'PY'
 import sys
 from suite.config import curriculum_arg, load_config
 c = load_config("gpu")[sys.argv[1]]
@@ -44,6 +44,7 @@ else:
 print(" ".join(map(str, args)))
 PY
 }
+TOTAL_S=${DATA_S:-240} TARGETS=tokenizer OUT=/tmp/cal_data bash scripts/gpu_run.sh
 read -r -a NIAH_BASE <<< "$(recipe niah)"   # variants are evaluated within the training length only
 read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
@@ -54,7 +55,6 @@ VARIANTS=(
   "km8|niah|transformer|--lr 1e-3 --curriculum 128:0.25:256:8,512:0.1:64,4096:0.15:8,16384:0.2:4"
 )
 
-TOTAL_S=${DATA_S:-240} TARGETS=tokenizer OUT=/tmp/cal_data bash scripts/gpu_run.sh
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 left=$(( TOTAL_S - SECONDS - 40 ))
 echo "== data ready after ${SECONDS}s; ${#VARIANTS[@]} variants, ${left}s each at most"
