@@ -31,6 +31,23 @@ from . import backend
 from .backbone import MixerContext, SuiteConfig, apply_rope
 
 
+def two_stream_scale_offset(q: torch.Tensor, n_base: int, alpha: torch.Tensor, beta: torch.Tensor,
+                            alpha_out: torch.Tensor, beta_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The query scale-offsets of Sec. 3.1, Eqs. 4-5, on token-major ``q`` ``[B, R, H, d]``.
+
+    Rows ``< n_base`` are base-stream queries (``alpha * q + beta``), the rest output-stream queries
+    (``alpha' * q + beta'``); alpha, beta, alpha', beta' are ``[H, d]``. Returns ``(q_base [B, n_base, H, d],
+    q_out [B, R - n_base, H, d])``; an empty part is returned as its (empty) slice. The model's
+    :meth:`Attention.project` and the fused prefill (:mod:`suite.bench.fused`) both call this.
+    """
+    q_base, q_out = q[:, :n_base], q[:, n_base:]
+    if q_base.shape[1]:
+        q_base = alpha * q_base + beta
+    if q_out.shape[1]:
+        q_out = alpha_out * q_out + beta_out
+    return q_base, q_out
+
+
 class Attention(nn.Module):
     def __init__(self, config: SuiteConfig, layer_idx: int, scale_offset: bool = False):
         super().__init__()
@@ -80,11 +97,9 @@ class Attention(nn.Module):
 
     def _scale_offset(self, q: torch.Tensor, n_base: int):
         """Eqs. 4-5 on token-major q [B, R, H, d]: rows < n_base get alpha, beta, the rest alpha', beta'."""
-        q_base, q_out = q[:, :n_base], q[:, n_base:]
-        if self.scale_offset:
-            q_base = self.alpha * q_base + self.beta
-            q_out = self.alpha_out * q_out + self.beta_out
-        return q_base, q_out
+        if not self.scale_offset:
+            return q[:, :n_base], q[:, n_base:]
+        return two_stream_scale_offset(q, n_base, self.alpha, self.beta, self.alpha_out, self.beta_out)
 
     def project(self, x: torch.Tensor, n_base: int):
         """Both streams' projections with their query scale-offsets (Sec. 3.1, Eqs. 4-5); no RoPE yet.

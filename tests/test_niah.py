@@ -186,6 +186,27 @@ def test_code_task_rows_and_labels(suite_data):
         task.training_sequence(rng, train, 20, n_queries=3)
 
 
+def test_kv_task_puts_the_value_right_after_its_key(suite_data):
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("kv", tok, train, value_digits=1)
+    key, value = task.keys[0], task.values[0]
+    ids, value_at = task.needle_ids(key, value)
+    assert [tok.decode([i]) for i in ids] == ["\n", " " + key, value, "\n"] and value_at == 2
+    assert task.question_ids(key) == ids[:2]   # the question is the needle up to its value
+    ids, labels = task.training_sequence(np.random.default_rng(5), train, 96, n_queries=3)
+    text = tok.decode(ids.tolist())
+    pairs = dict(re.findall(r"\n (\w+?)(\d)\n", text))
+    assert len(pairs) >= 3, text
+    for t in labels[0::2]:  # the token asked is the key itself, and the next one its value
+        assert tok.decode([int(ids[t + 1])]) == pairs[tok.decode([int(ids[t])]).strip()]
+    prompt = task.eval_prompt(np.random.default_rng(6), train, 64, 0.5)
+    assert prompt.ids[-1] == tok.token_to_id("\u0120" + prompt.key) and len(prompt.ids) == 64
+    assert task.correct("4\n memory3", "4") and not task.correct("3\n memory4", "4")
+
+
 def test_training_a_suite_model_lowers_the_answer_loss(suite_data):
     from models.registry import build
     from suite.data.tokenizer import load_tokenizer, load_tokens

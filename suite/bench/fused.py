@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models import backend
+from models.attention import two_stream_scale_offset
 from models.backbone import rope_cos_sin, rope_frequencies
 
 FP8 = torch.float8_e4m3fn
@@ -161,13 +162,9 @@ def make_attn_in(H: int, Hkv: int, d: int, eps: float, qk_eps: float, qk_norm: b
             q = F.rms_norm(q, (d,), q_norm, qk_eps)
             if k is not None:
                 k = F.rms_norm(k, (d,), k_norm, qk_eps)
-        if scale_offset:
-            if rows == "base":
-                q = alpha * q + beta
-            elif rows == "out":
-                q = alpha_out * q + beta_out
-            else:
-                q = torch.cat([alpha * q[:, :1] + beta, alpha_out * q[:, 1:] + beta_out], dim=1)
+        if scale_offset:  # base rows: all of them ("base"), none ("out"), the first ("base+out", a decode step)
+            n_base = R if rows == "base" else 0 if rows == "out" else 1
+            q = torch.cat(two_stream_scale_offset(q, n_base, alpha, beta, alpha_out, beta_out), dim=1)
         q = _rope(q, cos, sin).transpose(1, 2)
         if k is not None:
             k = _rope(k, cos[:, :k.shape[1]], sin[:, :k.shape[1]]).transpose(1, 2)

@@ -2,7 +2,7 @@
 
 A needle binds a key to a value and sits in held-out text at a line boundary; a question at the end
 names the key and the model must produce the value (RULER's ``niah_single``, paper Sec. 4.4 / Fig. 3).
-Two formats:
+Three formats:
 
 * ``ruler``: RULER's own English templates and random ``value_digits``-digit numbers (7 in RULER);
   keys are the words of :data:`suite.data.retrieval.KEY_WORDS`. For models large enough to learn it
@@ -14,6 +14,13 @@ Two formats:
   4K BPE). This departs from RULER's wording and 7-digit values; it is what a 1M-parameter model learns
   on a CPU budget (measured: RULER's templates with 3-digit values stayed at 0.8 at T=128 after 1000
   steps, and English templates at 0.0).
+* ``kv``: the code format without the `` =``: the needle is the line `` <key><value>`` and the question
+  `` <key>``, so the value directly follows its key, as in Zoology's MQAR. In the code format the token
+  before the answer (`` =``) is the same for every needle and common in the haystack, so finding the
+  asked needle means matching the token two back: 2-layer attention models stayed at the copy-any-needle
+  loss there (ln(3)/2 with 3 needles a row) on the H200 while GatedDeltaNet, whose short convolution
+  sees the previous tokens, matched keys within ~100 steps (results/gpu/calibration/README.md). With the
+  key adjacent, retrieval is one induction step, which the same models learn on MQAR.
 
 Training sequences (:meth:`NeedleTask.training_sequence`) hold ``n_queries`` needles at random line
 boundaries of a train-split crop, then every key asked once in random order, each followed by its
@@ -30,7 +37,7 @@ import numpy as np
 
 from suite.data.retrieval import KEY_WORDS
 
-FORMATS = ("ruler", "code")
+FORMATS = ("ruler", "code", "kv")
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,9 @@ TEMPLATES = {
                                  "The special magic number for {key} mentioned in the provided text is"),
                        answer=" {value}."),
     "code": Templates(needle="\n {key} ={value}\n", question="\n {key} =", answer="{value}\n"),
+    "kv": Templates(needle="\n {key}{value}\n", question="\n {key}", answer="{value}\n"),
 }
+LINE_ANSWER_FORMATS = ("code", "kv")  # the value ends the needle's line: the answer is the generation's first line
 
 
 @dataclass
@@ -95,13 +104,14 @@ class NeedleTask:
         if fmt == "ruler":
             return cls(fmt, encode, list(KEY_WORDS), None, value_digits, newline_ids)
         if train_tokens is None:
-            raise ValueError("the code needle format needs the train split's tokens to choose rare keys")
+            raise ValueError(f"the {fmt} needle format needs the train split's tokens to choose rare keys")
         counts = np.bincount(np.asarray(train_tokens, dtype=np.int64), minlength=len(vocab))
         words = sorted((counts[i], t[1:]) for t, i in vocab.items()
                        if t.startswith("\u0120") and re.fullmatch(r"[a-z]{4,9}", t[1:]))
         keys = [w for _, w in words[:n_keys]]
         lo, hi = (0 if value_digits == 1 else 10 ** (value_digits - 1)), 10 ** value_digits
-        values = [str(n) for n in range(lo, hi) if str(n) in vocab and len(encode(" =" + str(n))) == 2]
+        before = " =" if fmt == "code" else f" {keys[0]}" if keys else ""  # the token a value follows
+        values = [str(n) for n in range(lo, hi) if str(n) in vocab and len(encode(before + str(n))) == 2]
         if len(keys) < 8 or len(values) < 10:
             raise ValueError(f"tokenizer has {len(keys)} single-token words and {len(values)} single-token "
                              f"{value_digits}-digit numbers; the code needle format needs >= 8 and >= 10")
@@ -198,8 +208,8 @@ class NeedleTask:
 
     def correct(self, generated: str, value: str) -> bool:
         """Whether a generation answers ``value``: RULER scores the whole generation (a restated sentence is fine);
-        the code format's answer is its first line, as the needle's value ends its line."""
-        answer = generated.split("\n", 1)[0] if self.fmt == "code" else generated
+        the code and kv formats' answer is its first line, as the needle's value ends its line."""
+        answer = generated.split("\n", 1)[0] if self.fmt in LINE_ANSWER_FORMATS else generated
         return whole_number_match(answer, value)
 
 
