@@ -34,6 +34,7 @@ if sys.argv[1] == "niah":
             "--queries", c.get("queries", 3), "--replay", c.get("replay", 0.0), "--depths", j(c["depths"]),
             "--lengths", j(n for n in c["lengths"] if n <= c["train_len"]), "--trials", c["trials"]]
     args += ["--rope-theta", c["rope_theta"]] if "rope_theta" in c else []
+    args += ["--schedule", c["schedule"]] if "schedule" in c else []
     args += ["--curriculum", phases] if phases else []
 else:
     args = ["--size", c["size"], "--seq-len", j(c["seq_lens"]), "--kv-pairs", j(c["num_kv_pairs"]),
@@ -53,6 +54,8 @@ VARIANTS=(
   # the Transformer (the positive control) with twice the steps at 48 tokens (the copy-a-needle loss took ~300 steps
   # on the H200) and more at 4K before the long phases (results/gpu/calibration/README.md, 28098a1)
   "short360|niah|transformer|--curriculum 48:0.3:256,512:0.1:64,4096:0.2:8,16384:0.15:4"
+  # the same with the long phases at the peak lr (warmup-stable-decay: only the last 20% of the steps decay)
+  "short360_wsd|niah|transformer|--curriculum 48:0.3:256,512:0.1:64,4096:0.2:8,16384:0.15:4 --schedule wsd"
 )
 
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false

@@ -1,5 +1,6 @@
 """NIAH: needle task (suite.data.needles), scoring, generation budget, training and CLI (suite.eval.niah)."""
 import argparse
+import math
 import re
 
 import numpy as np
@@ -295,3 +296,28 @@ def test_phase_parser_and_rope_theta_reach_only_rope_models():
         niah._phases("48:0.6:4,64:0.6:4")
     assert niah._build("transformer", "1M", 256, None, 128, rope_theta=5e5).config.rope_theta == 5e5
     assert niah._build("swa", "1M", 256, None, 128).config.rope_theta == 10000.0
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
+def test_lr_schedules_follow_their_formula(schedule):
+    steps, warmup, lr = 50, 5, 1e-3
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    sched = niah.lr_schedule(opt, schedule, steps, warmup)
+    got = []
+    for _ in range(steps):
+        got.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    decay = round(niah.WSD_DECAY * steps)  # 10 steps, from step 40 on
+    for s, value in enumerate(got):
+        if schedule == "cosine":
+            want = min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * s / steps))
+        elif s < warmup:
+            want = s / warmup
+        elif s < steps - decay:
+            want = 1.0
+        else:
+            want = 0.5 * (1 + math.cos(math.pi * (s - (steps - decay)) / decay))
+        assert value == pytest.approx(lr * want, abs=1e-12), (schedule, s)
+    with pytest.raises(ValueError, match="schedule"):
+        niah.lr_schedule(opt, "linear", steps, warmup)

@@ -72,3 +72,15 @@ def test_ci_profile_end_to_end(ci_run):  # the run itself: tests/conftest.py, sh
     assert (render / "figures" / "fig3.png").stat().st_size > 10_000
     again = snakemake("--cores", "2", "--config", "profile=ci", "-n", timeout=300)
     assert "Nothing to be done" in again.stdout + again.stderr  # finished jobs are not recomputed
+
+
+@pytest.mark.parametrize("schedule", [None, "wsd"])
+def test_niah_schedule_key_reaches_the_rule(tmp_path, schedule):
+    from tests.dag import dry_run, study_copy
+
+    assert "schedule" not in load_config("gpu")["niah"]  # None: the key left out
+    config = study_copy(tmp_path / "gpu.yaml", base="gpu", **({"niah__schedule": schedule} if schedule else {}))
+    target = "results/gpu/eval/niah/transformer/3.7M/seed42.csv"
+    jobs = [j for j in dry_run("--config", f"profile={config}", "--forcerun", "niah", "--", target) if j.rule == "niah"]
+    assert len(jobs) == 1 and "suite.eval.niah" in jobs[0].shell
+    assert ("--schedule wsd" in jobs[0].shell) == (schedule == "wsd"), jobs[0].shell

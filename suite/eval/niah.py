@@ -47,6 +47,8 @@ NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", 
                 "distance_min", "distance_max", "format", "value_digits", "max_new_tokens"]
 MAX_HAYSTACK_CHARS = 20_000_000
 ANSWER_MARGIN = 4  # generated tokens allowed beyond the question's last line and the answer
+SCHEDULES = ("cosine", "wsd")
+WSD_DECAY = 0.2  # share of the steps over which the "wsd" schedule decays
 
 
 def raw_tokenizer(tokenizer):
@@ -95,10 +97,30 @@ def generate_answer(model, tokenizer, prompt_ids: list[int], max_new_tokens: int
     return tokenizer.decode(out[0, len(prompt_ids):].tolist(), skip_special_tokens=True)
 
 
+def lr_schedule(opt: torch.optim.Optimizer, schedule: str, steps: int, warmup: int):
+    """The lr schedule of :func:`train_needle_model` (a ``torch.optim.lr_scheduler.LambdaLR``, stepped once a step).
+
+    ``"cosine"``: factor ``min(1, (s + 1) / warmup) * (1 + cos(pi * s / steps)) / 2`` at step ``s``. ``"wsd"``:
+    ``transformers.get_wsd_schedule``: a linear warmup over ``warmup`` steps, the peak lr, then a cosine to 0 over the
+    last ``WSD_DECAY * steps`` steps. Raises ValueError for an unknown schedule.
+    """
+    if schedule == "wsd":
+        from transformers import get_wsd_schedule
+
+        n_warmup = min(warmup, steps - 1)
+        n_decay = min(steps - n_warmup, max(1, round(WSD_DECAY * steps)))
+        return get_wsd_schedule(opt, n_warmup, num_decay_steps=n_decay, num_training_steps=steps)
+    if schedule != "cosine":
+        raise ValueError(f"schedule={schedule!r}; known: {SCHEDULES}")
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(1, warmup)) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+
+
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
                        lr: float, n_queries: int = 3, curriculum: list[tuple] = (),
                        warmup: int = 30, weight_decay: float = 0.05, lm_weight: float = 0.0, replay: float = 0.0,
-                       seed: int = 0, device: str = "cpu", dtype: str = "float32", progress: bool = True) -> dict:
+                       schedule: str = "cosine", seed: int = 0, device: str = "cpu", dtype: str = "float32",
+                       progress: bool = True) -> dict:
     """Train ``model`` in place on retrieval rows (loss on answer tokens only); returns
     ``{"final_loss", "tokens", "train_s"}``. ``curriculum``: phases ``(length, fraction of the steps, rows)`` or
     ``(length, fraction, rows, queries)`` run first, in order (queries default to ``n_queries``); the remaining
@@ -107,14 +129,18 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     (the haystack too: the PT regime, so Orthros's output stream then covers every position), which gives the
     copy circuit a dense signal; 0 keeps the SFT regime (answer tokens only). ``replay`` in [0, 1): after the first
     phase, that share of the steps (drawn at random) repeats an earlier phase's shape instead, so the short rows that
-    built the copy circuit keep training it while the context grows. Raises ValueError for bad settings or a
-    non-finite loss (naming the step)."""
+    built the copy circuit keep training it while the context grows. ``schedule``: ``"cosine"`` (linear warmup
+    times a cosine over all steps) or ``"wsd"`` (warmup-stable-decay, ``transformers.get_wsd_schedule``: the peak lr
+    until the last :data:`WSD_DECAY` of the steps, then a cosine to 0), so the long phases at the end of a curriculum
+    train at the peak lr. Raises ValueError for bad settings or a non-finite loss (naming the step)."""
     if steps < 1 or batch_size < 1 or n_queries < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size} and n_queries={n_queries} must be >= 1")
     if not lm_weight >= 0:
         raise ValueError(f"lm_weight={lm_weight} must be >= 0")
     if not 0 <= replay < 1:
         raise ValueError(f"replay={replay} must be in [0, 1)")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r}; known: {SCHEDULES}")
     check_curriculum(curriculum)
     curriculum = [tuple(p) + (n_queries,) * (4 - len(p)) for p in curriculum]
     phases, end = [], 0
@@ -127,8 +153,7 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / max(1, warmup)) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    sched = lr_schedule(opt, schedule, steps, warmup)
     start, tokens, loss_val = time.perf_counter(), 0, float("nan")
     bar = tqdm(range(steps), desc="niah train", disable=not progress, mininterval=2.0)
     for step in bar:
@@ -294,6 +319,8 @@ def main(argv: list[str] | None = None) -> None:
                         "only, the SFT regime)")
     p.add_argument("--replay", type=float, default=0.0,
                    help="share of the steps after the first phase that repeat an earlier phase's shape (default 0)")
+    p.add_argument("--schedule", choices=SCHEDULES, default="cosine",
+                   help="lr schedule: cosine over all steps (default) or warmup-stable-decay (the last 20%% decays)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base of a fresh model (default: the size's, 10000); the linear models have no RoPE")
     p.add_argument("--lengths", type=_list(int), default=[1024, 4096], help="context lengths in tokens")
@@ -312,9 +339,9 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--trials {a.trials} must be >= 1")
     if any(n < 1 for n in a.lengths) or any(not 0 <= d <= 1 for d in a.depths):
         p.error(f"--lengths must be >= 1 and --depths in [0, 1] (got {a.lengths} and {a.depths})")
-    if a.checkpoint and (a.rope_theta is not None or a.lm_weight or a.replay):
-        p.error("--rope-theta, --lm-weight and --replay shape a fresh model's training; a --checkpoint run trains "
-                "nothing")
+    if a.checkpoint and (a.rope_theta is not None or a.lm_weight or a.replay or a.schedule != "cosine"):
+        p.error("--rope-theta, --lm-weight, --replay and --schedule shape a fresh model's training; a --checkpoint run "
+                "trains nothing")
     if not 0 <= a.replay < 1:
         p.error(f"--replay {a.replay} must be in [0, 1)")
     from suite.data.tokenizer import load_tokens
@@ -341,12 +368,13 @@ def main(argv: list[str] | None = None) -> None:
         model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
         fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
                                  batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
-                                 curriculum=a.curriculum, lm_weight=a.lm_weight, replay=a.replay, seed=a.seed,
+                                 curriculum=a.curriculum, lm_weight=a.lm_weight, replay=a.replay,
+                                 schedule=a.schedule, seed=a.seed,
                                  device=a.device, dtype=a.dtype,
                                  progress=not a.no_progress)
         arch, train_len = a.arch, a.train_len
         extra = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
-                 "lm_weight": a.lm_weight, "replay": a.replay,
+                 "lm_weight": a.lm_weight, "replay": a.replay, "schedule": a.schedule,
                  "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),
                  "num_layers": model.config.num_hidden_layers,
                  "rope_theta": model.config.rope_theta if a.arch in ROPE_ARCHS else None}
