@@ -37,8 +37,9 @@ def two_stream_scale_offset(q: torch.Tensor, n_base: int, alpha: torch.Tensor, b
 
     Rows ``< n_base`` are base-stream queries (``alpha * q + beta``), the rest output-stream queries
     (``alpha' * q + beta'``); alpha, beta, alpha', beta' are ``[H, d]``. Returns ``(q_base [B, n_base, H, d],
-    q_out [B, R - n_base, H, d])``; an empty part is returned as its (empty) slice. The model's
-    :meth:`Attention.project` and the fused prefill (:mod:`suite.bench.fused`) both call this.
+    q_out [B, R - n_base, H, d])``; an empty part is returned as its (empty) slice. The projections
+    (:meth:`Attention.project`, :meth:`Attention.project_decode`) and the fused prefill and decode functions
+    (:mod:`suite.bench.fused`) all call this.
     """
     q_base, q_out = q[:, :n_base], q[:, n_base:]
     if q_base.shape[1]:

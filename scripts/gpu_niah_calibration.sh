@@ -51,10 +51,10 @@ read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
 # name|study|arch|extra arguments
 VARIANTS=(
-  # the Transformer (the positive control) with twice the steps at 48 tokens (the copy-a-needle loss took ~300 steps
-  # on the H200) and more at 4K before the long phases (results/gpu/calibration/README.md, 28098a1)
+  # the Transformer (the positive control) on another curriculum: 30% of the steps at 48 tokens (the copy-a-needle
+  # loss took ~300 steps on the H200), 20% at 4K, 15% at 16K, 25% at 32K (28098a1 had 15 / 15 / 20 / 40)
   "short360|niah|transformer|--curriculum 48:0.3:256,512:0.1:64,4096:0.2:8,16384:0.15:4"
-  # the same with the long phases at the peak lr (warmup-stable-decay: only the last 20% of the steps decay)
+  # that curriculum with the wsd schedule: the peak lr until step 960 of 1200 (through the 16K phase), then decay
   "short360_wsd|niah|transformer|--curriculum 48:0.3:256,512:0.1:64,4096:0.2:8,16384:0.15:4 --schedule wsd"
 )
 

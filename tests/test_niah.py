@@ -321,3 +321,19 @@ def test_lr_schedules_follow_their_formula(schedule):
         assert value == pytest.approx(lr * want, abs=1e-12), (schedule, s)
     with pytest.raises(ValueError, match="schedule"):
         niah.lr_schedule(opt, "linear", steps, warmup)
+
+
+def test_training_uses_the_schedule_asked_for(suite_data, monkeypatch):
+    task, train, model, _ = _recording_task(suite_data, monkeypatch)
+    asked = []
+    real = niah.lr_schedule
+    monkeypatch.setattr(niah, "lr_schedule", lambda opt, name, steps, warmup: asked.append(name) or
+                        real(opt, name, steps, warmup))
+    niah.train_needle_model(model, task, train, seq_len=32, steps=2, batch_size=1, lr=1e-3, schedule="wsd",
+                            progress=False)
+    assert asked == ["wsd"]
+    with pytest.raises(ValueError, match="schedule='step'"):
+        niah.train_needle_model(model, task, train, seq_len=32, steps=2, batch_size=1, lr=1e-3, schedule="step",
+                                progress=False)
+    with pytest.raises(SystemExit):  # a checkpoint run trains nothing: its training options are refused
+        niah.main(["--checkpoint", "x", "--haystack", "y", "--schedule", "cosine", "--out", "z.csv"])

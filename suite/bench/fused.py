@@ -163,8 +163,11 @@ def make_attn_in(H: int, Hkv: int, d: int, eps: float, qk_eps: float, qk_norm: b
             if k is not None:
                 k = F.rms_norm(k, (d,), k_norm, qk_eps)
         if scale_offset:  # base rows: all of them ("base"), none ("out"), the first ("base+out", a decode step)
-            n_base = R if rows == "base" else 0 if rows == "out" else 1
-            q = torch.cat(two_stream_scale_offset(q, n_base, alpha, beta, alpha_out, beta_out), dim=1)
+            if rows == "base+out":
+                q = torch.cat(two_stream_scale_offset(q, 1, alpha, beta, alpha_out, beta_out), dim=1)
+            else:  # one stream: no copy through torch.cat
+                q = two_stream_scale_offset(q, R if rows == "base" else 0, alpha, beta, alpha_out, beta_out)[
+                    0 if rows == "base" else 1]
         q = _rope(q, cos, sin).transpose(1, 2)
         if k is not None:
             k = _rope(k, cos[:, :k.shape[1]], sin[:, :k.shape[1]]).transpose(1, 2)

@@ -76,7 +76,7 @@ class NeedleTask:
     """The retrieval task of one format over one tokenizer.
 
     Args:
-        fmt: ``"ruler"`` or ``"code"``.
+        fmt: one of :data:`FORMATS` (``"ruler"``, ``"code"``, ``"kv"``).
         encode: text -> token ids, no special tokens (e.g. ``lambda s: tok.encode(s, add_special_tokens=False).ids``).
         keys, values: the key words and value strings to draw from.
         newline_ids: token ids whose text holds a line break (needles go right after one; the needle
@@ -93,8 +93,8 @@ class NeedleTask:
     @classmethod
     def from_tokenizer(cls, fmt: str, tokenizer, train_tokens: np.ndarray | None = None, value_digits: int = 7,
                        n_keys: int = 100) -> "NeedleTask":
-        """The task over a ``tokenizers.Tokenizer``. ``code`` needs ``train_tokens`` (flat ids of the train split)
-        to pick the rarest single-token words as keys. Raises ValueError when the tokenizer has too few
+        """The task over a ``tokenizers.Tokenizer``. ``code`` and ``kv`` need ``train_tokens`` (flat ids of the
+        train split) to pick the rarest single-token words as keys. Raises ValueError when the tokenizer has too few
         single-token words or numbers for the format."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown needle format {fmt!r}; known: {FORMATS}")
@@ -116,7 +116,7 @@ class NeedleTask:
         values = [str(n) for n in range(lo, hi) if str(n) in vocab and len(encode(before + str(n))) == 2]
         if len(keys) < 8 or len(values) < 10:
             raise ValueError(f"tokenizer has {len(keys)} single-token words and {len(values)} single-token "
-                             f"{value_digits}-digit numbers; the code needle format needs >= 8 and >= 10")
+                             f"{value_digits}-digit numbers; the {fmt} needle format needs >= 8 and >= 10")
         return cls(fmt, encode, keys, values, value_digits, newline_ids)
 
     def draw(self, rng: np.random.Generator, n: int) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ Two steps, one process (``python -m suite.eval.niah``):
    greedily generates with its KV cache (``model.generate``, batch 1) a budget derived from the tokenizer (the
    question's last line plus the answer plus a margin). A trial is correct when the value occurs in the answer as a
    whole number (``12345670`` does not contain ``1234567``); the answer is the whole generation for RULER's format
-   and its first line for the code format (:meth:`suite.data.needles.NeedleTask.correct`).
+   and its first line for the code and kv formats (:meth:`suite.data.needles.NeedleTask.correct`).
 
 Each row records ``distance_min``/``distance_max``: tokens from the needle's value to the answer position. A
 sliding-window model of L layers and window w cannot read a value more than L*(w-1) tokens back: those cells
@@ -101,8 +101,8 @@ def lr_schedule(opt: torch.optim.Optimizer, schedule: str, steps: int, warmup: i
     """The lr schedule of :func:`train_needle_model` (a ``torch.optim.lr_scheduler.LambdaLR``, stepped once a step).
 
     ``"cosine"``: factor ``min(1, (s + 1) / warmup) * (1 + cos(pi * s / steps)) / 2`` at step ``s``. ``"wsd"``:
-    ``transformers.get_wsd_schedule``: a linear warmup over ``warmup`` steps, the peak lr, then a cosine to 0 over the
-    last ``WSD_DECAY * steps`` steps. Raises ValueError for an unknown schedule.
+    ``transformers.get_wsd_schedule``: a linear warmup ``s / warmup`` (step 0 at lr 0, the peak one step later than
+    the cosine's), the peak lr, then a cosine to 0 over the last ``WSD_DECAY * steps`` steps. Raises ValueError for an unknown schedule.
     """
     if schedule == "wsd":
         from transformers import get_wsd_schedule
@@ -319,8 +319,9 @@ def main(argv: list[str] | None = None) -> None:
                         "only, the SFT regime)")
     p.add_argument("--replay", type=float, default=0.0,
                    help="share of the steps after the first phase that repeat an earlier phase's shape (default 0)")
-    p.add_argument("--schedule", choices=SCHEDULES, default="cosine",
-                   help="lr schedule: cosine over all steps (default) or warmup-stable-decay (the last 20%% decays)")
+    p.add_argument("--schedule", choices=SCHEDULES, default=None,
+                   help=f"lr schedule of a fresh model: cosine over all steps (default) or warmup-stable-decay (the "
+                        f"last {round(100 * WSD_DECAY)}%% of the steps decay)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base of a fresh model (default: the size's, 10000); the linear models have no RoPE")
     p.add_argument("--lengths", type=_list(int), default=[1024, 4096], help="context lengths in tokens")
@@ -339,9 +340,13 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--trials {a.trials} must be >= 1")
     if any(n < 1 for n in a.lengths) or any(not 0 <= d <= 1 for d in a.depths):
         p.error(f"--lengths must be >= 1 and --depths in [0, 1] (got {a.lengths} and {a.depths})")
-    if a.checkpoint and (a.rope_theta is not None or a.lm_weight or a.replay or a.schedule != "cosine"):
-        p.error("--rope-theta, --lm-weight, --replay and --schedule shape a fresh model's training; a --checkpoint run "
-                "trains nothing")
+    if a.checkpoint:
+        given = [flag for flag, value in (("--rope-theta", a.rope_theta), ("--lm-weight", a.lm_weight or None),
+                                          ("--replay", a.replay or None), ("--schedule", a.schedule))
+                 if value is not None]
+        if given:
+            p.error(f"{', '.join(given)} shape a fresh model's training; a --checkpoint run trains nothing")
+    a.schedule = a.schedule or "cosine"
     if not 0 <= a.replay < 1:
         p.error(f"--replay {a.replay} must be in [0, 1)")
     from suite.data.tokenizer import load_tokens
