@@ -9,6 +9,9 @@ happens to start that way. Kept free of heavy imports: the DAG (workflows/common
 # ``window``, a benchmark's ``--window``) as its ``window_size``.
 ORTHROS_ARCHS = frozenset({"orthros", "orthros_noso", "orthros_h"})
 
+# The architectures with a sliding window in their attention: the Orthros family (base stream) and SWA.
+WINDOWED_ARCHS = ORTHROS_ARCHS | {"swa"}
+
 # The architectures whose attention uses RoPE (Orthros's two streams, the Transformer, SWA): a RoPE setting such as
 # suite.eval.niah's --rope-theta applies to these only (GDN/GLA have no positional encoding; FLA's RetNet has its own).
 ROPE_ARCHS = frozenset({"orthros", "orthros_noso", "transformer", "swa"})

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from suite.archs import WINDOWED_ARCHS
 from suite.common import autocast, int_list, kernels_summary
 from suite.provenance import provenance, write_csv
 
@@ -274,9 +275,6 @@ def _int_list(text: str) -> list[int]:
     return int_list(text, minimum=None, allow_empty=True, error=argparse.ArgumentTypeError)
 
 
-WINDOWED = ("orthros", "orthros_noso", "swa")
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--arch", required=True, help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or "
@@ -312,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
 
         layers = get_size(a.size).num_hidden_layers
         factory = registry_factory(a.arch, a.size, **({"window_size": a.window}
-                                                      if a.window and a.arch in WINDOWED else {}))
+                                                      if a.window and a.arch in WINDOWED_ARCHS else {}))
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
                     seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window, num_layers=layers,
                     vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr, weight_decay=a.weight_decay,

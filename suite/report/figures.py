@@ -50,6 +50,22 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
+# provenance columns: in a caption line at the figure's foot (_caption), not in the panel titles
+CAPTION_COLUMNS = ["dtype", "backend", "device", "gpu_name", "kernel"]
+
+
+def _scale(frame: pd.DataFrame, drop: tuple[str, ...] = ()) -> str:
+    """:func:`scale_text` of ``frame`` without the provenance columns (they go to :func:`_caption`)."""
+    return scale_text(frame.drop(columns=[*CAPTION_COLUMNS, *drop], errors="ignore"))
+
+
+def _foot(fig, *captions: str) -> None:
+    """Provenance lines under the figure."""
+    text = "\n".join(textwrap.fill(c, 170) for c in captions if c)
+    if text:
+        fig.text(0.01, -0.01, text, fontsize=7, va="top")
+
+
 def _empty(ax, text: str) -> None:
     ax.set_xticks([])
     ax.set_yticks([])
@@ -98,11 +114,12 @@ def fig2(table7: pd.DataFrame, ablation: pd.DataFrame | None, out_dir: str | Pat
         metric = ok["metric"].iloc[0]
         right.set_ylabel(f"{task} ({metric}){' - lower is better' if 'ppl' in task else ''}")
         right.set_title(f"Measured (this suite): {task}, not the paper's accuracy\n"
-                        + textwrap.fill(scale_text(ok.drop(columns=["seed"], errors="ignore")), 80)
+                        + textwrap.fill(_scale(ok, ("seed",)), 80)
                         + (f"\n{textwrap.fill(invalid, 80)}" if invalid else ""), fontsize=8,
                         color="tab:red" if invalid else "black")
         right.legend(fontsize=8)
         right.grid(alpha=0.3)
+        _foot(fig, _caption(ok, "Measured rows"))
     return _save(fig, Path(out_dir), "fig2")
 
 
@@ -154,13 +171,14 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
         ax.set_xlabel("context length (tokens)", fontsize=7)
         ax.set_ylabel("needle depth", fontsize=7)
         params = _human(pd.to_numeric(ok["n_params"]).iloc[0]) if "n_params" in ok else "?"
-        ax.set_title(f"{arch} ({params} params{trained})", fontsize=9)
+        ax.set_title(f"{arch} ({params} params{trained})", fontsize=8)
     if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), label="accuracy", shrink=0.8)
     measured = niah[niah["status"] == "ok"]
-    caption = f"Measured NIAH (this suite): {scale_text(measured.drop(columns=['n_params'], errors='ignore'))}"
+    caption = f"Measured NIAH (this suite): {_scale(measured, ('n_params',))}"
     fig.suptitle("\n".join([textwrap.fill(caption, 120), note] + ([textwrap.fill(invalid, 120)] if invalid else [])),
                  fontsize=8, y=1.02, color="tab:red" if invalid else "black")
+    _foot(fig, _caption(measured, "Measured rows"))
     return _save(fig, Path(out_dir), "fig3")
 
 
@@ -193,7 +211,7 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
         left.legend(fontsize=7)
         left.grid(alpha=0.3)
         trained = "/".join(sorted(set(ok["train_kv"].astype(str)))) if "train_kv" in ok else "each cell"
-        left.set_title(textwrap.fill(f"Measured MQAR (this suite), trained at {trained} pairs: {scale_text(ok)}", 90)
+        left.set_title(textwrap.fill(f"Measured MQAR (this suite), trained at {trained} pairs: {_scale(ok)}", 90)
                        + (f"\n{textwrap.fill(invalid, 90)}" if invalid else ""), fontsize=8,
                        color="tab:red" if invalid else "black")
     avg = table3[table3["task"] == "avg6_recall"].sort_values("value")
@@ -203,6 +221,7 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
     right.set_xlabel("reported recall average (Table 3, %)")
     right.set_title("Reported (paper Table 3): 1.3B, 100B tokens, 6 recall tasks\n(not MQAR: a different task)", fontsize=8)
     right.grid(alpha=0.3, axis="x")
+    _foot(fig, _caption(ok, "Measured rows"))
     return _save(fig, Path(out_dir), "fig_mqar")
 
 
@@ -315,6 +334,6 @@ def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: p
     captions = [_caption(ok, "GPU rows"), _caption(seq_parallel, "multi-GPU rows"), _caption(cpu_ok, "CPU rows"),
                 "Paper: Qwen3-8B vs Orthros-8B; 3.5x at 128K on one GPU and 21.9x at 1M on 8 GPUs (sequence parallel), "
                 "prefill only."]
-    fig.text(0.01, -0.01, "\n".join(textwrap.fill(c, 170) for c in captions if c), fontsize=7, va="top")
+    _foot(fig, *captions)
     fig.tight_layout()
     return _save(fig, Path(out_dir), "fig4")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from suite.archs import ORTHROS_ARCHS
 from suite.train import checkpoint as ckpt_io
 
 
@@ -59,7 +60,7 @@ def window_overrides(arch: str, cfg: dict, seq_len: int | None) -> dict:
     ``round(swa_window_ratio * seq_len)`` (paper: 512 at 2048); others nothing."""
     if not cfg:
         return {}
-    if arch.startswith("orthros"):
+    if arch in ORTHROS_ARCHS:
         return {"window_size": cfg["window"]}
     if arch == "swa" and seq_len:
         from baselines.transformer import swa_window
