@@ -180,3 +180,18 @@ def test_all_nan_measurement_is_not_run_not_a_verdict(tmp_path):
     measured = mqar.assign(accuracy=[0.75, 0.5, 0.9])  # plus an orthros row without a value: it is dropped
     pd.concat([measured, mqar.iloc[[0]].assign(accuracy=float("nan"))]).to_csv(res / "mqar.csv", index=False)
     assert evaluate_measure(m, res, gpu)["value"] == pytest.approx(0.25)
+
+
+def test_figure_titles_carry_scale_and_the_caption_carries_provenance(monkeypatch, tmp_path):
+    from suite.report import figures
+
+    shown = []
+    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.append((name, fig)) or [])
+    render(FIX / "default", FIX / "gpu", tmp_path / "tables", tmp_path / "figures")
+    assert {"fig2", "fig3", "fig_mqar", "fig4"} <= {name for name, _ in shown}
+    for name, fig in shown:
+        titles = [ax.get_title() for ax in fig.axes] + [fig._suptitle.get_text() if fig._suptitle else ""]
+        assert not any(f"{key}=" in t for t in titles for key in figures.CAPTION_COLUMNS), (name, titles)
+        foot = [t.get_text() for t in fig.texts]
+        if name != "fig4" and any("Measured" in t for t in titles):
+            assert any(t.startswith("Measured rows:") for t in foot), (name, foot)
