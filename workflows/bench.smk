@@ -40,7 +40,6 @@ rule prefill_cpu_128k:
         "{PY} suite.bench.prefill_cpu --mode 128k --profile {PROFILE} --threads {threads} --out {output} > {log} 2>&1"
 
 
-GPU_OUT = "results/gpu"
 
 
 rule gpu_benchmarks:

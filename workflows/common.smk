@@ -4,11 +4,36 @@
 # triggers), but it does not look into imported modules or into the study config, and it records the shell
 # command only as written, before `{...}` is filled in. So every rule lists both, and an edit reruns exactly the
 # jobs that read the edited file or value, and what depends on them.
+# Included first by the Snakefile: the study config and the globals every workflow file reads, so that no file
+# depends on the include order of the others.
 import json
+import sys
 
 from suite.archs import ORTHROS_ARCHS
-from suite.config import curriculum_arg
+from suite.config import curriculum_arg, load_config, schema
 from suite.deps import module_files
+
+CONFIG_ARG = config.get("profile", "default")
+STUDY = load_config(CONFIG_ARG)          # stops with a message naming any bad key or value
+PROFILE = STUDY["profile"]               # the study's own name, also when it was given as a YAML path
+SCHEMA = schema()
+WORK = STUDY["work_dir"]
+DATA = STUDY["data"]["data_dir"]
+RES = STUDY.get("results_dir", f"results/{PROFILE}")
+RENDER = STUDY.get("render_dir", ".")
+SEEDS = STUDY["seeds"]
+SEED = SEEDS[0]                          # single-run experiments (MQAR, NIAH, benchmarks)
+THREADS = STUDY.get("threads", 1)
+PY = f"{sys.executable} -m"
+# One torch thread per job and as many jobs as cores: tiny models run far faster that way than with
+# two threads fighting over two cores.
+shell.prefix(f"set -euo pipefail; export OMP_NUM_THREADS={THREADS} MKL_NUM_THREADS={THREADS} "
+             "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false; ")
+CFG = f"--config {CONFIG_ARG}"
+ARCHS = STUDY["archs"]
+ARCH_LIST = ",".join(ARCHS)
+MAIN = STUDY["main_size"]
+GPU_OUT = "results/gpu"                  # the gpu profile's committed results, which every profile's report reads
 
 
 def sources(*modules):
