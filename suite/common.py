@@ -17,23 +17,32 @@ def autocast(device: str | torch.device, dtype: str):
     return torch.autocast(device_type=kind, dtype=DTYPES[dtype])
 
 
-def int_list(text, name: str = "values", *, minimum: int | None = 1, allow_empty: bool = False,
-             error: type[Exception] = ValueError) -> list[int]:
-    """A CLI list of integers: ``"1,2,4"`` -> [1, 2, 4] (blank items skipped, order kept).
+def number_list(text, cast=int, name: str = "values", *, minimum: float | None = None, maximum: float | None = None,
+                allow_empty: bool = False, error: type[Exception] = ValueError) -> list:
+    """A CLI list of numbers: ``"1,2,4"`` -> [1, 2, 4] with ``cast`` (int or float; blank items skipped, order kept).
 
     Raises ``error`` (ValueError; pass ``argparse.ArgumentTypeError`` for an argparse ``type=``) naming ``name`` and
-    the text when an item is not an integer, when no integer is given (unless ``allow_empty``), or when a value is
-    below ``minimum`` (None: no bound).
+    the text when an item is not a number of that kind, when none is given (unless ``allow_empty``), or when a value
+    lies outside [``minimum``, ``maximum``] (None: no bound).
     """
+    kind = "integers" if cast is int else "numbers"
     try:
-        values = [int(x) for x in str(text).split(",") if x.strip()]
+        values = [cast(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
-        raise error(f"{name} must be comma-separated integers, got {text!r}") from None
+        raise error(f"{name} must be comma-separated {kind}, got {text!r}") from None
     if not values and not allow_empty:
-        raise error(f"{name} must hold at least one integer, got {text!r}")
+        raise error(f"{name} must hold at least one value, got {text!r}")
     if minimum is not None and any(v < minimum for v in values):
-        raise error(f"{name} must be integers >= {minimum}, got {text!r}")
+        raise error(f"{name} must be {kind} >= {minimum}, got {text!r}")
+    if maximum is not None and any(v > maximum for v in values):
+        raise error(f"{name} must be {kind} <= {maximum}, got {text!r}")
     return values
+
+
+def int_list(text, name: str = "values", *, minimum: int | None = 1, allow_empty: bool = False,
+             error: type[Exception] = ValueError) -> list[int]:
+    """:func:`number_list` of integers, by default each >= 1."""
+    return number_list(text, int, name, minimum=minimum, allow_empty=allow_empty, error=error)
 
 
 def kernels_summary(fallback: str = "none") -> str:

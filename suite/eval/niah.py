@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from argparse import ArgumentTypeError
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.archs import ROPE_ARCHS
-from suite.common import autocast
+from suite.common import autocast, number_list
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import load_model
@@ -241,15 +242,6 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
     return rows
 
 
-def _list(cast):
-    def parse(text: str):
-        try:
-            return [cast(v) for v in text.split(",") if v]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}") from None
-    return parse
-
-
 def check_curriculum(phases) -> None:
     """Raise ValueError unless every phase ``(len, frac, rows[, queries])`` has len, rows and queries >= 1 and frac
     in (0, 1), the fractions summing to below 1 (the remaining steps train at the final length)."""
@@ -324,8 +316,10 @@ def main(argv: list[str] | None = None) -> None:
                         f"last {round(100 * WSD_DECAY)}%% of the steps decay)")
     p.add_argument("--rope-theta", type=float, default=None,
                    help="RoPE base of a fresh model (default: the size's, 10000); the linear models have no RoPE")
-    p.add_argument("--lengths", type=_list(int), default=[1024, 4096], help="context lengths in tokens")
-    p.add_argument("--depths", type=_list(float), default=[0.0, 0.5, 1.0])
+    p.add_argument("--lengths", type=lambda t: number_list(t, int, "--lengths", minimum=1, error=ArgumentTypeError),
+                   default=[1024, 4096], help="context lengths in tokens")
+    p.add_argument("--depths", default=[0.0, 0.5, 1.0],
+                   type=lambda t: number_list(t, float, "--depths", minimum=0, maximum=1, error=ArgumentTypeError))
     p.add_argument("--trials", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
@@ -338,8 +332,6 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.trials < 1:
         p.error(f"--trials {a.trials} must be >= 1")
-    if any(n < 1 for n in a.lengths) or any(not 0 <= d <= 1 for d in a.depths):
-        p.error(f"--lengths must be >= 1 and --depths in [0, 1] (got {a.lengths} and {a.depths})")
     if a.checkpoint:
         given = [flag for flag, value in (("--rope-theta", a.rope_theta), ("--lm-weight", a.lm_weight or None),
                                           ("--replay", a.replay or None), ("--schedule", a.schedule))
