@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 # what a re-run changes by nature: provenance of the run, clocks, memory measurements
-VOLATILE = {"commit", "wall_s", "train_s", "peak_rss_gib", "rss_before_prefill_gib"}
+VOLATILE = {"commit", "ms", "wall_s", "train_s", "peak_rss_gib", "rss_before_prefill_gib"}
 VOLATILE_SUFFIXES = ("_ms", "_s", "tok_per_s")
 
 
@@ -27,13 +27,13 @@ def volatile(column: str, extra: set[str]) -> bool:
 
 def column_differences(old: pd.DataFrame, new: pd.DataFrame, extra: set[str] = frozenset()) -> list[str]:
     """Human-readable differences between two frames of one CSV ([] when they agree outside volatile columns)."""
-    if list(old.columns) != list(new.columns):
-        only_old, only_new = sorted(set(old.columns) - set(new.columns)), sorted(set(new.columns) - set(old.columns))
-        return [f"columns differ (only in old: {only_old}, only in new: {only_new})"]
-    if len(old) != len(new):
-        return [f"{len(old)} rows, re-run has {len(new)}"]
     out = []
-    for col in old.columns:
+    only_old, only_new = sorted(set(old.columns) - set(new.columns)), sorted(set(new.columns) - set(old.columns))
+    if only_old or only_new:  # then the shared columns are still compared
+        out.append(f"columns differ (only in old: {only_old}, only in new: {only_new})")
+    if len(old) != len(new):
+        return out + [f"{len(old)} rows, re-run has {len(new)}"]
+    for col in [c for c in old.columns if c in new.columns]:
         if volatile(col, extra):
             continue
         a, b = old[col], new[col]

@@ -39,7 +39,10 @@ def test_missing_files_columns_and_rows_are_reported(tmp_path):
     (tmp_path / "empty").mkdir()
     assert compare_results.compare(old, tmp_path / "empty") == {"eval/niah.csv": ["missing in the re-run"]}
     extra = _tree(tmp_path / "extra", [r | {"schedule": "cosine"} for r in ROWS])
-    assert "only in new: ['schedule']" in compare_results.compare(old, extra)["eval/niah.csv"][0]
+    assert compare_results.compare(old, extra) == {
+        "eval/niah.csv": ["columns differ (only in old: [], only in new: ['schedule'])"]}
+    both = _tree(tmp_path / "both", [ROWS[0] | {"schedule": "cosine", "accuracy": 1.0}, ROWS[1] | {"schedule": "x"}])
+    assert compare_results.compare(old, both)["eval/niah.csv"][1] == "accuracy: 1 rows (max abs diff 0.5)"
     short = _tree(tmp_path / "short", ROWS[:1])
     assert compare_results.compare(old, short) == {"eval/niah.csv": ["2 rows, re-run has 1"]}
     text = _tree(tmp_path / "text", [ROWS[0], ROWS[1] | {"status": "ok"}])
