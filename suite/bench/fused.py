@@ -162,12 +162,14 @@ def make_attn_in(H: int, Hkv: int, d: int, eps: float, qk_eps: float, qk_norm: b
             q = F.rms_norm(q, (d,), q_norm, qk_eps)
             if k is not None:
                 k = F.rms_norm(k, (d,), k_norm, qk_eps)
-        if scale_offset:  # base rows: all of them ("base"), none ("out"), the first ("base+out", a decode step)
-            if rows == "base+out":
-                q = torch.cat(two_stream_scale_offset(q, 1, alpha, beta, alpha_out, beta_out), dim=1)
-            else:  # one stream: no copy through torch.cat
-                q = two_stream_scale_offset(q, R if rows == "base" else 0, alpha, beta, alpha_out, beta_out)[
-                    0 if rows == "base" else 1]
+        if scale_offset:  # one stream's rows are returned as they are (no torch.cat copy)
+            so = (alpha, beta, alpha_out, beta_out)
+            if rows == "base":
+                q = two_stream_scale_offset(q, R, *so)[0]
+            elif rows == "out":
+                q = two_stream_scale_offset(q, 0, *so)[1]
+            else:  # a decode step: row 0 its base row, the rest output rows
+                q = torch.cat(two_stream_scale_offset(q, 1, *so), dim=1)
         q = _rope(q, cos, sin).transpose(1, 2)
         if k is not None:
             k = _rope(k, cos[:, :k.shape[1]], sin[:, :k.shape[1]]).transpose(1, 2)
