@@ -8,7 +8,9 @@
 # unpacks either. Why: no NIAH recipe had passed the positive control on the H200 (results/gpu/calibration/README.md);
 # each variant changes one knob of the profile's recipe, so one call both runs the study and says which knob mattered.
 # Usage (run tool, carry [".whl_xz"]): SUITE_COMMIT=<sha> OUT=$OUT bash scripts/gpu_niah_calibration.sh
-# Env: TOTAL_S (570) caps the command; DATA_S (240) caps the data step; WITH_RECALL (1); RECALL_JOBS (6); OUT.
+# Env: TOTAL_S (570) caps the command; DATA_S (240) caps the data step; WITH_RECALL (1); RECALL_JOBS (6); OUT;
+# RECALL_TARGETS (e.g. results/gpu/niah.csv) runs those DAG targets instead of the recall part, RECALL_FORCE (e.g.
+# niah) re-runs those rules even where their outputs exist.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL_S=${TOTAL_S:-570}
@@ -35,6 +37,7 @@ if sys.argv[1] == "niah":
             "--lengths", j(n for n in c["lengths"] if n <= c["train_len"]), "--trials", c["trials"]]
     args += ["--rope-theta", c["rope_theta"]] if "rope_theta" in c else []
     args += ["--schedule", c["schedule"]] if "schedule" in c else []
+    args += ["--lm-weight", c["lm_weight"]] if c.get("lm_weight") else []
     args += ["--curriculum", phases] if phases else []
 else:
     args = ["--size", c["size"], "--seq-len", j(c["seq_lens"]), "--kv-pairs", j(c["num_kv_pairs"]),
@@ -51,11 +54,12 @@ read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
 # name|study|arch|extra arguments
 VARIANTS=(
-  # the Transformer (the positive control) on another curriculum: 30% of the steps at 48 tokens (the copy-a-needle
-  # loss took ~300 steps on the H200), 20% at 4K, 15% at 16K, 25% at 32K (28098a1 had 15 / 15 / 20 / 40)
-  "short360|niah|transformer|--curriculum 48:0.3:256,512:0.1:64,4096:0.2:8,16384:0.15:4"
-  # that curriculum with the wsd schedule: the peak lr until step 960 of 1200 (through the 16K phase), then decay
-  "short360_wsd|niah|transformer|--curriculum 48:0.3:256,512:0.1:64,4096:0.2:8,16384:0.15:4 --schedule wsd"
+  # one knob each against the profile's recipe (lm_weight 0.3, wsd, 1200 steps, RoPE base 1e6): a heavier next-token
+  # loss; no next-token loss but twice the steps (is it only training time?); RoPE base 1e4 (more fast-turning pairs
+  # for the previous-token feature)
+  "lm1|niah|transformer|--lm-weight 1"
+  "sft_steps2400|niah|transformer|--lm-weight 0 --steps 2400"
+  "lm03_theta1e4|niah|transformer|--rope-theta 10000"
 )
 
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -73,7 +77,10 @@ for v in "${VARIANTS[@]}"; do
   OMP_NUM_THREADS=2 timeout -k 5 "$left" python3 -m "${args[@]}" $extra --seed 42 --device cuda --dtype bfloat16 \
     --profile gpu --out "$CAL/$study/${arch}_$name.csv" > "$LOGS/${study}_${arch}_$name.log" 2>&1 &
 done
-if (( WITH_RECALL )); then
+if (( WITH_RECALL )) && [[ -n ${RECALL_TARGETS:-} ]]; then  # those targets of the DAG instead of its recall part
+  TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) TARGETS=$RECALL_TARGETS FORCE=${RECALL_FORCE:-} GPU_JOBS=${RECALL_JOBS:-6} \
+    RECALL_THREADS=2 OUT=$OUT bash scripts/gpu_run.sh
+elif (( WITH_RECALL )); then
   TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) PART=recall RECALL_JOBS=${RECALL_JOBS:-6} RECALL_THREADS=2 OUT=$OUT \
     bash scripts/gpu_run.sh
 fi

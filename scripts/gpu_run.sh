@@ -285,8 +285,9 @@ case $WHAT in
   targets)
     read -r -a targets <<< "$TARGETS"
     read -r -a force <<< "${FORCE:-}"
-    if (( ${#force[@]} )); then smk targets "$SLOTS" 30 --forcerun "${force[@]}" -- "${targets[@]}"
-    else smk targets "$SLOTS" 30 -- "${targets[@]}"; fi
+    threads=(--set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS")  # as in the recall part
+    if (( ${#force[@]} )); then smk targets "$SLOTS" 30 "${threads[@]}" --forcerun "${force[@]}" -- "${targets[@]}"
+    else smk targets "$SLOTS" 30 "${threads[@]}" -- "${targets[@]}"; fi
     ;;
 esac
 

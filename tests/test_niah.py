@@ -276,6 +276,35 @@ def test_curriculum_phases_use_their_own_needle_count(suite_data, monkeypatch):
                                 progress=False)
 
 
+@pytest.mark.parametrize("arch", ["transformer", "orthros"])
+def test_answer_loss_is_the_same_with_the_next_token_loss(suite_data, arch):
+    """The answer loss train_needle_model reports (before its first update) is the mean cross-entropy over the answer
+    tokens, with or without the next-token loss beside it (PT vs SFT regime): checked against a per-position fp64
+    loop over the same rows."""
+    import copy
+
+    from models.registry import build
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
+    torch.manual_seed(0)
+    model = build(arch, "1M", vocab_size=tok.get_vocab_size())
+    reported = {w: niah.train_needle_model(copy.deepcopy(model), task, train, seq_len=64, steps=1, batch_size=2,
+                                           lr=1e-3, lm_weight=w, seed=3, progress=False)["final_loss"]
+                for w in (0.0, 0.7)}
+    rng = np.random.default_rng([3, 0])  # the rows of step 0
+    reference = copy.deepcopy(model).double().eval()
+    nll = []
+    for ids, positions in [task.training_sequence(rng, train, 64, 3) for _ in range(2)]:
+        with torch.no_grad():
+            logits = reference(input_ids=torch.from_numpy(ids)[None]).logits[0]
+        nll += [-torch.log_softmax(logits[t], -1)[ids[t + 1]].item() for t in positions]
+    want = sum(nll) / len(nll)
+    assert reported[0.0] == pytest.approx(want, rel=1e-4) and reported[0.7] == pytest.approx(want, rel=1e-4)
+
+
 def test_replay_repeats_only_earlier_phases(suite_data, monkeypatch):
     task, train, model, seen = _recording_task(suite_data, monkeypatch)
     niah.train_needle_model(model, task, train, seq_len=64, steps=40, batch_size=1, lr=1e-3,

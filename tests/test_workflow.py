@@ -78,9 +78,21 @@ def test_ci_profile_end_to_end(ci_run):  # the run itself: tests/conftest.py, sh
 def test_niah_schedule_key_reaches_the_rule(tmp_path, schedule):
     from tests.dag import dry_run, study_copy
 
-    assert "schedule" not in load_config("gpu")["niah"]  # None: the key left out
-    config = study_copy(tmp_path / "gpu.yaml", base="gpu", **({"niah__schedule": schedule} if schedule else {}))
+    edit = {"niah__schedule": schedule} if schedule else {}
+    config = study_copy(tmp_path / "gpu.yaml", base="gpu", drop=() if schedule else ("niah__schedule",), **edit)
     target = "results/gpu/eval/niah/transformer/3.7M/seed42.csv"
     jobs = [j for j in dry_run("--config", f"profile={config}", "--forcerun", "niah", "--", target) if j.rule == "niah"]
     assert len(jobs) == 1 and "suite.eval.niah" in jobs[0].shell
     assert ("--schedule wsd" in jobs[0].shell) == (schedule == "wsd"), jobs[0].shell
+
+
+@pytest.mark.parametrize("lm_weight", [0, 0.3])
+def test_niah_lm_weight_key_reaches_the_rule(tmp_path, lm_weight):
+    from tests.dag import dry_run, study_copy
+
+    config = study_copy(tmp_path / "gpu.yaml", base="gpu", niah__lm_weight=lm_weight)
+    target = "results/gpu/eval/niah/transformer/3.7M/seed42.csv"
+    jobs = [j for j in dry_run("--config", f"profile={config}", "--forcerun", "niah", "--", target) if j.rule == "niah"]
+    assert len(jobs) == 1
+    assert ("--lm-weight" in jobs[0].shell) == (lm_weight > 0), jobs[0].shell
+    assert ("--lm-weight 0.3 " in jobs[0].shell) == (lm_weight == 0.3), jobs[0].shell

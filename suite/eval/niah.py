@@ -171,7 +171,8 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
         if lm_weight:
             with autocast(device, dtype):
                 logits = model(input_ids=x).logits
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            scored = labels != -100
+            loss = F.cross_entropy(logits[scored].float(), labels[scored])
             lm = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), x[:, 1:].flatten())
             total = loss + lm_weight * lm
         else:
