@@ -31,13 +31,14 @@ c = load_config("gpu")[sys.argv[1]]
 j = lambda v: ",".join(map(str, v))  # noqa: E731
 if sys.argv[1] == "niah":
     phases = curriculum_arg(c.get("curriculum", []))
-    args = ["--size", c["size"], "--config", "gpu", "--format", c["format"], "--value-digits", c["value_digits"],
+    args = ["--size", c["size"], "--config", "gpu", "--format", c["format"],
             "--train-len", c["train_len"], "--steps", c["steps"], "--batch-size", c["batch_size"], "--lr", c["lr"],
             "--queries", c.get("queries", 3), "--replay", c.get("replay", 0.0), "--depths", j(c["depths"]),
             "--lengths", j(n for n in c["lengths"] if n <= c["train_len"]), "--trials", c["trials"]]
     args += ["--rope-theta", c["rope_theta"]] if "rope_theta" in c else []
     args += ["--schedule", c["schedule"]] if "schedule" in c else []
     args += ["--lm-weight", c["lm_weight"]] if c.get("lm_weight") else []
+    args += ["--value-digits", c["value_digits"]] if "value_digits" in c else []
     args += ["--curriculum", phases] if phases else []
 else:
     args = ["--size", c["size"], "--seq-len", j(c["seq_lens"]), "--kv-pairs", j(c["num_kv_pairs"]),

@@ -96,6 +96,11 @@ def _cross_checks(config: dict) -> list[str]:
     if phases and sum(p["frac"] for p in phases) >= 1:
         problems.append(f"niah.curriculum: the phases' frac must sum to below 1 (the rest trains at niah.train_len; "
                         f"value {[p['frac'] for p in phases]})")
+    if niah.get("format") == "rare" and "value_digits" in niah:
+        problems.append(f"niah.value_digits: the rare format's values are word pieces, not numbers; remove the key "
+                        f"(value {niah['value_digits']})")
+    if niah.get("format") not in (None, "rare") and "value_digits" not in niah:
+        problems.append(f"niah.value_digits: the {niah['format']} format's values are numbers; required (value None)")
     for i, p in enumerate(phases):
         if "train_len" in niah and p["len"] > niah["train_len"]:
             problems.append(f"niah.curriculum.{i}.len: {p['len']} is longer than niah.train_len {niah['train_len']}")

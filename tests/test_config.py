@@ -91,6 +91,14 @@ def test_cross_field_checks():
     with pytest.raises(ConfigError, match=r"niah\.curriculum: the phases' frac must sum to below 1"):
         validate(cfg)
     cfg = _base()
+    cfg["niah"]["format"] = "rare"
+    with pytest.raises(ConfigError, match=r"niah\.value_digits: the rare format's values are word pieces.*value 1\)"):
+        validate(cfg)
+    cfg = _base()
+    del cfg["niah"]["value_digits"]
+    with pytest.raises(ConfigError, match=r"niah\.value_digits: the code format's values are numbers; required"):
+        validate(cfg)
+    cfg = _base()
     cfg["niah"]["curriculum"] = [{"len": cfg["niah"]["train_len"] * 2, "frac": 0.5, "rows": 4}]
     with pytest.raises(ConfigError, match=r"niah\.curriculum\.0\.len: \d+ is longer than niah\.train_len"):
         validate(cfg)

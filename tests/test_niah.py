@@ -187,6 +187,34 @@ def test_code_task_rows_and_labels(suite_data):
         task.training_sequence(rng, train, 20, n_queries=3)
 
 
+def test_rare_task_values_are_the_rarest_word_pieces(suite_data):
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("rare", tok, train, value_digits=None)
+    counts = np.bincount(np.asarray(train, dtype=np.int64), minlength=tok.get_vocab_size())
+    eligible = sorted(counts[i] for t, i in tok.get_vocab().items() if re.fullmatch(r"[A-Za-z]{3,}", t))
+    value_counts = [counts[tok.token_to_id(v)] for v in task.values]
+    assert task.value_digits is None and 10 <= len(task.values) and not set(task.values) & set(task.keys)
+    assert max(value_counts) <= eligible[len(eligible) // 2]          # from the rare end of the word pieces
+    eq, newline = tok.encode(" =").ids, tok.encode("\n").ids
+    for v in task.values:  # one token after ' =' and before the line end, as in the needle
+        assert tok.encode(f" ={v}\n").ids == eq + [tok.token_to_id(v)] + newline
+    rng = np.random.default_rng(5)
+    prompt = task.eval_prompt(rng, train, 200, 0.5)
+    assert tok.decode(prompt.ids).count(f" {prompt.key} ={prompt.value}\n") == 1
+    assert task.correct(f"{prompt.value}\n x =1", prompt.value)
+    assert not task.correct(f"x{prompt.value}\n", prompt.value) and not task.correct(f"\n{prompt.value}", prompt.value)
+    with pytest.raises(ValueError, match="word pieces"):
+        NeedleTask.from_tokenizer("rare", tok, train, value_digits=2)
+    with pytest.raises(ValueError, match="value_digits=None"):
+        NeedleTask.from_tokenizer("code", tok, train, value_digits=None)
+    with pytest.raises(SystemExit):  # the CLI refuses --value-digits for it before loading anything
+        niah.main(["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack", "x",
+                   "--format", "rare", "--value-digits", "2", "--out", "x.csv"])
+
+
 def test_kv_task_puts_the_value_right_after_its_key(suite_data):
     from suite.data.tokenizer import load_tokenizer, load_tokens
 

@@ -101,9 +101,10 @@ rule niah:
         rope_theta=f"--rope-theta {NIAH['rope_theta']}" if "rope_theta" in NIAH else "",
         schedule=f"--schedule {NIAH['schedule']}" if "schedule" in NIAH else "",
         lm_weight=f"--lm-weight {NIAH['lm_weight']}" if NIAH.get("lm_weight") else "",
+        value_digits=f"--value-digits {NIAH['value_digits']} " if "value_digits" in NIAH else "",
     shell:
         "{PY} suite.eval.niah --arch {wildcards.arch} --size {NIAH[size]} {CFG} --data-dir {DATA} "
-        "--haystack {input.haystack} --format {NIAH[format]} --value-digits {NIAH[value_digits]} "
+        "--haystack {input.haystack} --format {NIAH[format]} {params.value_digits}"
         "--train-len {NIAH[train_len]} --steps {NIAH[steps]} --batch-size {NIAH[batch_size]} --lr {NIAH[lr]} "
         "--queries {params.queries} --replay {params.replay} {params.rope_theta} {params.schedule} {params.lm_weight} "
         "{params.curriculum} "

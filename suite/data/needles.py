@@ -14,6 +14,14 @@ Three formats:
   4K BPE). This departs from RULER's wording and 7-digit values; it is what a 1M-parameter model learns
   on a CPU budget (measured: RULER's templates with 3-digit values stayed at 0.8 at T=128 after 1000
   steps, and English templates at 0.0).
+* ``rare``: the code format with values no haystack holds: the tokenizer's rarest alphabetic word pieces (BPE
+  merge intermediates such as ``alue`` or ``atrix``, which the train split almost never holds on their own; none
+  of them a key), so the value token marks its needle by itself. In the code format a value is one of ~60 numbers
+  the haystack holds ~190 times per 32K tokens (measured on the gpu profile's corpus), and only the `` =`` before it
+  (never followed by a number in the haystack) marks the needle: a Transformer's first layer must keep a sharp
+  previous-token feature against 32K keys, which 2-layer 3.7M Transformers did not learn on the H200 (<= 0.7 at
+  4K-32K in every recipe tried, results/gpu/calibration/README.md) while Orthros, whose 128-token base window gives
+  that feature at every length, reached 0.75-0.95. ``value_digits`` does not apply (None).
 * ``kv``: the code format without the `` =``: the needle is the line `` <key><value>`` and the question
   `` <key>``, so the value directly follows its key, as in Zoology's MQAR. In the code format the token
   before the answer (`` =``) is the same for every needle and common in the haystack, so finding the
@@ -39,7 +47,7 @@ import numpy as np
 
 from suite.data.retrieval import KEY_WORDS
 
-FORMATS = ("ruler", "code", "kv")
+FORMATS = ("ruler", "code", "kv", "rare")
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,9 @@ TEMPLATES = {
     "code": Templates(needle="\n {key} ={value}\n", question="\n {key} =", answer="{value}\n"),
     "kv": Templates(needle="\n {key}{value}\n", question="\n {key}", answer="{value}\n"),
 }
-LINE_ANSWER_FORMATS = ("code", "kv")  # the value ends the needle's line: the answer is the generation's first line
+TEMPLATES["rare"] = TEMPLATES["code"]
+LINE_ANSWER_FORMATS = ("code", "kv", "rare")
+RARE_VALUES = 24  # values of the rare format: the rarest word pieces that pass its checks (gpu corpus: 0.7 in 32K test tokens)
 
 
 @dataclass
@@ -83,7 +93,7 @@ class NeedleTask:
             itself starts with a newline).
     """
 
-    def __init__(self, fmt: str, encode, keys: list[str], values: list[str] | None, value_digits: int,
+    def __init__(self, fmt: str, encode, keys: list[str], values: list[str] | None, value_digits: int | None,
                  newline_ids: set[int]):
         if fmt not in FORMATS:
             raise ValueError(f"unknown needle format {fmt!r}; known: {FORMATS}")
@@ -91,14 +101,19 @@ class NeedleTask:
         self.keys, self.values, self.value_digits, self.newline_ids = keys, values, value_digits, newline_ids
 
     @classmethod
-    def from_tokenizer(cls, fmt: str, tokenizer, train_tokens: np.ndarray | None = None, value_digits: int = 7,
-                       n_keys: int = 100) -> "NeedleTask":
-        """The task over a ``tokenizers.Tokenizer``. ``code`` and ``kv`` need ``train_tokens`` (flat ids of the
-        train split) to pick the rarest single-token words as keys. Raises ValueError when the tokenizer has too few
-        single-token words or numbers for the format."""
+    def from_tokenizer(cls, fmt: str, tokenizer, train_tokens: np.ndarray | None = None,
+                       value_digits: int | None = 7, n_keys: int = 100) -> "NeedleTask":
+        """The task over a ``tokenizers.Tokenizer``. ``code``, ``kv`` and ``rare`` need ``train_tokens`` (flat ids of
+        the train split) to pick the rarest single-token words as keys (and, for ``rare``, the rarest word pieces as
+        values). Raises ValueError when the tokenizer has too few single-token words, numbers or word pieces for the
+        format, for ``value_digits`` < 1, and for a ``value_digits`` given to the ``rare`` format (its values are
+        word pieces: pass None)."""
         if fmt not in FORMATS:
             raise ValueError(f"unknown needle format {fmt!r}; known: {FORMATS}")
-        if value_digits < 1:
+        if fmt == "rare":
+            if value_digits is not None:
+                raise ValueError(f"value_digits={value_digits}: the rare format's values are word pieces, not numbers")
+        elif value_digits is None or value_digits < 1:
             raise ValueError(f"value_digits={value_digits} must be >= 1")
         vocab = tokenizer.get_vocab()
         encode = lambda s: tokenizer.encode(s, add_special_tokens=False).ids  # noqa: E731
@@ -111,6 +126,8 @@ class NeedleTask:
         words = sorted((counts[i], t[1:]) for t, i in vocab.items()
                        if t.startswith("\u0120") and re.fullmatch(r"[a-z]{4,9}", t[1:]))
         keys = [w for _, w in words[:n_keys]]
+        if fmt == "rare":
+            return cls(fmt, encode, keys, rare_values(tokenizer, counts, keys), None, newline_ids)
         lo, hi = (0 if value_digits == 1 else 10 ** (value_digits - 1)), 10 ** value_digits
         before = " =" if fmt == "code" else f" {keys[0]}" if keys else ""  # the token a value follows
         values = [str(n) for n in range(lo, hi) if str(n) in vocab and len(encode(before + str(n))) == 2]
@@ -210,9 +227,26 @@ class NeedleTask:
 
     def correct(self, generated: str, value: str) -> bool:
         """Whether a generation answers ``value``: RULER scores the whole generation (a restated sentence is fine);
-        the code and kv formats' answer is its first line, as the needle's value ends its line."""
+        the code, kv and rare formats' answer is its first line, as the needle's value ends its line (numbers as a
+        whole digit run in it, a rare word piece as the whole line)."""
         answer = generated.split("\n", 1)[0] if self.fmt in LINE_ANSWER_FORMATS else generated
+        if self.fmt == "rare":
+            return answer.strip() == value
         return whole_number_match(answer, value)
+
+
+def rare_values(tokenizer, counts: np.ndarray, keys: list[str], n: int = RARE_VALUES) -> list[str]:
+    """The ``n`` rarest word pieces (in ``counts``, token counts of the train split) that can serve as a ``rare``
+    value: alphabetic, at least 3 letters, not a key, and tokenized back to the same single token after `` =`` and
+    before a newline. Raises ValueError when fewer than 10 qualify."""
+    encode = lambda s: tokenizer.encode(s, add_special_tokens=False).ids  # noqa: E731
+    eq, newline = encode(" ="), encode("\n")
+    pieces = sorted((counts[i], t) for t, i in tokenizer.get_vocab().items()
+                    if re.fullmatch(r"[A-Za-z]{3,}", t) and t not in keys)
+    values = [t for _, t in pieces if encode(f" ={t}\n") == eq + [tokenizer.token_to_id(t)] + newline][:n]
+    if len(values) < 10:
+        raise ValueError(f"tokenizer has {len(values)} word pieces usable as rare values; the rare format needs >= 10")
+    return values
 
 
 def whole_number_match(text: str, value: str) -> bool:

@@ -297,7 +297,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: <data-dir>/tokenizer or the checkpoint)")
     p.add_argument("--haystack", required=True, help="held-out text file (the TEST split, e.g. <data_dir>/test.txt)")
     p.add_argument("--format", choices=FORMATS, default="ruler")
-    p.add_argument("--value-digits", type=int, default=7)
+    p.add_argument("--value-digits", type=int, default=None,
+                   help="digits of a needle's number (default 7; the rare format's values are word pieces: not allowed)")
     p.add_argument("--train-len", type=int, default=128, help="training length in tokens")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=32)
@@ -339,6 +340,10 @@ def main(argv: list[str] | None = None) -> None:
         if given:
             p.error(f"{', '.join(given)} shape a fresh model's training; a --checkpoint run trains nothing")
     a.schedule = a.schedule or "cosine"
+    if a.format == "rare" and a.value_digits is not None:
+        p.error(f"--value-digits {a.value_digits}: the rare format's values are word pieces, not numbers")
+    if a.format != "rare" and a.value_digits is None:
+        a.value_digits = 7
     if not 0 <= a.replay < 1:
         p.error(f"--replay {a.replay} must be in [0, 1)")
     from suite.data.tokenizer import load_tokens
