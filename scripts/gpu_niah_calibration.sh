@@ -55,12 +55,10 @@ read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
 # name|study|arch|extra arguments
 VARIANTS=(
-  # one knob each against the profile's recipe (lm_weight 0.3, wsd, 1200 steps, RoPE base 1e6): a heavier next-token
-  # loss; no next-token loss but twice the steps (is it only training time?); RoPE base 1e4 (more fast-turning pairs
-  # for the previous-token feature)
-  "lm1|niah|transformer|--lm-weight 1"
-  "sft_steps2400|niah|transformer|--lm-weight 0 --steps 2400"
-  "lm03_theta1e4|niah|transformer|--rope-theta 10000"
+  # one knob each against the profile's recipe (rare format, no next-token loss, wsd, 1200 steps, RoPE base 1e6):
+  # the next-token loss at weight 1 (the best code-format recipe of 06175c5); twice the steps
+  "rare_lm1|niah|transformer|--lm-weight 1"
+  "rare_steps2400|niah|transformer|--steps 2400"
 )
 
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
