@@ -55,10 +55,13 @@ read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
 # name|study|arch|extra arguments
 VARIANTS=(
-  # one knob each against the profile's recipe (rare format, no next-token loss, wsd, 1200 steps, RoPE base 1e6):
-  # the next-token loss at weight 1 (the best code-format recipe of 06175c5); twice the steps
-  "rare_lm1|niah|transformer|--lm-weight 1"
-  "rare_steps2400|niah|transformer|--steps 2400"
+  # one knob each against rare_steps2400 of b1a0f64 (rare format, 2400 steps: Transformer 0.85 / 0.80 / 0.75 at 4K /
+  # 16K / 32K): one needle a row (the eval's shape: copying the only needle is right, so no irreducible ln 3 in the
+  # loss); more steps; lr 1e-3; half of the steps at 32K
+  "rare_2400_q1|niah|transformer|--steps 2400 --queries 1"
+  "rare_2800|niah|transformer|--steps 2800"
+  "rare_2400_lr1e-3|niah|transformer|--steps 2400 --lr 1e-3"
+  "rare_2400_long50|niah|transformer|--steps 2400 --curriculum 48:0.2:256,512:0.1:64,4096:0.1:8,16384:0.1:4"
 )
 
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
