@@ -90,7 +90,7 @@ def test_empty_results_render_not_run(rendered_empty):
 
 def test_figures_written(rendered, rendered_empty):
     for base in (rendered, rendered_empty):
-        for name in ["fig2", "fig3", "fig4"]:
+        for name in ["fig2", "fig3", "fig3_gpu", "fig4"]:
             for ext in ["png", "pdf"]:
                 assert (base / "figures" / f"{name}.{ext}").stat().st_size > 5000
 
@@ -188,10 +188,37 @@ def test_figure_titles_carry_scale_and_the_caption_carries_provenance(monkeypatc
     shown = []
     monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.append((name, fig)) or [])
     render(FIX / "default", FIX / "gpu", tmp_path / "tables", tmp_path / "figures")
-    assert {"fig2", "fig3", "fig_mqar", "fig4"} <= {name for name, _ in shown}
+    assert {"fig2", "fig3", "fig3_gpu", "fig_mqar", "fig4"} <= {name for name, _ in shown}
     for name, fig in shown:
         titles = [ax.get_title() for ax in fig.axes] + [fig._suptitle.get_text() if fig._suptitle else ""]
         assert not any(f"{key}=" in t for t in titles for key in figures.CAPTION_COLUMNS), (name, titles)
         foot = [t.get_text() for t in fig.texts]
         if name != "fig4" and any("Measured" in t for t in titles):
             assert any(t.startswith("Measured rows:") for t in foot), (name, foot)
+
+
+def test_gpu_niah_figure_says_whether_the_gpu_controls_passed(monkeypatch, tmp_path):
+    """fig3_gpu draws results/gpu/niah.csv and is marked invalid by results/gpu/controls.csv, not by the default
+    profile's controls (which pass in the fixture)."""
+    import shutil
+
+    from suite.report import figures
+
+    gpu = tmp_path / "gpu"
+    shutil.copytree(FIX / "gpu", gpu)
+    shutil.copy(FIX / "default" / "niah.csv", gpu / "niah.csv")
+    controls = pd.read_csv(FIX / "default" / "controls.csv")
+    suptitles = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: suptitles.setdefault(name, []).append(
+        fig._suptitle.get_text() if fig._suptitle else "") or [])
+    render(FIX / "default", gpu, tmp_path / "t0", tmp_path / "f0")  # no gpu controls.csv
+    failed = controls.assign(passed=[not (e == "niah" and c == "positive") for e, c in
+                                     zip(controls["experiment"], controls["control"])])
+    failed.to_csv(gpu / "controls.csv", index=False)
+    render(FIX / "default", gpu, tmp_path / "t1", tmp_path / "f1")
+    controls.to_csv(gpu / "controls.csv", index=False)
+    render(FIX / "default", gpu, tmp_path / "t2", tmp_path / "f2")
+    missing, failing, passing = suptitles["fig3_gpu"]
+    assert "invalid: controls not run" in missing
+    assert "invalid: positive control failed (transformer" in failing
+    assert "invalid" not in passing and "invalid" not in suptitles["fig3"][1]

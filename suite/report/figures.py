@@ -123,11 +123,13 @@ def fig2(table7: pd.DataFrame, ablation: pd.DataFrame | None, out_dir: str | Pat
     return _save(fig, Path(out_dir), "fig2")
 
 
-def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: str | None = None) -> list[Path]:
+def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: str | None = None,
+         name: str = "fig3") -> list[Path]:
     """NIAH heatmaps: x = context length (tokens), y = needle depth, colour = accuracy in [0, 1]; one panel per arch
     in ``niah`` (an arch with no measured cell shows its 'not run' reason), every length and depth of the grid on
     every panel (unmeasured cells grey), the retrieval training length as a dashed line. ``invalid``: a failed NIAH
-    control, printed above the panels."""
+    control, printed above the panels. Written as ``<name>.png`` and ``<name>.pdf`` (``fig3_gpu`` for the gpu
+    profile's rows)."""
     note = "Paper Fig. 3: Qwen3-8B converted to Orthros + 20B ProLong tokens, contexts up to 128K; most cells ~1"
     if niah is None or niah.empty:
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -135,7 +137,7 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
         ax.set_ylabel("needle depth")
         _empty(ax, f"Measured: not run\n{missing}")
         ax.set_title(note, fontsize=8)
-        return _save(fig, Path(out_dir), "fig3")
+        return _save(fig, Path(out_dir), name)
     archs = list(dict.fromkeys(niah["arch"]))
     lengths = sorted(pd.to_numeric(niah["context_len"], errors="coerce").dropna().unique())
     depths = sorted(pd.to_numeric(niah["depth"], errors="coerce").dropna().unique())
@@ -179,7 +181,7 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
     fig.suptitle("\n".join([textwrap.fill(caption, 120), note] + ([textwrap.fill(invalid, 120)] if invalid else [])),
                  fontsize=8, y=1.02, color="tab:red" if invalid else "black")
     _foot(fig, _caption(measured, "Measured rows"))
-    return _save(fig, Path(out_dir), "fig3")
+    return _save(fig, Path(out_dir), name)
 
 
 def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Path, missing: str,

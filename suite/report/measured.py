@@ -15,7 +15,7 @@ from suite.provenance import read_csv
 from suite.report.schema import validate
 
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls"]
-GPU_FILES = ["prefill", "e2e", "niah", "seq_parallel"]
+GPU_FILES = ["prefill", "e2e", "niah", "seq_parallel", "controls"]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
                  "gpus", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
 

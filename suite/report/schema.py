@@ -31,6 +31,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "gpu_niah": {"arch": TEXT, "device": TEXT, "context_len": NUMBER, "depth": NUMBER, "accuracy": NUMBER,
                  "status": TEXT},
 }
+SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 
 
 def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]) -> pd.DataFrame:
