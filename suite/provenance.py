@@ -121,7 +121,7 @@ def write_text(text: str, path: str | Path) -> Path:
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
-    """Read a results CSV; a missing, empty or corrupt file raises ValueError naming the file."""
+    """Read a results CSV. A missing file raises FileNotFoundError; an empty or corrupt one ValueError naming it."""
     path = Path(path)
     try:
         return pd.read_csv(path)
