@@ -57,7 +57,7 @@ read -r -a MQAR_BASE <<< "$(recipe mqar)"
 VARIANTS=(
   # one knob each against rare_steps2400 of b1a0f64 (rare format, 2400 steps: Transformer 0.85 / 0.80 / 0.75 at 4K /
   # 16K / 32K; its answer loss rose from ~0.75 at 4K to ~1.5 during the 16K phase at the peak lr 2e-3): lr 1e-3; one
-  # needle a row (the eval's shape: copying the only needle is right, no irreducible ln 3 in the loss)
+  # needle a row (the eval's shape: copying the only needle is right; with 3, copying one not yet answered leaves ~0.30)
   "rare_2400_lr1e-3|niah|transformer|--steps 2400 --lr 1e-3"
   "rare_2400_q1|niah|transformer|--steps 2400 --queries 1"
 )

@@ -187,17 +187,30 @@ def test_code_task_rows_and_labels(suite_data):
         task.training_sequence(rng, train, 20, n_queries=3)
 
 
-def test_rare_task_values_are_the_rarest_word_pieces(suite_data):
+@pytest.fixture(scope="module")
+def rare_data(tmp_path_factory):
+    """200 stdlib files and a 2K BPE: enough train tokens (~0.8M) for word pieces rarer than one per 32K tokens."""
+    from suite.data.corpus import build_corpus
+    from suite.data.tokenizer import prepare
+
+    d = tmp_path_factory.mktemp("rare")
+    build_corpus(d, "stdlib", max_files=200, val_fraction=0.1, test_fraction=0.1)
+    prepare(d, "bpe", 2048)
+    return d
+
+
+def test_rare_task_values_are_the_rarest_word_pieces(rare_data, suite_data):
+    from suite.data.needles import RARE_SPACING
     from suite.data.tokenizer import load_tokenizer, load_tokens
 
-    tok = load_tokenizer(suite_data / "tokenizer")
-    train = load_tokens(suite_data, "train")
+    tok = load_tokenizer(rare_data / "tokenizer")
+    train = load_tokens(rare_data, "train")
     task = NeedleTask.from_tokenizer("rare", tok, train, value_digits=None)
     counts = np.bincount(np.asarray(train, dtype=np.int64), minlength=tok.get_vocab_size())
     eligible = sorted(counts[i] for t, i in tok.get_vocab().items() if re.fullmatch(r"[A-Za-z]{3,}", t))
     value_counts = [counts[tok.token_to_id(v)] for v in task.values]
     assert task.value_digits is None and 10 <= len(task.values) and not set(task.values) & set(task.keys)
-    assert max(value_counts) <= eligible[len(eligible) // 2]          # from the rare end of the word pieces
+    assert max(value_counts) <= min(len(train) / RARE_SPACING, eligible[len(eligible) // 2])  # the rare end
     eq, newline = tok.encode(" =").ids, tok.encode("\n").ids
     for v in task.values:  # one token after ' =' and before the line end, as in the needle
         assert tok.encode(f" ={v}\n").ids == eq + [tok.token_to_id(v)] + newline
@@ -208,11 +221,26 @@ def test_rare_task_values_are_the_rarest_word_pieces(suite_data):
     assert not task.correct(f"x{prompt.value}\n", prompt.value) and not task.correct(f"\n{prompt.value}", prompt.value)
     with pytest.raises(ValueError, match="word pieces"):
         NeedleTask.from_tokenizer("rare", tok, train, value_digits=2)
+    small_tok, small_train = load_tokenizer(suite_data / "tokenizer"), load_tokens(suite_data, "train")
+    with pytest.raises(ValueError, match="word pieces usable as rare values"):  # its rarest pieces are common words
+        NeedleTask.from_tokenizer("rare", small_tok, small_train, value_digits=None)
     with pytest.raises(ValueError, match="value_digits=None"):
         NeedleTask.from_tokenizer("code", tok, train, value_digits=None)
     with pytest.raises(SystemExit):  # the CLI refuses --value-digits for it before loading anything
-        niah.main(["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack", "x",
+        niah.main(["--arch", "transformer", "--size", "1M", "--data-dir", str(rare_data), "--haystack", "x",
                    "--format", "rare", "--value-digits", "2", "--out", "x.csv"])
+
+
+def test_cli_names_the_format_a_tokenizer_cannot_write(suite_data, capsys):
+    base = ["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack", "x", "--out", "x.csv"]
+    for extra, message in [(["--format", "code", "--value-digits", "0"], "--value-digits 0 must be >= 1"),
+                           (["--format", "code", "--lm-weight", "inf"], "--lm-weight inf must be a finite number"),
+                           (["--format", "code", "--value-digits", "7"],
+                            "--format code --value-digits 7: tokenizer has"),
+                           (["--format", "rare"], "--format rare: tokenizer has")]:
+        with pytest.raises(SystemExit):
+            niah.main(base + extra)
+        assert message in capsys.readouterr().err, extra
 
 
 def test_kv_task_puts_the_value_right_after_its_key(suite_data):

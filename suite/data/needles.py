@@ -2,7 +2,7 @@
 
 A needle binds a key to a value and sits in held-out text at a line boundary; a question at the end
 names the key and the model must produce the value (RULER's ``niah_single``, paper Sec. 4.4 / Fig. 3).
-Three formats:
+Four formats:
 
 * ``ruler``: RULER's own English templates and random ``value_digits``-digit numbers (7 in RULER);
   keys are the words of :data:`suite.data.retrieval.KEY_WORDS`. For models large enough to learn it
@@ -14,10 +14,11 @@ Three formats:
   4K BPE). This departs from RULER's wording and 7-digit values; it is what a 1M-parameter model learns
   on a CPU budget (measured: RULER's templates with 3-digit values stayed at 0.8 at T=128 after 1000
   steps, and English templates at 0.0).
-* ``rare``: the code format with values no haystack holds: the tokenizer's rarest alphabetic word pieces (BPE
-  merge intermediates such as ``alue`` or ``atrix``, which the train split almost never holds on their own; none
-  of them a key), so the value token marks its needle by itself. In the code format a value is one of ~60 numbers
-  the haystack holds ~190 times per 32K tokens (measured on the gpu profile's corpus), and only the `` =`` before it
+* ``rare``: the code format with values the haystack almost never holds: the tokenizer's rarest alphabetic word
+  pieces (BPE merge intermediates such as ``alue`` or ``atrix``, at most one per 32K train tokens each, none of
+  them a key; on the gpu profile's corpus the 24 of them occur 0.7 times per 32K test tokens together), so the value
+  token marks its needle. In the code format a value is one of ~52 numbers the haystack holds ~190 times per 32K
+  tokens (both counts on the gpu profile's corpus), and only the `` =`` before it
   (never followed by a number in the haystack) marks the needle: a Transformer's first layer must keep a sharp
   previous-token feature against 32K keys, which 2-layer 3.7M Transformers did not learn on the H200 (<= 0.7 at
   4K-32K in every recipe tried, results/gpu/calibration/README.md) while Orthros, whose 128-token base window gives
@@ -68,6 +69,7 @@ TEMPLATES = {
 TEMPLATES["rare"] = TEMPLATES["code"]
 LINE_ANSWER_FORMATS = ("code", "kv", "rare")
 RARE_VALUES = 24  # values of the rare format: the rarest word pieces that pass its checks (gpu corpus: 0.7 in 32K test tokens)
+RARE_SPACING = 32768  # a rare value occurs at most once per this many train tokens
 
 
 @dataclass
@@ -127,6 +129,8 @@ class NeedleTask:
                        if t.startswith("\u0120") and re.fullmatch(r"[a-z]{4,9}", t[1:]))
         keys = [w for _, w in words[:n_keys]]
         if fmt == "rare":
+            if len(keys) < 8:
+                raise ValueError(f"tokenizer has {len(keys)} single-token words; the rare needle format needs >= 8")
             return cls(fmt, encode, keys, rare_values(tokenizer, counts, keys), None, newline_ids)
         lo, hi = (0 if value_digits == 1 else 10 ** (value_digits - 1)), 10 ** value_digits
         before = " =" if fmt == "code" else f" {keys[0]}" if keys else ""  # the token a value follows
@@ -237,15 +241,18 @@ class NeedleTask:
 
 def rare_values(tokenizer, counts: np.ndarray, keys: list[str], n: int = RARE_VALUES) -> list[str]:
     """The ``n`` rarest word pieces (in ``counts``, token counts of the train split) that can serve as a ``rare``
-    value: alphabetic, at least 3 letters, not a key, and tokenized back to the same single token after `` =`` and
-    before a newline. Raises ValueError when fewer than 10 qualify."""
+    value: alphabetic, at least 3 letters, not a key, at most once per :data:`RARE_SPACING` train tokens, and
+    tokenized back to the same single token after `` =`` and before a newline. Raises ValueError when fewer than 10
+    qualify (a small tokenizer or corpus, whose rarest pieces are common words)."""
     encode = lambda s: tokenizer.encode(s, add_special_tokens=False).ids  # noqa: E731
     eq, newline = encode(" ="), encode("\n")
+    most = counts.sum() / RARE_SPACING
     pieces = sorted((counts[i], t) for t, i in tokenizer.get_vocab().items()
-                    if re.fullmatch(r"[A-Za-z]{3,}", t) and t not in keys)
+                    if re.fullmatch(r"[A-Za-z]{3,}", t) and t not in keys and counts[i] <= most)
     values = [t for _, t in pieces if encode(f" ={t}\n") == eq + [tokenizer.token_to_id(t)] + newline][:n]
     if len(values) < 10:
-        raise ValueError(f"tokenizer has {len(values)} word pieces usable as rare values; the rare format needs >= 10")
+        raise ValueError(f"tokenizer has {len(values)} word pieces usable as rare values (alphabetic, one token after "
+                         f"' =', at most one per {RARE_SPACING} train tokens); the rare format needs >= 10")
     return values
 
 

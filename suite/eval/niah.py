@@ -286,6 +286,15 @@ def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len:
     return build(arch, size, vocab_size=vocab_size, **window_overrides(arch, cfg, train_len), **extra)
 
 
+def _task(parser: argparse.ArgumentParser, a: argparse.Namespace, tokenizer, train_tokens) -> NeedleTask:
+    """The needle task of the parsed arguments; a tokenizer that cannot write the format is a usage error."""
+    try:
+        return NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
+    except ValueError as err:
+        digits = f" --value-digits {a.value_digits}" if a.value_digits is not None else ""
+        parser.error(f"--format {a.format}{digits}: {err}")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
@@ -344,6 +353,10 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--value-digits {a.value_digits}: the rare format's values are word pieces, not numbers")
     if a.format != "rare" and a.value_digits is None:
         a.value_digits = 7
+    if a.value_digits is not None and a.value_digits < 1:
+        p.error(f"--value-digits {a.value_digits} must be >= 1")
+    if not 0 <= a.lm_weight < math.inf:
+        p.error(f"--lm-weight {a.lm_weight} must be a finite number >= 0")
     if not 0 <= a.replay < 1:
         p.error(f"--replay {a.replay} must be in [0, 1)")
     from suite.data.tokenizer import load_tokens
@@ -354,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
         model, tokenizer = load_model(a.checkpoint, a.tokenizer, "float32", a.device)
         arch, train_len = a.label_arch or "checkpoint", a.train_len
         train_tokens = load_tokens(a.data_dir, "train") if a.data_dir else None
-        task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
+        task = _task(p, a, tokenizer, train_tokens)
     else:
         if not (a.size and a.data_dir):
             p.error("--arch needs --size and --data-dir")
@@ -362,11 +375,9 @@ def main(argv: list[str] | None = None) -> None:
 
         tokenizer = AutoTokenizer.from_pretrained(a.tokenizer or str(Path(a.data_dir) / "tokenizer"))
         train_tokens = load_tokens(a.data_dir, "train")
-        task = NeedleTask.from_tokenizer(a.format, raw_tokenizer(tokenizer), train_tokens, a.value_digits)
+        task = _task(p, a, tokenizer, train_tokens)
         if a.rope_theta is not None and not 0 < a.rope_theta < math.inf:
             p.error(f"--rope-theta {a.rope_theta} must be a finite number > 0")
-        if not a.lm_weight >= 0:
-            p.error(f"--lm-weight {a.lm_weight} must be >= 0")
         model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
         fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
                                  batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,

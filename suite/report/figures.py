@@ -124,12 +124,12 @@ def fig2(table7: pd.DataFrame, ablation: pd.DataFrame | None, out_dir: str | Pat
 
 
 def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: str | None = None,
-         name: str = "fig3") -> list[Path]:
+         name: str = "fig3", profile: str = "") -> list[Path]:
     """NIAH heatmaps: x = context length (tokens), y = needle depth, colour = accuracy in [0, 1]; one panel per arch
     in ``niah`` (an arch with no measured cell shows its 'not run' reason), every length and depth of the grid on
     every panel (unmeasured cells grey), the retrieval training length as a dashed line. ``invalid``: a failed NIAH
     control, printed above the panels. Written as ``<name>.png`` and ``<name>.pdf`` (``fig3_gpu`` for the gpu
-    profile's rows)."""
+    profile's rows, ``profile`` naming it in the title)."""
     note = "Paper Fig. 3: Qwen3-8B converted to Orthros + 20B ProLong tokens, contexts up to 128K; most cells ~1"
     if niah is None or niah.empty:
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -177,7 +177,11 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
     if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), label="accuracy", shrink=0.8)
     measured = niah[niah["status"] == "ok"]
-    caption = f"Measured NIAH (this suite): {_scale(measured, ('n_params',))}"
+    caption = f"Measured NIAH{', ' + profile + ' profile' if profile else ''} (this suite): " \
+              f"{_scale(measured, ('n_params',))}"
+    for col, what in (("format", "needle format {}"), ("n_trials", "{:g} trials a cell")):
+        if col in measured and measured[col].notna().any():
+            caption += "; " + what.format(*sorted(measured[col].dropna().unique())[:1])
     fig.suptitle("\n".join([textwrap.fill(caption, 120), note] + ([textwrap.fill(invalid, 120)] if invalid else [])),
                  fontsize=8, y=1.02, color="tab:red" if invalid else "black")
     _foot(fig, _caption(measured, "Measured rows"))

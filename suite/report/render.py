@@ -100,7 +100,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                invalid["lm"])
     written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
     written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
-                               invalid_reason(m["gpu_controls"], "niah"), name="fig3_gpu")
+                               invalid_reason(m["gpu_controls"], "niah"), name="fig3_gpu", profile="gpu")
     written["figures"] += fig_mqar(m["mqar"], reported[reported["table"] == "Table 3"], out_f, miss("mqar"),
                                    invalid["mqar"])
     written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
