@@ -2,6 +2,8 @@
 import pytest
 import torch
 
+from tests.tiny import stdlib_data
+
 
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():
@@ -15,13 +17,7 @@ def one_thread():
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory):
     """A small stdlib corpus (30 files, 20% val, 20% test) with a 512-token BPE tokenizer, for the training tests."""
-    from suite.data.corpus import build_corpus
-    from suite.data.tokenizer import prepare
-
-    d = tmp_path_factory.mktemp("data")
-    build_corpus(d, "stdlib", max_files=30, val_fraction=0.2, test_fraction=0.2)
-    prepare(d, "bpe", 512)
-    return d
+    return stdlib_data(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import torch
 from suite.data.needles import NeedleTask, whole_number_match
 from suite.eval import niah
 from suite.provenance import PROVENANCE_COLUMNS
-from tests.tiny import make_tiny_checkpoint, stdlib_text
+from tests.tiny import make_tiny_checkpoint, stdlib_data, stdlib_text
 
 
 @pytest.fixture(scope="module")
@@ -153,13 +153,7 @@ def test_cli_writes_grid_with_not_run_cell(setup, tmp_path):
 
 @pytest.fixture(scope="module")
 def suite_data(tmp_path_factory):
-    from suite.data.corpus import build_corpus
-    from suite.data.tokenizer import prepare
-
-    d = tmp_path_factory.mktemp("needles")
-    build_corpus(d, "stdlib", max_files=30, val_fraction=0.2, test_fraction=0.2)
-    prepare(d, "bpe", 512)
-    return d
+    return stdlib_data(tmp_path_factory.mktemp("needles"))
 
 
 def test_code_task_rows_and_labels(suite_data):
@@ -190,13 +184,7 @@ def test_code_task_rows_and_labels(suite_data):
 @pytest.fixture(scope="module")
 def rare_data(tmp_path_factory):
     """200 stdlib files and a 2K BPE: enough train tokens (~0.8M) for word pieces rarer than one per 32K tokens."""
-    from suite.data.corpus import build_corpus
-    from suite.data.tokenizer import prepare
-
-    d = tmp_path_factory.mktemp("rare")
-    build_corpus(d, "stdlib", max_files=200, val_fraction=0.1, test_fraction=0.1)
-    prepare(d, "bpe", 2048)
-    return d
+    return stdlib_data(tmp_path_factory.mktemp("rare"), max_files=200, vocab_size=2048, held_out=0.1)
 
 
 def test_rare_task_values_are_the_rarest_word_pieces(rare_data, suite_data):

@@ -1,4 +1,5 @@
-"""A tiny Llama causal LM and byte-level BPE tokenizer: test helpers (tests/test_niah.py, tests/test_lm_eval.py).
+"""A tiny Llama causal LM and byte-level BPE tokenizer, and the suite's own stdlib data folder: test helpers
+(tests/test_niah.py, tests/test_lm_eval.py, tests/conftest.py).
 
 Nothing here touches the Hub: the tokenizer is trained on text from Python's standard library
 (module docstrings), so every test can build its own model + tokenizer folder in a second.
@@ -73,3 +74,13 @@ def make_tiny_checkpoint(out_dir: str | Path, **kwargs) -> Path:
     tok = make_tokenizer(out_dir)
     make_tiny_llama(out_dir, vocab_size=len(tok), **kwargs)
     return out_dir
+
+
+def stdlib_data(d, max_files: int = 30, vocab_size: int = 512, held_out: float = 0.2):
+    """A stdlib corpus of ``max_files`` files (``held_out`` each for val and test) with a BPE tokenizer, in ``d``."""
+    from suite.data.corpus import build_corpus
+    from suite.data.tokenizer import prepare
+
+    build_corpus(d, "stdlib", max_files=max_files, val_fraction=held_out, test_fraction=held_out)
+    prepare(d, "bpe", vocab_size)
+    return d
