@@ -97,6 +97,22 @@ def test_failing_control_turns_the_audit_verdict_invalid(tmp_path, transformer, 
         assert row["measured"] is None            # no verdict and no number from an invalid experiment
 
 
+@pytest.mark.parametrize("gpu_transformer,expect", [(1.0, "reproduced here"), (0.8, "invalid: positive control")])
+def test_gpu_claims_are_gated_by_the_gpu_controls(tmp_path, gpu_transformer, expect):
+    """C27 reads {gpu}/niah.csv, so the gpu profile's NIAH controls gate it, whatever the default profile's say."""
+    gpu = tmp_path / "gpu"
+    gpu.mkdir()
+    niah = niah_rows(transformer=gpu_transformer)
+    niah.to_csv(gpu / "niah.csv", index=False)
+    passing_default = pd.DataFrame(ctl.niah_controls(niah_rows()))
+    c27 = next(c for c in load_claims() if c["id"] == "C27")
+    row = audit.audit_claims([c27], load_derived(), tmp_path, gpu, passing_default,
+                             pd.DataFrame(ctl.niah_controls(niah))).iloc[0]
+    assert row["verdict"].startswith(expect)
+    no_gpu_controls = audit.audit_claims([c27], load_derived(), tmp_path, gpu, passing_default, None).iloc[0]
+    assert no_gpu_controls["verdict"].startswith("invalid: controls not run")
+
+
 def test_failing_control_marks_table_cells_invalid():
     mqar = mqar_rows(transformer=0.5)
     reason = ctl.invalid_reason(pd.DataFrame(ctl.mqar_controls(mqar, 64, 4)), "mqar")

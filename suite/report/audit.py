@@ -38,7 +38,7 @@ def _tolerance(claim: dict) -> float:
 
 
 def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path | None,
-                     controls: pd.DataFrame | None = None) -> dict:
+                     controls: pd.DataFrame | None = None, gpu_controls: pd.DataFrame | None = None) -> dict:
     """Evaluate a ``measure`` block against the results CSVs.
 
     Returns dict(value (float|None), ok (bool|None), status ("ok", "not run: <why>" or "invalid: <why>"),
@@ -47,14 +47,16 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
     ``status: ok``) are used; NaN measurements are dropped ("not measured", never a verdict).
 
     ``controls: <experiment>`` gives a verdict only when both controls of that experiment passed (else status
-    "invalid: ...", value None; a measurement that did not run stays "not run: ..."). ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
+    "invalid: ...", value None; a measurement that did not run stays "not run: ..."): the controls of the results
+    the measure reads, ``controls`` for ``{results}/...`` and ``gpu_controls`` for ``{gpu}/...``. ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
     :mod:`suite.report.stats`: for a claim of equality ("on par") no difference passes; for a claim that the two
     differ (``claim_is_difference: true``) no difference fails; a difference beyond the noise is judged by ``expect``.
     Raises ValueError naming the file and column when the CSV fails its schema (``suite.report.schema``) or lacks
     a column the claim names, or the claim's column is not numeric.
     """
     res = _measure(measure, results, gpu)
-    reason = invalid_reason(controls, measure["controls"]) if "controls" in measure else None
+    own = gpu_controls if measure["results"].startswith("{gpu}") else controls
+    reason = invalid_reason(own, measure["controls"]) if "controls" in measure else None
     if reason and res["status"] == "ok":  # no verdict and no number from an experiment whose control failed
         return {**res, "value": None, "ok": None, "noise": "", "status": reason}
     return res
@@ -160,8 +162,10 @@ def _measured_verdict(res: dict, measure: dict) -> str:
 
 
 def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path | None = None,
-                 gpu_results: str | Path | None = None, controls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One audit row per claim (``AUDIT_COLUMNS``); quality measurements are gated by ``controls`` (controls.csv).
+                 gpu_results: str | Path | None = None, controls: pd.DataFrame | None = None,
+                 gpu_controls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One audit row per claim (``AUDIT_COLUMNS``); quality measurements are gated by the controls.csv of the
+    results they read (``controls`` for ``results``, ``gpu_controls`` for ``gpu_results``).
     Raises ValueError on unknown formula ids or bad result columns."""
     rows = []
     for claim in claims:
@@ -183,7 +187,7 @@ def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path 
                 if isinstance(claim["value"], (int, float)):
                     row["diff"] = float(claim["value"]) - float(rec)
         else:
-            res = evaluate_measure(check["measure"], results, gpu_results, controls)
+            res = evaluate_measure(check["measure"], results, gpu_results, controls, gpu_controls)
             row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
             if res["value"] is not None and isinstance(claim["value"], (int, float)):
                 row["diff"] = res["value"] - float(claim["value"])
@@ -197,7 +201,7 @@ def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path 
                 if res["status"] != "ok" and "gpu" in check["measure"]["results"]:
                     row["verdict"] = f"{res['status']} (GPU benchmark; this machine has no GPU)"
         if "measure" in claim:
-            res = evaluate_measure(claim["measure"], results, gpu_results, controls)
+            res = evaluate_measure(claim["measure"], results, gpu_results, controls, gpu_controls)
             proxy = claim["measure"].get("proxy", "")
             row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
             row["measured_proxy"] = _measured_verdict(res, claim["measure"]) + (f" [{proxy}]" if proxy else "")
@@ -250,9 +254,13 @@ def build_audit(results: str | Path | None, gpu_results: str | Path | None, repo
                 claims_path: str | Path = CLAIMS_PATH) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(derived, audit)`` frames, writing nothing; ValueError on a bad claims file, formula id or results CSV."""
     derived = load_derived(reported_dir)
-    controls_path = Path(results) / "controls.csv" if results else None
-    controls = read_csv(controls_path) if controls_path is not None and controls_path.exists() else None
-    return derived, audit_claims(load_claims(claims_path), derived, results, gpu_results, controls)
+    return derived, audit_claims(load_claims(claims_path), derived, results, gpu_results, _controls(results),
+                                 _controls(gpu_results))
+
+
+def _controls(results: str | Path | None) -> pd.DataFrame | None:
+    path = Path(results) / "controls.csv" if results else None
+    return read_csv(path) if path is not None and path.exists() else None
 
 
 def save_audit(out_dir: str | Path, derived: pd.DataFrame, audit: pd.DataFrame) -> None:
