@@ -410,3 +410,39 @@ def test_training_uses_the_schedule_asked_for(suite_data, monkeypatch):
                                 progress=False)
     with pytest.raises(SystemExit):  # a checkpoint run trains nothing: its training options are refused
         niah.main(["--checkpoint", "x", "--haystack", "y", "--schedule", "cosine", "--out", "z.csv"])
+
+
+def test_save_model_resumes_the_evaluation_without_training(suite_data, tmp_path, monkeypatch, capsys):
+    """--save-model: a rerun with the same training evaluates the saved model (no training step runs) and writes the
+    same rows; other training arguments train again and replace the folder."""
+    saved = tmp_path / "model"
+    args = ["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack",
+            str(suite_data / "test.txt"), "--format", "code", "--value-digits", "1", "--train-len", "64",
+            "--steps", "4", "--batch-size", "4", "--lengths", "64", "--depths", "0.5", "--trials", "2",
+            "--no-progress", "--save-model", str(saved)]
+    niah.main(args + ["--out", str(tmp_path / "a.csv")])
+    assert (saved / "niah_trained.json").is_file() and not (tmp_path / "model.tmp").exists()
+
+    def no_training(*a, **k):
+        raise AssertionError("trained again")
+
+    with monkeypatch.context() as m:
+        m.setattr(niah, "train_needle_model", no_training)
+        niah.main(args + ["--out", str(tmp_path / "b.csv")])
+    assert "evaluating the model trained before" in capsys.readouterr().out
+    first, again = (pd.read_csv(tmp_path / f).drop(columns=["wall_s"]) for f in ("a.csv", "b.csv"))
+    pd.testing.assert_frame_equal(first, again)
+
+    calls = []
+    with monkeypatch.context() as m:
+        real = niah.train_needle_model
+        m.setattr(niah, "train_needle_model", lambda *a, **k: calls.append(1) or real(*a, **k))
+        niah.main(args + ["--steps", "5", "--out", str(tmp_path / "c.csv")])
+    assert calls and "other steps" in capsys.readouterr().out
+    assert pd.read_csv(tmp_path / "c.csv")["steps"].eq(5).all()
+
+
+def test_save_model_is_refused_for_a_checkpoint(capsys):
+    with pytest.raises(SystemExit):
+        niah.main(["--checkpoint", "x", "--haystack", "y", "--save-model", "m", "--out", "z.csv"])
+    assert "--save-model" in capsys.readouterr().err

@@ -102,6 +102,8 @@ rule niah:
         schedule=f"--schedule {NIAH['schedule']}" if "schedule" in NIAH else "",
         lm_weight=f"--lm-weight {NIAH['lm_weight']}" if NIAH.get("lm_weight") else "",
         value_digits=f"--value-digits {NIAH['value_digits']} " if "value_digits" in NIAH else "",
+        # the trained model, kept so that a rerun after a cut evaluation does not train again (suite.eval.niah_saved)
+        saved=lambda w: f"{WORK}/niah_models/{w.arch}/{NIAH['size']}/seed{SEED}",
     shell:
         "{PY} suite.eval.niah --arch {wildcards.arch} --size {NIAH[size]} {CFG} --data-dir {DATA} "
         "--haystack {input.haystack} --format {NIAH[format]} {params.value_digits}"
@@ -110,7 +112,7 @@ rule niah:
         "{params.curriculum} "
         "--lengths {params.lengths} --depths {params.depths} "
         "--trials {NIAH[trials]} --seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} "
-        "--no-progress "
+        "--no-progress --save-model {params.saved} "
         "--out {output} > {log} 2>&1"
 
 

@@ -7,7 +7,9 @@ Two steps, one process (``python -m suite.eval.niah``):
    LEN:FRAC:ROWS[:QUERIES],...``: the first FRAC of the steps at LEN tokens with ROWS rows of QUERIES needles
    each (default ``--queries``), and so on) with the loss on the answer tokens only: the SFT
    regime of Sec. 3.2, so Orthros carries an output-stream token only at answer positions.
-   ``--checkpoint DIR`` instead evaluates an existing HF checkpoint (no training).
+   ``--checkpoint DIR`` instead evaluates an existing HF checkpoint (no training). ``--save-model DIR`` keeps the
+   trained model, and a later run with the same training arguments and code evaluates it without training again
+   (:mod:`suite.eval.niah_saved`): an evaluation cut by a time cap resumes.
 2. **Evaluate**: for every (context length, depth) cell, ``--trials`` prompts of exactly ``context_len`` tokens
    (held-out TEST text, one needle at the line boundary nearest the depth, then the question); the model
    greedily generates with its KV cache (``model.generate``, batch 1) a budget derived from the tokenizer (the
@@ -295,6 +297,42 @@ def _task(parser: argparse.ArgumentParser, a: argparse.Namespace, tokenizer, tra
         parser.error(f"--format {a.format}{digits}: {err}")
 
 
+TRAINING_ARGS = ("arch", "size", "config", "format", "value_digits", "train_len", "steps", "batch_size", "lr",
+                 "queries", "curriculum", "lm_weight", "replay", "schedule", "rope_theta", "seed", "dtype")
+
+
+def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tokens) -> tuple[torch.nn.Module, dict]:
+    """``(model, summary columns)``: trained now, or loaded from ``--save-model`` when it holds this training."""
+    from suite.eval.niah_saved import load_trained, save_trained, training_stamp
+
+    args = {k: getattr(a, k) for k in TRAINING_ARGS}
+    if a.config:  # the model's windows come from the study config: any change to it trains again
+        from suite.config import load_config
+
+        args["study_config"] = load_config(a.config)
+    stamp = training_stamp(args, len(tokenizer), len(train_tokens))
+    if a.save_model:
+        model, summary, why = load_trained(a.save_model, stamp, a.device)
+        if model is not None:
+            print(f"niah: evaluating the model trained before in {a.save_model} (same training arguments and code)")
+            return model, summary
+        print(f"niah: training ({why})")
+    model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
+    fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
+                             batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
+                             curriculum=a.curriculum, lm_weight=a.lm_weight, replay=a.replay,
+                             schedule=a.schedule, seed=a.seed, device=a.device, dtype=a.dtype,
+                             progress=not a.no_progress)
+    summary = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
+               "lm_weight": a.lm_weight, "replay": a.replay, "schedule": a.schedule,
+               "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),
+               "num_layers": model.config.num_hidden_layers,
+               "rope_theta": model.config.rope_theta if a.arch in ROPE_ARCHS else None}
+    if a.save_model:
+        save_trained(model, a.save_model, stamp, summary)
+    return model, summary
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
@@ -337,6 +375,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--profile", default="smoke")
     p.add_argument("--label-arch", default=None, help="arch column for --checkpoint runs")
+    p.add_argument("--save-model", default=None,
+                   help="folder keeping the trained model; a rerun with the same training arguments and code loads "
+                        "it instead of training (a fresh model only)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
@@ -346,6 +387,7 @@ def main(argv: list[str] | None = None) -> None:
         given = [flag for flag, value in (("--rope-theta", a.rope_theta), ("--lm-weight", a.lm_weight or None),
                                           ("--replay", a.replay or None), ("--schedule", a.schedule))
                  if value is not None]
+        given += ["--save-model"] if a.save_model else []
         if given:
             p.error(f"{', '.join(given)} shape a fresh model's training; a --checkpoint run trains nothing")
     a.schedule = a.schedule or "cosine"
@@ -378,19 +420,8 @@ def main(argv: list[str] | None = None) -> None:
         task = _task(p, a, tokenizer, train_tokens)
         if a.rope_theta is not None and not 0 < a.rope_theta < math.inf:
             p.error(f"--rope-theta {a.rope_theta} must be a finite number > 0")
-        model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
-        fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
-                                 batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
-                                 curriculum=a.curriculum, lm_weight=a.lm_weight, replay=a.replay,
-                                 schedule=a.schedule, seed=a.seed,
-                                 device=a.device, dtype=a.dtype,
-                                 progress=not a.no_progress)
+        model, extra = _trained_model(a, task, tokenizer, train_tokens)
         arch, train_len = a.arch, a.train_len
-        extra = {"tokens": fit["tokens"], "seq_len": a.train_len, "steps": a.steps, "train_loss": fit["final_loss"],
-                 "lm_weight": a.lm_weight, "replay": a.replay, "schedule": a.schedule,
-                 "train_s": round(fit["train_s"], 1), "window": getattr(model.config, "window_size", None),
-                 "num_layers": model.config.num_hidden_layers,
-                 "rope_theta": model.config.rope_theta if a.arch in ROPE_ARCHS else None}
     hay = haystack_ids(tokenizer, a.haystack)
     from models.backend import describe
 
