@@ -122,6 +122,22 @@ def test_failing_control_marks_table_cells_invalid():
     assert len(mqar_cells) and (mqar_cells["status"] == reason).all()
 
 
+def test_gpu_niah_rows_in_table3_follow_the_gpu_controls():
+    """Table 3 carries the gpu profile's NIAH beside the default one; each is gated by its own controls."""
+    rep = pd.DataFrame(columns=["model", "variant", "scale", "task_label", "metric", "value", "unit"])
+    gpu = niah_rows(transformer=0.8)
+    reason = ctl.invalid_reason(pd.DataFrame(ctl.niah_controls(gpu)), "niah")
+    table = recall_table(rep, None, niah_rows(), paper_cond="", missing="x",
+                         invalid={"niah": None, "gpu_niah": reason}, gpu_niah=gpu)
+    gpu_cells = table[table["task"].str.endswith("(gpu profile)")]
+    default_cells = table[table["task"].str.startswith("NIAH") & ~table["task"].str.endswith("(gpu profile)")]
+    assert len(gpu_cells) == 6 and (gpu_cells["status"] == reason).all()
+    assert default_cells["status"].str.startswith("measured only").all()
+    within = gpu_cells[gpu_cells["task"].str.contains("within") & (gpu_cells["model"] == "transformer")]
+    assert within["measured"].iloc[0] == pytest.approx(0.8)
+    assert not recall_table(rep, None, niah_rows(), paper_cond="", missing="x")["task"].str.contains("gpu").any()
+
+
 def test_noise_rule():
     a = pd.DataFrame({"seed": [1, 2, 3], "value": [5.00, 5.02, 4.98]})
     b = pd.DataFrame({"seed": [1, 2, 3], "value": [5.03, 5.01, 5.05]})

@@ -61,6 +61,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     m = load_measured(results, gpu_results)
     res, gpu = results or "<no --results>", gpu_results or "<no --gpu-results>"
     invalid = {exp: invalid_reason(m["controls"], exp) for exp in ("lm", "mqar", "niah")}
+    invalid["gpu_niah"] = invalid_reason(m["gpu_controls"], "niah")
 
     def miss(name: str, why: str = "") -> str:
         return f"{res}/{name}.csv missing" + (f" ({why})" if why else "")
@@ -78,7 +79,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
                                 paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
-                                invalid=invalid)),
+                                invalid=invalid, gpu_niah=m["gpu_niah"])),
         "table4": ("Table 4: end-to-end inference",
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
@@ -100,7 +101,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                invalid["lm"])
     written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
     written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
-                               invalid_reason(m["gpu_controls"], "niah"), name="fig3_gpu", profile="gpu")
+                               invalid["gpu_niah"], name="fig3_gpu", profile="gpu")
     written["figures"] += fig_mqar(m["mqar"], reported[reported["table"] == "Table 3"], out_f, miss("mqar"),
                                    invalid["mqar"])
     written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,

@@ -84,7 +84,7 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
             val, std, n = mean_std(ok) if len(ok) else (None, None, 0)
             status = "measured only: the paper reports no such metric; not comparable" if len(ok) else \
                 str(g["status"].iloc[0])
-            rows.append(dict(model=g[key].iloc[0], variant=g[key].iloc[0], scale=str(g["size"].iloc[0]) if "size" in g else "",
+            rows.append(dict(model=g[key].iloc[0], variant=g[key].iloc[0], scale=_first(g, "size"),
                              task=g["task"].iloc[0], metric=g["metric"].iloc[0], reported=None, measured=val,
                              measured_std=std, n_seeds=n, diff=None,
                              unit=str(g["unit"].iloc[0]) if "unit" in g else "", paper_scale_conditions="",
@@ -93,8 +93,26 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
-def _recall_views(mqar: pd.DataFrame | None, niah: pd.DataFrame | None) -> list[tuple[str, pd.DataFrame | None, str, str]]:
-    """(experiment, rows, label, column) of every measured recall view of Table 3."""
+def _first(frame: pd.DataFrame, column: str) -> str:
+    """The column's first non-empty value as text ("" when there is none)."""
+    values = frame[column].dropna() if column in frame else []
+    return str(values.iloc[0]) if len(values) else ""
+
+
+def _niah_views(niah: pd.DataFrame | None, name: str, suffix: str) -> list[tuple[str, pd.DataFrame | None, str, str]]:
+    if niah is None or "train_len" not in niah:
+        return [(name, niah, f"NIAH accuracy (mean over context x depth){suffix}", "accuracy")]
+    inside = niah["context_len"] <= pd.to_numeric(niah["train_len"], errors="coerce")
+    return [(name, niah[inside | (niah["status"] != "ok")], f"NIAH accuracy within the training length{suffix}",
+             "accuracy"),
+            (name, niah[~inside | (niah["status"] != "ok")], f"NIAH accuracy beyond the training length{suffix}",
+             "accuracy")]
+
+
+def _recall_views(mqar: pd.DataFrame | None, niah: pd.DataFrame | None,
+                  gpu_niah: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame | None, str, str]]:
+    """(experiment, rows, label, column) of every measured recall view of Table 3; the gpu profile's NIAH
+    (experiment "gpu_niah") only where its CSV exists."""
     views = []
     if mqar is not None and "accuracy_far" in mqar:
         ok = mqar[mqar["status"] == "ok"]
@@ -107,29 +125,26 @@ def _recall_views(mqar: pd.DataFrame | None, niah: pd.DataFrame | None) -> list[
                                       f"{kv} pairs)", "accuracy_far"))
     else:
         views.append(("mqar", mqar, "MQAR accuracy (mean over seq_len x kv pairs)", "accuracy"))
-    if niah is not None and "train_len" in niah:
-        inside = niah["context_len"] <= pd.to_numeric(niah["train_len"], errors="coerce")
-        views.append(("niah", niah[inside | (niah["status"] != "ok")], "NIAH accuracy within the training length",
-                      "accuracy"))
-        views.append(("niah", niah[~inside | (niah["status"] != "ok")], "NIAH accuracy beyond the training length",
-                      "accuracy"))
-    else:
-        views.append(("niah", niah, "NIAH accuracy (mean over context x depth)", "accuracy"))
+    views += _niah_views(niah, "niah", "")
+    if gpu_niah is not None:
+        views += _niah_views(gpu_niah, "gpu_niah", " (gpu profile)")
     return views
 
 
 def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.DataFrame | None, *, paper_cond: str,
-                 missing: str, invalid: dict[str, str | None] | None = None) -> pd.DataFrame:
+                 missing: str, invalid: dict[str, str | None] | None = None,
+                 gpu_niah: pd.DataFrame | None = None) -> pd.DataFrame:
     """Table 3: reported recall cells (never measured here: the 6 recall datasets are not available offline) plus
     measured MQAR (the control cell, all answers and those beyond SWA's receptive field) and NIAH (within and beyond
-    the training length) per arch as 'measured only' rows. ``invalid`` maps an experiment ("mqar", "niah") to its
+    the training length) per arch as 'measured only' rows, and the same NIAH rows of the gpu profile (``gpu_niah``,
+    trained to 32K and tested to 128K) where given. ``invalid`` maps an experiment ("mqar", "niah", "gpu_niah") to its
     failed-control text (``suite.eval.controls.invalid_reason``), which replaces the status of its cells."""
     invalid = invalid or {}
     rows = [dict(model=r.model, variant=r.variant, scale=r.scale, task=r.task_label, metric=r.metric, reported=r.value,
                  measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond, measured_scale_conditions="",
                  status="not run: recall datasets (DROP, NarrativeQA, SWDE, TriviaQA, FDA, SQuAD) unavailable offline")
             for r in reported.itertuples()]
-    for name, frame, label, column in _recall_views(mqar, niah):
+    for name, frame, label, column in _recall_views(mqar, niah, gpu_niah):
         if frame is None:
             rows.append(dict(model="all", variant="", scale="", task=label, metric=column, reported=None,
                              measured=None, diff=None, unit="fraction", paper_scale_conditions="",
@@ -141,7 +156,7 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
             status = "measured only: proxy for recall; not comparable with Table 3" if len(ok) else str(g["status"].iloc[0])
             if len(ok) and invalid.get(name):
                 status = invalid[name]
-            rows.append(dict(model=arch, variant="", scale=str(g["size"].iloc[0]) if "size" in g else "", task=label,
+            rows.append(dict(model=arch, variant="", scale=_first(g, "size"), task=label,
                              metric=column, reported=None, measured=value, n_seeds=1 if len(ok) else 0, diff=None,
                              unit="fraction", paper_scale_conditions="", measured_scale_conditions=scale_text(g, arch),
                              status=status))
