@@ -1,7 +1,7 @@
 """Transformer and sliding-window (SWA) baselines on the suite backbone (Sec. 4.1 baselines).
 
 Both use :class:`models.attention.Attention` (the Orthros mixer) single-stream, without the
-scale-offset, so they run the same kernels as Orthros (``models.backend``). The Transformer attends
+scale-offset, so they run the same kernels as Orthros (``models.kernels``). The Transformer attends
 all earlier tokens; SWA attends the last ``window_size`` tokens (the token itself included) and,
 like Orthros' base stream, stores every K/V but reads only the window.
 """

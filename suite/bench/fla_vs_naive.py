@@ -205,7 +205,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from models import backend as attention_backend
+    from models import kernels as attention_kernels
     from suite.provenance import provenance, read_csv, write_csv
 
     from .gpu_common import env_info
@@ -250,7 +250,7 @@ def main(argv=None) -> None:
     for arch in args.archs:
         start = time.time()
         row = throughput(arch, args.size, args.batch, args.train_seq_len, args.steps, args.warmup, device, args.seed)
-        kernels = attention_backend.describe(device)
+        kernels = attention_kernels.describe(device)
         if arch not in ("transformer", "swa", "orthros"):
             kernels += "+fla-triton" if device == "cuda" else "+fla-naive"
             if arch in ("gdn", "linear_hybrid", "orthros_h") and device == "cuda":

@@ -19,7 +19,7 @@ memory is added and later ``load_state_dict`` calls still reach them).
 :class:`PrefillRunner` runs a layer-major prefill with these functions, optionally in row chunks (each
 chunk's attention is bottom-right aligned over the keys it can reach: the window halo, or every earlier
 key), with the K/V cache kept in the model dtype (:class:`DenseKV`) or in FP8 (:class:`FP8KV`, e4m3 with
-one fp32 scale per (KV head, block of tokens)). Attention goes through :mod:`models.backend`.
+one fp32 scale per (KV head, block of tokens)). Attention goes through :mod:`models.kernels`.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models import backend
+from models import kernels
 from models.attention import two_stream_scale_offset
 from models.backbone import rope_cos_sin, rope_frequencies
 
@@ -479,7 +479,7 @@ class PrefillRunner:
         dev = ids.device
         C = T if self.chunk is None else min(self.chunk, T)
         chunks = [(s, min(s + C, T)) for s in range(0, T, C)]
-        backend.reset_usage()
+        kernels.reset_usage()
         h = m.model.embed_tokens(ids)  # [B, T, D], base rows
         dtype = h.dtype
         out_pos = torch.arange(T - n_out, T, device=dev)
@@ -497,7 +497,7 @@ class PrefillRunner:
                 if lo < s:
                     k_old, v_old = kv.read(i, lo, s)
                     k, v = torch.cat([k_old, k], dim=2), torch.cat([v_old, v], dim=2)
-                o = backend.attention(q, k, v, torch.arange(s - lo, e - lo, device=dev), w.window)
+                o = kernels.attention(q, k, v, torch.arange(s - lo, e - lo, device=dev), w.window)
                 del q
                 new = call_attn_out(fns, w, hc, token_major(o))
                 if len(chunks) == 1:
@@ -508,12 +508,12 @@ class PrefillRunner:
             if self.two_stream:
                 q, _, _ = call_attn_in(fns, w, "out", h_out, cos_o, sin_o, dynamic=False)
                 k, v = fresh if fresh is not None else kv.read(i, 0, T)
-                o = backend.attention(q, k, v, out_pos, None)
+                o = kernels.attention(q, k, v, out_pos, None)
                 h_out = call_attn_out(fns, w, h_out, token_major(o), dynamic=False)
             del fresh
         final = h_out if self.two_stream else h[:, T - n_out:]
         logits = m.lm_head(m.model.norm(final))
-        return PrefillResult(logits, kv, backend.kernels_used())
+        return PrefillResult(logits, kv, kernels.kernels_used())
 
 
 def prefill_flops_per_token_dense(config) -> float:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from models import backend
+from models import kernels
 from suite.common import kernels_summary
 from suite.provenance import provenance, read_csv, software_versions, write_csv
 
@@ -145,4 +145,4 @@ class RowWriter:
 
 
 def common_columns(device, dtype_name: str, profile: str = "gpu") -> dict:
-    return {"env": env_info(device), "prov": provenance(profile, 0, dtype_name, backend.describe(device), str(device))}
+    return {"env": env_info(device), "prov": provenance(profile, 0, dtype_name, kernels.describe(device), str(device))}

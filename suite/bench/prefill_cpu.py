@@ -30,7 +30,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from models import backend  # noqa: E402
+from models import kernels  # noqa: E402
 from models.sizes import count_parameters, get_size  # noqa: E402
 from suite.archs import ORTHROS_ARCHS  # noqa: E402
 from suite.common import int_list  # noqa: E402
@@ -107,7 +107,7 @@ def sweep(args) -> Path:
                 row["status"] = f"not run: {type(err).__name__}: {err}"[:300]
             rows.append(row)
             print(f"[prefill_cpu] {arch:12} T={T:6d} {row.get('ms', float('nan')):9.1f} ms  {row['status']}", flush=True)
-    prov = provenance(args.profile, 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
+    prov = provenance(args.profile, 0, "float32", kernels.describe("cpu"), "cpu", time.perf_counter() - start)
     out = Path(args.out or f"results/{args.profile}/prefill_cpu.csv")
     write_csv([{**{c: r.get(c) for c in COLUMNS}, **prov} for r in rows], out)
     return out
@@ -123,7 +123,7 @@ def prefill_128k(args) -> Path:
                peak_rss_gib=peak_rss_gib(), rss_before_prefill_gib=rss_before,
                kv_cache_gib=cache.memory_bytes() / 2**30, window=model.config.window_size, status="ok",
                weights="random init")
-    prov = provenance(args.profile, 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
+    prov = provenance(args.profile, 0, "float32", kernels.describe("cpu"), "cpu", time.perf_counter() - start)
     out = Path(args.out or f"results/{args.profile}/prefill_128k.csv")
     write_csv([{**row, **prov}], out)
     print(f"[prefill_cpu] orthros {args.size} T={T}: {ms / 1e3:.1f} s, peak RSS {row['peak_rss_gib']:.2f} GiB "

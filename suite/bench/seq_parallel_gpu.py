@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from models import backend
+from models import kernels
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
@@ -176,7 +176,7 @@ def _run(args, archs, lengths, layer_wise, device) -> list[dict]:
                 try:
                     if rank < g:
                         reset_peak(device)
-                        backend.reset_usage()
+                        kernels.reset_usage()
                         ms = scale * _time_ms(lambda: prefill_any(model, ids, groups[g]), device, groups[g],
                                               repeats, warmup)
                         kernel, peak = kernels_summary(), peak_gib(device)

@@ -217,7 +217,7 @@ def registry_factory(arch: str, size: str, **overrides) -> Callable[[int, int], 
 
 
 def kernel_label(device: str) -> str:
-    """Which kernels the last run used (``models.backend``'s attention kernels, or FLA's for the linear mixers)."""
+    """Which kernels the last run used (``models.kernels``'s attention kernels, or FLA's for the linear mixers)."""
     return kernels_summary("fla-naive" if torch.device(device).type == "cpu" else "fla-triton")
 
 
@@ -233,7 +233,7 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
     ``seq_len`` (``4 * kv > seq_len``) gets status ``"not run: ..."``. ``chance`` = 2 / vocab_size (uniform guess
     over the value half of the vocabulary).
     """
-    from models.backend import reset_usage
+    from models.kernels import reset_usage
 
     vocab = train_kwargs.get("vocab_size", 8192)
     far = num_layers * (window - 1) if window and num_layers else None

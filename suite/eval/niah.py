@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
                  "num_layers": model.config.num_hidden_layers,
                  "rope_theta": model.config.rope_theta if a.arch in ROPE_ARCHS else None}
     hay = haystack_ids(tokenizer, a.haystack)
-    from models.backend import describe
+    from models.kernels import describe
 
     rows = run_niah(model, tokenizer, task, hay, a.lengths, a.depths, a.trials, seed=a.seed, arch=arch,
                     size=a.size or "", train_len=train_len, profile=a.profile, dtype=a.dtype,
