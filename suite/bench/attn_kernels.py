@@ -39,17 +39,19 @@ import torch
 
 from models import kernels
 from suite.bench import cost_model as cm
-from suite.bench.gpu_common import RowWriter, common_columns, sync, time_ms
+from suite.bench.gpu_common import RowWriter, common_columns, errors, sync, time_ms
 
 NEW_KERNELS = ("torch-fa2",)  # what this issue adds; a disagreement stops the run (fail fast)
 USED_KERNELS = ("sdpa-flash", "fla-window", "torch-fa2")  # what the benchmarks run by default
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
-    out, ref = out.double(), ref.double()
+    """(rel_err, max_abs_err) of :func:`suite.bench.gpu_common.errors` in fp64 (reference norm floored at 1e-30);
+    both NaN when ``out`` holds a non-finite value."""
     if not torch.isfinite(out).all():
         return float("nan"), float("nan")
-    return float((out - ref).norm() / ref.norm().clamp_min(1e-30)), float((out - ref).abs().max())
+    err = errors(out, ref, torch.float64, floor=1e-30)
+    return err["rel_err"], err["max_abs_err"]
 
 
 def _qkv(B, H, Hkv, Tq, Tk, d, device, dtype, seed):

@@ -45,6 +45,7 @@ from suite.bench.gpu_common import (
     RowWriter,
     common_columns,
     copy_bandwidth,
+    errors,
     free,
     model_kernels,
     peak_gib,
@@ -115,7 +116,7 @@ def check_engine(device, steps: int = 40, archs=("orthros", "transformer"), **en
             with torch.inference_mode():
                 for n in (0, steps // 2, steps - 1):
                     ref = model(seq[:, :50 + n]).logits[:, -1]
-                    worst = max(worst, (logits[n] - ref).abs().max().item())
+                    worst = max(worst, errors(logits[n], ref, torch.float32)["max_abs_err"])
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     return worst

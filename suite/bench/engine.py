@@ -485,9 +485,10 @@ class Engine:
             restore()
             out[mode] = (logits, self.logits.float().clone())
         self.set_compiled(True)
+        from suite.bench.gpu_common import errors
 
         def rel(a, b):
-            return float((a - b).norm() / b.norm())
+            return errors(a, b, torch.float32)["rel_err"]
 
         return {"prefill_rel": rel(out[True][0], out[False][0]), "decode_rel": rel(out[True][1], out[False][1])}
 

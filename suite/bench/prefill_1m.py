@@ -37,7 +37,7 @@ import torch
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
-from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, timed
+from suite.bench.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed
 from suite.provenance import read_csv
 
 
@@ -46,9 +46,9 @@ def compare(x: torch.Tensor, y: torch.Tensor) -> dict:
     the max difference in units of y's RMS."""
     x, y = x.float(), y.float()
     rms = float(y.pow(2).mean().sqrt())
-    diff = (x - y).abs()
-    return {"top1_agreement": float((x.argmax(-1) == y.argmax(-1)).float().mean()), "max_abs": float(diff.max()),
-            "rel_err": float((x - y).norm() / y.norm()), "logit_rms": rms, "max_abs_over_rms": float(diff.max()) / rms,
+    err = errors(x, y, torch.float32)
+    return {"top1_agreement": float((x.argmax(-1) == y.argmax(-1)).float().mean()), "max_abs": err["max_abs_err"],
+            "rel_err": err["rel_err"], "logit_rms": rms, "max_abs_over_rms": err["max_abs_err"] / rms,
             "finite": bool(torch.isfinite(x).all())}
 
 

@@ -50,6 +50,7 @@ from suite.bench.gpu_common import (
     RowWriter,
     common_columns,
     copy_bandwidth,
+    errors,
     free,
     model_kernels,
     peak_gib,
@@ -310,7 +311,7 @@ def main(argv=None) -> list[dict]:
             try:
                 want = model(ids, logits_to_keep=1).logits.float()
                 got = runners[arch].run(ids, n_out=1).logits.float()
-                rel = float((got - want).norm() / want.norm())
+                rel = errors(got, want, torch.float32)["rel_err"]
                 ok = bool(torch.isfinite(got).all()) and rel <= PATH_CHECK_REL
                 status = "pass" if ok else "fail"
             except Exception as err:
