@@ -115,6 +115,7 @@ def test_unknown_arch_and_bad_window_raise():
     with pytest.raises(ValueError, match="seq_len"):
         swa_window(2)
     assert swa_window(2048) == 512 and swa_window(256) == 64
+    assert build("swa", "1M").config.window_size == swa_window(2048)  # the default window is the rule's
 
 
 # ---------------------------------------------------------------- CPU routes vs independent references
