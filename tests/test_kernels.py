@@ -74,6 +74,43 @@ def test_forced_kernels_that_cannot_run_raise(forced):
         kernels.attention(q, k, v, torch.arange(7), key_mask=torch.ones(1, 7, dtype=torch.bool))
 
 
+def test_fla_window_kernel_loads_through_the_fla_version_check(monkeypatch):
+    """The fla-window kernel (FLA's parallel_attn, its int32 offset limit) is FLA 0.6's: an FLA version the suite
+    was not checked against is refused when the kernel is first looked up (models.fla_check), not silently used."""
+    import fla
+
+    from models import fla_check
+
+    assert fla_check.window_kernel() is not None  # FLA 0.6.0 is installed (pyproject.toml pins it)
+    monkeypatch.setattr(fla, "__version__", "0.9.9")
+    monkeypatch.setattr(kernels, "_fla_checked", False)
+    message = r"flash-linear-attention 0\.9\.9 is installed, .* models/kernels\.py calls fla\.ops\.attn\.parallel"
+    with pytest.raises(RuntimeError, match=message):
+        kernels._fla_window()
+    assert kernels._fla_checked is False  # a refused version is refused again on the next call
+
+
+def test_fla_is_imported_below_its_layer_api_only_behind_the_version_check():
+    """Outside tests, FLA is imported by models/fla_check.py, baselines/fla_internals.py (both checked) and for its
+    public layers (``fla.layers``) by baselines/fla_mixers.py, which runs fla_internals.install() first."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doors = {"models/fla_check.py", "baselines/fla_internals.py"}
+    found = set()
+    for package in ("models", "baselines", "suite", "scripts"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+                for name in names:
+                    if name == "fla" or name.startswith("fla."):
+                        found.add((str(path.relative_to(root)), name))
+    assert {path for path, _ in found} == doors | {"baselines/fla_mixers.py"}, found
+    assert {name for path, name in found if path not in doors} == {"fla.layers"}, found
+
+
 @pytest.mark.parametrize("window", [None, 3])
 def test_auto_and_blocked_match_the_naive_reference(forced, window):
     q, k, v = _qkv(3, 9, seed=2)
