@@ -31,9 +31,6 @@ import torch
 
 from suite.common import DTYPES as TORCH_DTYPES
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
 MIXERS = ("gdn", "gla", "retnet")
 THROUGHPUT_ARCHS = ("transformer", "swa", "orthros", "gdn", "gla", "retnet", "linear_hybrid", "orthros_h")
 TOLERANCE = {"fp32": 5e-3, "bf16": 3e-2}  # relative (Frobenius) error
@@ -205,6 +202,10 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
+    # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
+    # transformers, through models), so they are set here, before the lazy imports below and in the helpers.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     from models import kernels as attention_kernels
     from suite.provenance import provenance, read_csv, write_csv
 
