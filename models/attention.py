@@ -20,7 +20,9 @@ The math is written once, as public methods that the model's ``forward``, the E2
 (:mod:`suite.bench.engine`) and the sequence-parallel prefill (:mod:`suite.bench.seq_parallel`) call:
 :meth:`Attention.project` (Eqs. 4-5; :meth:`Attention.project_decode` is its one-step form with RoPE),
 :meth:`Attention.attend` (both streams' attention) and :meth:`Attention.output` (W_O). The fused
-functions of :mod:`suite.bench.fused` restate the same math as functions of tensors for ``torch.compile``.
+functions of :mod:`suite.bench.fused` regroup the same math as functions of tensors for ``torch.compile``, calling
+:func:`two_stream_scale_offset` and :func:`models.backbone.rotate_half_rope` (through ``apply_rope_token_major``);
+they keep their own one-GEMM Q/K/V projection over concatenated weights.
 """
 from __future__ import annotations
 
