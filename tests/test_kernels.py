@@ -156,7 +156,8 @@ def test_torch_fa2_arguments_give_the_bottom_right_window(Tq, Tk, window):
     q, k, v = _qkv(Tq, Tk, seed=3)
     q_index = torch.arange(Tk - Tq, Tk)
     mask = _fa2_rule(Tq, Tk, True, **kernels.fa2_window_args(window, Tk))
-    torch.testing.assert_close(_masked_fp64(q, k, v, mask), naive_attention(q, k, v, q_index, window), atol=1e-9, rtol=0)
+    torch.testing.assert_close(_masked_fp64(q, k, v, mask), naive_attention(q, k, v, q_index, window), atol=1e-9,
+                               rtol=0)
 
 
 def test_torch_fa2_refuses_what_it_cannot_compute(forced):
@@ -183,7 +184,8 @@ def test_fla_window_int32_guard():
 def test_prefer_kernels_orders_and_validates():
     try:
         kernels.prefer_kernels(["torch-fa2"], ["torch-fa2", "fla-window"])
-        assert kernels.kernel_order()[0] == "torch-fa2" and kernels.kernel_order(True)[:2] == ("torch-fa2", "fla-window")
+        assert kernels.kernel_order()[0] == "torch-fa2"
+        assert kernels.kernel_order(True)[:2] == ("torch-fa2", "fla-window")
         assert sorted(kernels.kernel_order()) == sorted(kernels.KERNELS)
         with pytest.raises(ValueError, match="unknown kernel"):
             kernels.prefer_kernels(["fa3"])

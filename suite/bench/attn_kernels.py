@@ -341,7 +341,8 @@ def main(argv=None) -> int:
     failures += decode_failures + engine_failures
     # prefill kernels and the engine's chunked prefill stop the run; the FA2 decode path is optional: it is
     # switched off (fa2_ok false: the engine keeps its matmul decode attention) and the run goes on
-    new_bad = [f for f in failures if any(f.startswith(k) for k in NEW_KERNELS + USED_KERNELS) or f.startswith("engine")]
+    new_bad = [f for f in failures
+               if any(f.startswith(k) for k in NEW_KERNELS + USED_KERNELS) or f.startswith("engine")]
     decode_bad = [f for f in failures if f.startswith("decode")]
     choice = {"full": None, "window": None, "fa2_ok": not decode_bad,
               "failed": sorted({f.split(":")[0] for f in failures if f.split(":")[0] in kernels.KERNELS})}

@@ -123,7 +123,8 @@ def check_engine(device, steps: int = 40, archs=("orthros", "transformer"), **en
 
 
 def time_decode(engine: Engine, context: int, steps: int, device) -> float:
-    """Mean ms of ``steps`` decode steps starting with ``context`` tokens cached (cache values are whatever is there)."""
+    """Mean ms of ``steps`` decode steps starting with ``context`` tokens cached (cache values are whatever is
+    there)."""
     def seek():
         engine.length = context
         engine.pos.fill_(context)
@@ -177,7 +178,8 @@ def main(argv=None) -> list[dict]:
         raise ValueError("--device cuda but CUDA is not available")
     from models import kernels
 
-    choice = json.loads(Path(args.attn_choice).read_text()) if args.attn_choice and Path(args.attn_choice).exists() else {}
+    has_choice = args.attn_choice and Path(args.attn_choice).exists()
+    choice = json.loads(Path(args.attn_choice).read_text()) if has_choice else {}
     kernels.prefer_kernels([k for k in [choice.get("full")] if k and k != "blocked"],
                            [k for k in [choice.get("window")] if k and k != "blocked"])
     decode_attn = args.decode_attn
@@ -254,7 +256,8 @@ def main(argv=None) -> list[dict]:
                        target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
                               f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
                        status="pass" if ok else "fail")
-            print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}", flush=True)
+            print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}",
+                  flush=True)
             engine.prefill(warm_ids)
             engine.decode(2)
         try:
@@ -280,7 +283,8 @@ def main(argv=None) -> list[dict]:
             ttft = statistics.median(runs)
             prefill_kernels = model_kernels(model, device)
             steps = outp - 1
-            contexts = [inp] if steps <= args.full_decode_max else [inp, inp + steps // 2, max(inp, inp + steps - args.sample_steps)]
+            contexts = ([inp] if steps <= args.full_decode_max
+                        else [inp, inp + steps // 2, max(inp, inp + steps - args.sample_steps)])
             step_ms = []
             if steps == 0:
                 decode_s, method = 0.0, "measured"

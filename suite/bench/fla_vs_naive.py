@@ -86,8 +86,9 @@ def crosscheck(mixer_name: str, size: str, seq_len: int, dtype_name: str, device
     mixer = type(config).make_mixer(config, 0).to(device=device, dtype=DTYPES[dtype_name])
     x = torch.randn(1, seq_len, config.hidden_size, device=device, dtype=DTYPES[dtype_name])
     weight = torch.randn(1, seq_len, config.hidden_size, device=device)
-    ctx = MixerContext(positions=torch.arange(seq_len, device=device)[None], q_index=torch.arange(seq_len, device=device),
-                       out_index=torch.arange(seq_len, device=device), key_mask=None, attention_mask=None, cache=None)
+    ctx = MixerContext(positions=torch.arange(seq_len, device=device)[None],
+                       q_index=torch.arange(seq_len, device=device), out_index=torch.arange(seq_len, device=device),
+                       key_mask=None, attention_mask=None, cache=None)
     base = {"mixer": mixer_name, "size": size, "seq_len": seq_len, "dtype": dtype_name,
             "tolerance": TOLERANCE[dtype_name]}
     status = {"forward": "ok", "backward": "ok"}

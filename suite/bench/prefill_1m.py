@@ -136,8 +136,9 @@ def main(argv=None) -> list[dict]:
         flops = cm.prefill_flops(shape, T, "orthros", args.window)["total"]
         tflops = flops / ms / 1e9
         done = bool(torch.isfinite(out.logits).all())
-        writer.add(**common, method="full-model (fp8 kv, chunked)", seq_len=T, n_out=1, ms=ms, tokens_per_s=T / ms * 1e3,
-                   tflops=tflops, mfu=tflops / matmul if matmul else None, peak_mem_gib=peak_gib(device),
+        writer.add(**common, method="full-model (fp8 kv, chunked)", seq_len=T, n_out=1, ms=ms,
+                   tokens_per_s=T / ms * 1e3, tflops=tflops, mfu=tflops / matmul if matmul else None,
+                   peak_mem_gib=peak_gib(device),
                    kv_cache_gib=kv.nbytes() / 2**30, kv="fp8 e4m3, fp32 scale per (layer, KV head, block)",
                    kernel="+".join(sorted(out.kernels)),
                    status="ok" if done else "fail: non-finite logits")

@@ -105,7 +105,8 @@ def sweep(args) -> Path:
             except Exception as err:
                 row["status"] = f"not run: {type(err).__name__}: {err}"[:300]
             rows.append(row)
-            print(f"[prefill_cpu] {arch:12} T={T:6d} {row.get('ms', float('nan')):9.1f} ms  {row['status']}", flush=True)
+            print(f"[prefill_cpu] {arch:12} T={T:6d} {row.get('ms', float('nan')):9.1f} ms  {row['status']}",
+                  flush=True)
     prov = provenance(args.profile, 0, "float32", kernels.describe("cpu"), "cpu", time.perf_counter() - start)
     out = Path(args.out or f"results/{args.profile}/prefill_cpu.csv")
     write_csv([{**{c: r.get(c) for c in COLUMNS}, **prov} for r in rows], out)

@@ -66,7 +66,8 @@ PATH_CHECK_REL = 0.1
 
 
 def measure_rates(shape: cm.Shape, device, dtype, T: int, matmul_n: int, window: int) -> dict:
-    """Kernel rates of this device (TFLOP/s, bytes/s) in the :class:`cost_model.Rates` fields, plus ``matmul_tflops``."""
+    """Kernel rates of this device (TFLOP/s, bytes/s) in the :class:`cost_model.Rates` fields, plus
+    ``matmul_tflops``."""
     g = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype, generator=g)
     b = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype, generator=g)
@@ -94,7 +95,8 @@ def measure_rates(shape: cm.Shape, device, dtype, T: int, matmul_n: int, window:
 
 
 def attention_kernel(shape: cm.Shape, T: int, device, dtype, window: int | None) -> dict:
-    """One attention call at the model's head layout through ``models.kernels`` (full causal or window): ms, TFLOP/s, kernel."""
+    """One attention call at the model's head layout through ``models.kernels`` (full causal or window): ms,
+    TFLOP/s, kernel."""
     g = torch.Generator(device=device).manual_seed(1)
     q = torch.randn(1, shape.heads, T, shape.head_dim, device=device, dtype=dtype, generator=g)
     k = torch.randn(1, shape.kv_heads, T, shape.head_dim, device=device, dtype=dtype, generator=g)
@@ -239,7 +241,8 @@ def main(argv=None) -> list[dict]:
     matmul = measured["matmul_tflops"]
 
     common = common_columns(device, args.dtype)
-    writer = RowWriter(out_dir / "prefill.csv", common, keep=(lambda r: r["model"] not in archs) if args.append else None)
+    keep = (lambda r: r["model"] not in archs) if args.append else None
+    writer = RowWriter(out_dir / "prefill.csv", common, keep=keep)
     if args.keep_from and Path(args.keep_from).exists():
         from suite.provenance import read_csv
 

@@ -46,7 +46,8 @@ COLUMNS = ("arch", "gpus", "seq_len", "ms", "speedup", "predicted_speedup", "met
 
 
 def parse_layer_wise(text: str) -> dict[str, int]:
-    """``"transformer=262144,orthros=1048576"`` -> {arch: first length timed layer-wise}; ValueError naming a bad entry."""
+    """``"transformer=262144,orthros=1048576"`` -> {arch: first length timed layer-wise}; ValueError naming a bad
+    entry."""
     out = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         arch, _, value = item.partition("=")

@@ -264,7 +264,8 @@ def _phases(text: str) -> list[tuple]:
                 raise ValueError
             phases.append((int(fields[0]), float(fields[1]), *map(int, fields[2:])))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS[:QUERIES],..., got {item!r} in {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected LEN:FRAC:ROWS[:QUERIES],..., got {item!r} in {text!r}") from None
     try:
         check_curriculum(phases)
     except ValueError as err:
@@ -307,7 +308,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--haystack", required=True, help="held-out text file (the TEST split, e.g. <data_dir>/test.txt)")
     p.add_argument("--format", choices=FORMATS, default="ruler")
     p.add_argument("--value-digits", type=int, default=None,
-                   help="digits of a needle's number (default 7; the rare format's values are word pieces: not allowed)")
+                   help="digits of a needle's number (default 7; the rare format's values are word pieces: "
+                        "not allowed)")
     p.add_argument("--train-len", type=int, default=128, help="training length in tokens")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=32)

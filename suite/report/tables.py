@@ -78,14 +78,15 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
                 base.update(status="not run: not measured by this suite (no row in results)")
         rows.append(base)
     if measured is not None:
-        for _, g in measured.drop(index=list(used)).groupby([key, "task", "metric"] + (["size"] if "size" in measured else []),
-                                                             sort=False, dropna=False):
+        by = [key, "task", "metric"] + (["size"] if "size" in measured else [])
+        for _, g in measured.drop(index=list(used)).groupby(by, sort=False, dropna=False):
             ok = g[g["status"] == "ok"]
             val, std, n = mean_std(ok) if len(ok) else (None, None, 0)
             status = "measured only: the paper reports no such metric; not comparable" if len(ok) else \
                 str(g["status"].iloc[0])
-            rows.append(dict(model=g[key].iloc[0], variant=g[key].iloc[0], scale=str(g["size"].iloc[0]) if "size" in g else "",
-                             task=g["task"].iloc[0], metric=g["metric"].iloc[0], reported=None, measured=val,
+            rows.append(dict(model=g[key].iloc[0], variant=g[key].iloc[0],
+                             scale=str(g["size"].iloc[0]) if "size" in g else "", task=g["task"].iloc[0],
+                             metric=g["metric"].iloc[0], reported=None, measured=val,
                              measured_std=std, n_seeds=n, diff=None,
                              unit=str(g["unit"].iloc[0]) if "unit" in g else "", paper_scale_conditions="",
                              measured_scale_conditions=scale_text(g, str(g[key].iloc[0])),
@@ -93,7 +94,8 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
-def _recall_views(mqar: pd.DataFrame | None, niah: pd.DataFrame | None) -> list[tuple[str, pd.DataFrame | None, str, str]]:
+def _recall_views(mqar: pd.DataFrame | None,
+                  niah: pd.DataFrame | None) -> list[tuple[str, pd.DataFrame | None, str, str]]:
     """(experiment, rows, label, column) of every measured recall view of Table 3."""
     views = []
     if mqar is not None and "accuracy_far" in mqar:
@@ -138,7 +140,8 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
         for arch, g in frame.groupby("arch", sort=False):
             ok = g[g["status"] == "ok"]
             value = pd.to_numeric(ok[column], errors="coerce").mean() if len(ok) else None
-            status = "measured only: proxy for recall; not comparable with Table 3" if len(ok) else str(g["status"].iloc[0])
+            status = ("measured only: proxy for recall; not comparable with Table 3" if len(ok)
+                      else str(g["status"].iloc[0]))
             if len(ok) and invalid.get(name):
                 status = invalid[name]
             rows.append(dict(model=arch, variant="", scale=str(g["size"].iloc[0]) if "size" in g else "", task=label,
@@ -231,7 +234,8 @@ def format_table(frame: pd.DataFrame, title: str, paper_cond: str, note: str = "
                                                                       view["n_seeds"])]
         view = view.drop(columns=["measured_std", "n_seeds"])
     for col in ["reported", "diff"] + ([] if "measured_std" in frame else ["measured"]):
-        view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v) else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
+        view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v)
+                                  else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
     parts = [f"# {title}", "", f"Paper scale & conditions: {paper_cond}", ""]
     if note:
         parts += [note, ""]
