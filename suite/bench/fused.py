@@ -27,7 +27,6 @@ one fp32 scale per (KV head, block of tokens)). Attention goes through :mod:`mod
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -512,13 +511,3 @@ class PrefillRunner:
         logits = m.lm_head(m.model.norm(final))
         return PrefillResult(logits, kv, kernels.kernels_used())
 
-
-def prefill_flops_per_token_dense(config) -> float:
-    """Dense FLOPs per base token of one layer (for quick MFU arithmetic in notes; the cost model is authoritative)."""
-    c = config
-    qd, kd = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-    return 2 * c.hidden_size * (2 * qd + 2 * kd) + 6 * c.hidden_size * c.intermediate_size
-
-
-def sqrt_scale(d: int) -> float:
-    return 1.0 / math.sqrt(d)
