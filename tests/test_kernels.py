@@ -211,12 +211,17 @@ def _naive_decode(q, k_cache, v_cache, used, window):
     return out
 
 
+def _decode_case(d: int, capacity: int, used: list[int]):
+    """q [2, 4, 1, d], token-major caches [2, capacity, 2, d] (GQA 4:2) and ``used`` as int32, seeded."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 1, d, generator=g)
+    k_cache, v_cache = torch.randn(2, capacity, 2, d, generator=g), torch.randn(2, capacity, 2, d, generator=g)
+    return q, k_cache, v_cache, torch.tensor(used, dtype=torch.int32)
+
+
 @pytest.mark.parametrize("window", [None, 3])
 def test_decode_attention_matches_naive_loop(window):
-    g = torch.Generator().manual_seed(5)
-    q = torch.randn(2, 4, 1, 8, generator=g)
-    k_cache, v_cache = torch.randn(2, 12, 2, 8, generator=g), torch.randn(2, 12, 2, 8, generator=g)
-    used = torch.tensor([9, 4], dtype=torch.int32)
+    q, k_cache, v_cache, used = _decode_case(8, 12, [9, 4])
     kernels.reset_usage()
     got = kernels.decode_attention(q, k_cache, v_cache, used, 10, window)
     assert kernels.kernels_used() == {"blocked": 1}
@@ -303,10 +308,7 @@ def test_torch_fa2_on_gpu_matches_the_fp64_naive_loop(forced, Tq, Tk, window):
 @cuda_fa2
 @pytest.mark.parametrize("window", [None, 3])
 def test_decode_attention_fa2_on_gpu_matches_the_fp64_naive_loop(window):
-    g = torch.Generator().manual_seed(5)
-    q = torch.randn(2, 4, 1, 64, generator=g)
-    k_cache, v_cache = torch.randn(2, 40, 2, 64, generator=g), torch.randn(2, 40, 2, 64, generator=g)
-    used = torch.tensor([33, 7], dtype=torch.int32)
+    q, k_cache, v_cache, used = _decode_case(64, 40, [33, 7])
     kernels.reset_usage()
     got = kernels.decode_attention(*[x.cuda().bfloat16() for x in (q, k_cache, v_cache)], used.cuda(), 36, window)
     assert kernels.kernels_used() == {"torch-fa2": 1}
