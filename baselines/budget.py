@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import torch
 
+from models.sizes import count_parameters
+
 MLP_MULTIPLE = 8
 
 
 def mixer_parameters(config, make_mixer) -> int:
     """Parameters of all ``num_hidden_layers`` mixers ``make_mixer(config, i)``, counted on the meta device."""
     with torch.device("meta"):
-        return sum(p.numel() for i in range(config.num_hidden_layers) for p in make_mixer(config, i).parameters())
+        return sum(count_parameters(make_mixer(config, i)) for i in range(config.num_hidden_layers))
 
 
 def orthros_mixer_parameters(config) -> int:

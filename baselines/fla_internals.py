@@ -12,10 +12,10 @@ and both live here only:
 plus :func:`read_state` and :func:`retnet_rotary_hook`, which rely on the same conventions and attributes.
 Neither module globals nor layer attributes are FLA API: a release may rename, re-sign or re-layout them, and
 a patch that no longer matches fails silently (the original kernel runs, or a wrong tensor is read).
-:func:`check_fla_version` therefore refuses any FLA version this module was not checked against
-(``CHECKED_FLA_VERSIONS``), naming the installed and the checked versions; :func:`install`, which every FLA mixer
-build calls first (``baselines.fla_mixers``), runs it. To move to a new FLA release, run tests/test_baselines.py
-and the GPU cross-check (``suite/bench/fla_vs_naive.py``) on it, then add its version.
+:func:`models.fla_check.check_fla_version` (the one check, shared with the ``fla-window`` attention kernel of
+:mod:`models.kernels`) therefore refuses any FLA version the suite was not checked against (``CHECKED_FLA_VERSIONS``
+there), naming the installed and the checked versions; :func:`install`, which every FLA mixer build calls first
+(``baselines.fla_mixers``), runs it. To move to a new FLA release, follow :mod:`models.fla_check`.
 
 CPU route. FLA 0.6 has no CPU backend: every layer forward raises ``RuntimeError: 0 active drivers`` on CPU,
 from its Triton kernels and also from its Triton norms, short convolution and rotary embedding
@@ -53,9 +53,8 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
-# FLA releases this module was checked against (tests/test_baselines.py on CPU, suite/bench/fla_vs_naive.py on an
-# H200); pyproject.toml pins flash-linear-attention to the same release.
-CHECKED_FLA_VERSIONS = ("0.6.0",)
+from models.fla_check import check_fla_version
+
 _INSTALLED = False
 CPU_CHUNK = 16  # chunk length of the chunked references on CPU (any length gives the same result)
 _FORCE = False
@@ -294,29 +293,6 @@ def rotary_embedding_cpu(x, cos, sin, interleaved=False, inplace=False, seqlen_o
         seq = torch.repeat_interleave(torch.arange(len(lens), device=x.device), lens)
         pos = (torch.arange(T, device=x.device) - cu_seqlens.long()[seq] + offsets.expand(len(lens))[seq])[None]
     return rotary_embedding_ref(x, cos[pos], sin[pos], interleaved=interleaved)
-
-
-# ---------------------------------------------------------------- version check
-
-def check_fla_version(installed: str | None = None) -> str:
-    """The installed FLA version (``fla.__version__``, or ``installed``) if this module was checked against it.
-
-    Raises:
-        RuntimeError: naming the installed version and the checked ones, for any other version.
-    """
-    if installed is None:
-        import fla
-
-        installed = str(getattr(fla, "__version__", "unknown"))
-    if installed not in CHECKED_FLA_VERSIONS:
-        raise RuntimeError(
-            f"flash-linear-attention {installed} is installed, but baselines/fla_internals.py was checked against "
-            f"flash-linear-attention {', '.join(CHECKED_FLA_VERSIONS)} only: it patches FLA module globals (CPU route) "
-            f"and re-implements GatedDeltaNet from FLA layer attributes (Orthros-H), none of which is FLA API. "
-            f"Install flash-linear-attention=={CHECKED_FLA_VERSIONS[-1]} (pyproject.toml), or check this module "
-            f"against {installed} (tests/test_baselines.py, suite/bench/fla_vs_naive.py) and add it to "
-            f"CHECKED_FLA_VERSIONS.")
-    return installed
 
 
 # ---------------------------------------------------------------- installation

@@ -188,7 +188,8 @@ def _model(name: str, config_cls, two_stream: bool = False):
     cls = type(name, (SuiteForCausalLM,), {"config_class": config_cls, "two_stream": two_stream,
                                            "make_mixer": staticmethod(config_cls.make_mixer),
                                            "__module__": __name__,
-                                           "__doc__": f"Causal LM on the suite backbone with {config_cls.__name__} mixers."})
+                                           "__doc__": f"Causal LM on the suite backbone with {config_cls.__name__} "
+                                                      "mixers."})
     return cls
 
 

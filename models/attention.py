@@ -20,14 +20,16 @@ The math is written once, as public methods that the model's ``forward``, the E2
 (:mod:`suite.bench.engine`) and the sequence-parallel prefill (:mod:`suite.bench.seq_parallel`) call:
 :meth:`Attention.project` (Eqs. 4-5; :meth:`Attention.project_decode` is its one-step form with RoPE),
 :meth:`Attention.attend` (both streams' attention) and :meth:`Attention.output` (W_O). The fused
-functions of :mod:`suite.bench.fused` restate the same math as functions of tensors for ``torch.compile``.
+functions of :mod:`suite.bench.fused` regroup the same math as functions of tensors for ``torch.compile``, calling
+:func:`two_stream_scale_offset` and :func:`models.backbone.rotate_half_rope` (through ``apply_rope_token_major``);
+they keep their own one-GEMM Q/K/V projection over concatenated weights.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from . import backend
+from . import kernels
 from .backbone import MixerContext, SuiteConfig, apply_rope
 
 
@@ -176,16 +178,16 @@ class Attention(nn.Module):
 
         Base query t attends keys ``q_index[t] - w < j <= q_index[t]`` (w = ``window_size``; None: every earlier key).
         Output query i attends every key ``j <= q_index[out_index[i]]`` at its token's original position (RoPE and
-        causality), through :func:`models.backend.attention`.
+        causality), through :func:`models.kernels.attention`.
 
         Returns:
             ``[B, H, T + T_out, d]`` (q's dtype): the base rows, then the output rows.
         """
         cos, sin = rope
-        outs = [backend.attention(apply_rope(q_base, cos, sin), k, v, q_index, self.window, key_mask)]
+        outs = [kernels.attention(apply_rope(q_base, cos, sin), k, v, q_index, self.window, key_mask)]
         if q_out.shape[2]:
             q_out = apply_rope(q_out, cos[:, out_index], sin[:, out_index])
-            outs.append(backend.attention(q_out, k, v, q_index[out_index], None, key_mask))
+            outs.append(kernels.attention(q_out, k, v, q_index[out_index], None, key_mask))
         return torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
 
     def output(self, o: torch.Tensor) -> torch.Tensor:

@@ -230,12 +230,23 @@ def rope_cos_sin(positions: torch.Tensor, frequencies: tuple[torch.Tensor, float
     return cos.to(dtype), sin.to(dtype)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` [B, H, T, d] by cos/sin [B, T, d] (rotate-half convention)."""
-    cos, sin = cos[:, None], sin[:, None]
+def rotate_half_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE's rotation over ``x``'s last dim (rotate-half convention): ``x * cos + rotate_half(x) * sin``, with cos
+    and sin already broadcastable to x. The one RoPE formula: :func:`apply_rope` (head-major) and
+    :func:`apply_rope_token_major` (the fused benchmark functions, :mod:`suite.bench.fused`) call it."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos + rotated * sin
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` [B, H, T, d] by cos/sin [B, T, d] (rotate-half convention)."""
+    return rotate_half_rope(x, cos[:, None], sin[:, None])
+
+
+def apply_rope_token_major(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """:func:`apply_rope` of token-major ``x`` [B, T, H, d] (cos/sin [B, T, d])."""
+    return rotate_half_rope(x, cos[:, :, None], sin[:, :, None])
 
 
 class SuiteCache:

@@ -31,7 +31,8 @@ def orthros_config_from(source_config, window_size: int = 128, scale_offset: boo
     cfg = source_config
     model_type = getattr(cfg, "model_type", "")
     if model_type not in _HF_TYPES and model_type != "suite_transformer":
-        raise ValueError(f"cannot convert model_type={model_type!r}; supported: {', '.join(_HF_TYPES)}, suite_transformer")
+        raise ValueError(f"cannot convert model_type={model_type!r}; supported: {', '.join(_HF_TYPES)}, "
+                         "suite_transformer")
     if getattr(cfg, "mlp_bias", False):
         raise ValueError("source model has MLP biases; the suite backbone has none")
     return OrthrosConfig(

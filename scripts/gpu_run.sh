@@ -164,8 +164,8 @@ try:
     import torch
     names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     print("cuda", torch.version.cuda, "devices", names)
-    from models import backend
-    print("backend", backend.describe("cuda" if torch.cuda.is_available() else "cpu"))
+    from models import kernels
+    print("backend", kernels.describe("cuda" if torch.cuda.is_available() else "cpu"))
 except Exception as exc:  # noqa: BLE001
     print("backend: not described", exc)
 PY

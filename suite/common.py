@@ -46,12 +46,12 @@ def int_list(text, name: str = "values", *, minimum: int | None = 1, allow_empty
 
 
 def kernels_summary(fallback: str = "none") -> str:
-    """The attention kernels ``models.backend`` ran since its last ``reset_usage()``, sorted and joined with "+"
+    """The attention kernels ``models.kernels`` ran since its last ``reset_usage()``, sorted and joined with "+"
     (e.g. ``fla-window+sdpa-flash``), or ``fallback`` when none ran through it (transformers models, recurrent
-    layers) or ``models.backend`` does not import. Fallbacks in use: "none" (GPU benchmark ``kernel`` columns),
+    layers) or ``models.kernels`` does not import. Fallbacks in use: "none" (GPU benchmark ``kernel`` columns),
     "torch" (the ``backend`` column of training runs), "fla-naive"/"fla-triton" (MQAR rows)."""
     try:
-        from models.backend import kernels_used
+        from models.kernels import kernels_used
     except ImportError:
         return fallback
     return "+".join(sorted(kernels_used())) or fallback

@@ -159,7 +159,8 @@ def load_config(profile_or_path: str | Path) -> dict:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
-        sys.exit("usage: python -m suite.config [PROFILE | path/to/config.yaml]  (validates and prints the study config)")
+        sys.exit("usage: python -m suite.config [PROFILE | path/to/config.yaml]  "
+                 "(validates and prints the study config)")
     try:
         print(json.dumps(load_config(sys.argv[1] if len(sys.argv) > 1 else "default"), indent=2))
     except ConfigError as err:

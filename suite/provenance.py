@@ -72,8 +72,9 @@ def software_versions(device: str = "cpu") -> dict:
             versions[name] = "absent"
     if str(device).startswith("cuda"):
         try:
-            versions["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                                capture_output=True, text=True, check=True, timeout=20).stdout.split()[0]
+            query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+            versions["driver"] = subprocess.run(query, capture_output=True, text=True, check=True,
+                                                timeout=20).stdout.split()[0]
         except (OSError, subprocess.SubprocessError, IndexError):
             versions["driver"] = "unknown"
         versions["cuda"] = torch.version.cuda

@@ -83,7 +83,8 @@ def reference_forward(params: dict, cfg, ids: list[int], out_positions: list[int
             for h in range(H):
                 kv = h // group
                 qh = rope(qvec[h], positions[t], theta)
-                out.append(softmax_attend(qh, [keys[j][kv] for j in range(T)], [vals[j][kv] for j in range(T)], allowed))
+                out.append(softmax_attend(qh, [keys[j][kv] for j in range(T)], [vals[j][kv] for j in range(T)],
+                                          allowed))
             return Wo @ torch.cat(out)
 
         x = [x[t] + attend(query(xn[t], "base"), t, window) for t in range(T)]

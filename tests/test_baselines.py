@@ -115,6 +115,7 @@ def test_unknown_arch_and_bad_window_raise():
     with pytest.raises(ValueError, match="seq_len"):
         swa_window(2)
     assert swa_window(2048) == 512 and swa_window(256) == 64
+    assert build("swa", "1M").config.window_size == swa_window(2048)  # the default window is the rule's
 
 
 # ---------------------------------------------------------------- CPU routes vs independent references
@@ -212,10 +213,11 @@ def test_fla_internals_refuse_an_fla_version_they_were_not_checked_against(monke
     import fla
 
     from baselines import fla_internals
+    from models.fla_check import CHECKED_FLA_VERSIONS, check_fla_version
 
-    assert fla_internals.check_fla_version() == fla.__version__
+    assert check_fla_version() == fla.__version__
     pins = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
-    assert "flash-linear-attention==" + fla_internals.CHECKED_FLA_VERSIONS[-1] in pins["dependencies"]
+    assert "flash-linear-attention==" + CHECKED_FLA_VERSIONS[-1] in pins["dependencies"]
     monkeypatch.setattr(fla, "__version__", "0.9.9")
     message = r"flash-linear-attention 0\.9\.9 is installed, .* checked against flash-linear-attention 0\.6\.0 only"
     with pytest.raises(RuntimeError, match=message):

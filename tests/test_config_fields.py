@@ -22,7 +22,8 @@ IDS = torch.randint(3, 67, (2, T), generator=torch.Generator().manual_seed(0))
 
 # the changed value of each field; a callable gets the arch and the unchanged outputs
 ALT = {
-    "vocab_size": 71, "hidden_size": 40, "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": lambda arch, _: 4 if arch in LINEAR else 1,  # linear: the Orthros budget's (GQA 4:2 -> MHA)
+    "vocab_size": 71, "hidden_size": 40, "num_hidden_layers": 3, "num_attention_heads": 2,
+    "num_key_value_heads": lambda arch, _: 4 if arch in LINEAR else 1,  # linear: the Orthros budget's (GQA 4:2 -> MHA)
     "head_dim": 16, "intermediate_size": 128, "max_position_embeddings": T - 4, "rope_theta": 5e5,
     "rope_parameters": {"rope_type": "linear", "factor": 4.0}, "rope_scaling": {"rope_type": "linear", "factor": 4.0},
     "rms_norm_eps": 0.5, "initializer_range": 0.2, "attention_bias": True, "qk_norm": True,
@@ -31,7 +32,8 @@ ALT = {
     "eos_token_id": lambda arch, out: int(out[1][0, T]),  # the first token generated: generation stops there
     "scale_offset": False, "match_budget": False, "reference_intermediate_size": 100,
     "gdn_num_heads": 2, "gdn_head_dim": 4, "gdn_expand_v": 1.0, "conv_size": 2,
-    "expand_k": lambda arch, _: 1.0 if arch == "gla" else 0.5, "expand_v": lambda arch, _: 2.0 if arch == "gla" else 1.0,
+    "expand_k": lambda arch, _: 1.0 if arch == "gla" else 0.5,
+    "expand_v": lambda arch, _: 2.0 if arch == "gla" else 1.0,
     "linear_num_heads": 2, "full_attention_interval": 1,
 }
 LINEAR = ("gdn", "gla", "retnet")  # no attention layer: heads, KV heads, head_dim set the Orthros budget they match

@@ -19,7 +19,8 @@ PROV = {"commit": "abc", "profile": "test", "device": "cpu", "backend": "blocked
 
 def mqar_rows(transformer=0.97, swa_far=0.01, orthros_far=0.9):
     rows = []
-    for arch, acc, far in (("transformer", transformer, transformer), ("swa", 0.5, swa_far), ("orthros", 0.96, orthros_far)):
+    for arch, acc, far in (("transformer", transformer, transformer), ("swa", 0.5, swa_far),
+                           ("orthros", 0.96, orthros_far)):
         rows.append({"arch": arch, "size": "1M", "seq_len": 64, "num_kv_pairs": 4, "train_kv": "4", "accuracy": acc,
                      "accuracy_far": far, "accuracy_near": 1.0, "far_distance": 14, "window": 8, "chance": 2 / 256,
                      "status": "ok", **PROV})
@@ -31,7 +32,8 @@ def niah_rows(transformer=1.0, swa_far=0.0):
     for arch in ("transformer", "swa", "orthros"):
         for n in (96, 128, 512):
             for depth, dist in ((0.1, n - 10), (0.9, 5)):
-                acc = transformer if arch == "transformer" else (swa_far if dist > 62 else 1.0) if arch == "swa" else 1.0
+                acc = transformer if arch == "transformer" else \
+                    (swa_far if dist > 62 else 1.0) if arch == "swa" else 1.0
                 rows.append({"arch": arch, "size": "1M", "context_len": n, "depth": depth, "accuracy": acc,
                              "train_len": 128, "within_train_len": n <= 128, "distance_min": dist, "distance_max": dist,
                              "window": 32, "num_layers": 2, "status": "ok", **PROV})

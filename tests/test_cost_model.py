@@ -33,7 +33,8 @@ def test_prefill_flops_hand_count_orthros():
 
 def test_shape_from_size_qwen3():
     s = cm.Shape.from_size("qwen3_8b")
-    assert (s.hidden, s.layers, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab) == (4096, 36, 32, 8, 128, 12288, 151936)
+    assert (s.hidden, s.layers, s.heads, s.kv_heads, s.head_dim, s.ffn, s.vocab) == \
+        (4096, 36, 32, 8, 128, 12288, 151936)
     # Qwen3-8B has ~8.2B parameters; the decode step reads all but the embedding table (bf16)
     n = s.weight_bytes_per_step() / 2 + s.hidden * s.vocab
     assert 8.0e9 < n < 8.4e9

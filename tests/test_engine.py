@@ -198,7 +198,8 @@ def test_prefill_sweep_fails_on_a_truncated_checkpoint(tmp_path):
     good = tmp_path / "good"
     tiny("transformer").save_pretrained(good)
     args = ["--profile", "ci", "--archs", "transformer", "--lengths", "16", "--repeats", "1"]
-    cpu = pd.read_csv(prefill_cpu.main(args + ["--checkpoint", f"transformer={good}", "--out", str(tmp_path / "a.csv")]))
+    cpu = pd.read_csv(prefill_cpu.main(args + ["--checkpoint", f"transformer={good}",
+                                               "--out", str(tmp_path / "a.csv")]))
     assert cpu.status.tolist() == ["ok"] and cpu.weights.tolist() == [str(good)]
     weights = good / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-64])

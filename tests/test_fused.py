@@ -24,7 +24,8 @@ def tiny(arch, **kw):
 def test_fused_weight_rebinds_in_place():
     model = tiny("orthros", window_size=4)
     mix = model.model.layers[0].mixer
-    before = [mix.q_proj.weight.detach().clone(), mix.k_proj.weight.detach().clone(), mix.v_proj.weight.detach().clone()]
+    before = [mix.q_proj.weight.detach().clone(), mix.k_proj.weight.detach().clone(),
+              mix.v_proj.weight.detach().clone()]
     big = fz.fused_weight(mix, ("q_proj", "k_proj", "v_proj"))
     assert torch.equal(big, torch.cat(before))
     assert fz.fused_weight(mix, ("q_proj", "k_proj", "v_proj")) is big  # idempotent

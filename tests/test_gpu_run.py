@@ -76,7 +76,8 @@ def test_train_plan_retrains_what_an_earlier_call_left_without_checkpoints(repo,
     assert "resources: tmpdir=/tmp, gpu=1" in plan and "bench=1" in plan
     with tarfile.open(archive) as tar:
         train = tar.extractfile("./gpu_run/train.log").read().decode()
-    train_rules = {line.split()[1].rstrip(":") for line in train.splitlines() if line.startswith(("rule ", "localrule "))}
+    train_rules = {line.split()[1].rstrip(":") for line in train.splitlines()
+                   if line.startswith(("rule ", "localrule "))}
     assert {"train", "lm_eval", "conversion_cpt"} <= train_rules
     assert not train_rules & {"prefill_cpu", "prefill_cpu_128k"}
 
@@ -188,7 +189,8 @@ def test_snakemake_records_of_results_travel_both_ways(repo, tmp_path):
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     assert "WARNING: results/gpu holds results but .snakemake/metadata" not in run.stdout
     names = members(tmp_path / "out" / "gpu_results.tar.gz")
-    assert {n for n in names if n.startswith("snakemake_metadata/")} == {f"snakemake_metadata/{key('results/gpu/mqar.csv')}"}
+    assert {n for n in names if n.startswith("snakemake_metadata/")} == \
+        {f"snakemake_metadata/{key('results/gpu/mqar.csv')}"}
 
     shutil.rmtree(repo / ".snakemake")
     run = gpu_run(repo, tmp_path / "out2", TARGETS="results/gpu/mqar.csv")

@@ -66,9 +66,10 @@ def test_bad_inputs_raise(setup, tmp_path):
         NeedleTask.from_tokenizer("yaml", niah.raw_tokenizer(tok))
 
 
-@pytest.mark.parametrize("text,right", [("1234567", True), (" 1234567.", True), ("The number you want is 1234567.", True),
-                                        ("11234567", False), ("12345670", False), ("123456", False),
-                                        ("1234567 and 7654321", True), ("12,34567", False)])
+@pytest.mark.parametrize("text,right", [("1234567", True), (" 1234567.", True),
+                                        ("The number you want is 1234567.", True), ("11234567", False),
+                                        ("12345670", False), ("123456", False), ("1234567 and 7654321", True),
+                                        ("12,34567", False)])
 def test_whole_number_match(text, right):
     assert whole_number_match(text, "1234567") is right
 

@@ -45,7 +45,8 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     assert set(carried.model) == {"transformer", "orthros"} and (carried.commit == "7066ee8456f3").all()
 
     p1m = pd.read_csv(out / "prefill_1m_fp8.csv")
-    assert set(p1m[p1m.method == "check"].kv) == {"bf16 (chunked runner) vs model forward", "fp8 vs bf16 (chunked runner)"}
+    assert set(p1m[p1m.method == "check"].kv) == {"bf16 (chunked runner) vs model forward",
+                                                  "fp8 vs bf16 (chunked runner)"}
     assert (p1m[p1m.method == "full-model (fp8 kv, chunked)"].status == "ok").all()
     assert len(p1m[p1m.method == "target"]) == 3 and "transformer" in set(p1m.model)
 

@@ -136,3 +136,14 @@ def test_legacy_config_json_with_top_level_rope_theta_loads(tmp_path):
 def test_unsupported_or_contradictory_rope_settings_raise(kw, pattern):
     with pytest.raises(ValueError, match=pattern):
         OrthrosConfig(**{**TINY, **kw})
+
+
+def test_token_major_rope_is_the_head_major_rope():
+    """The fused benchmark functions' token-major RoPE is the model's RoPE, bitwise (one formula, rotate_half_rope)."""
+    from models.backbone import apply_rope, apply_rope_token_major
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 3, 8, generator=g)  # [B, T, H, d]
+    cos, sin = rope_cos_sin(torch.arange(5)[None].expand(2, -1), (torch.rand(4, generator=g).double(), 1.0),
+                            torch.float32)
+    assert torch.equal(apply_rope_token_major(x, cos, sin).transpose(1, 2), apply_rope(x.transpose(1, 2), cos, sin))

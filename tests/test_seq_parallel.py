@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from models import backend
+from models import kernels
 from models.registry import build
 from suite.bench.seq_parallel import balanced_chunks, prefill, prefill_any, prefill_transformer, shard_bounds
 
@@ -31,11 +31,11 @@ def _worker(rank, world, init_file, arch, ids, out_dir, kernel):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         torch.set_num_threads(1)
-        backend.force_kernel(kernel)
+        kernels.force_kernel(kernel)
         logits = prefill_any(_model(arch), ids)
         torch.save(logits, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
-        backend.force_kernel(None)
+        kernels.force_kernel(None)
         dist.destroy_process_group()
 
 
@@ -67,11 +67,11 @@ def test_flash_lse_kernel_matches_dense_causal(dtype, atol, Tq, Tk):
     q = torch.randn(2, 4, Tq, 8, generator=g).to(dtype)
     k, v = (torch.randn(2, 2, Tk, 8, generator=g).to(dtype) for _ in range(2))
     idx = torch.arange(Tk - Tq, Tk)
-    backend.force_kernel("sdpa-flash-lse")
+    kernels.force_kernel("sdpa-flash-lse")
     try:
-        got = backend.attention(q, k, v, idx)
+        got = kernels.attention(q, k, v, idx)
     finally:
-        backend.force_kernel(None)
+        kernels.force_kernel(None)
     allowed = torch.arange(Tk)[None] <= idx[:, None]
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double().repeat_interleave(2, 1),
                                                            v.double().repeat_interleave(2, 1), attn_mask=allowed)
@@ -81,12 +81,12 @@ def test_flash_lse_kernel_matches_dense_causal(dtype, atol, Tq, Tk):
 
 def test_flash_lse_kernel_refuses_a_window():
     q, k = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 10, 8)
-    backend.force_kernel("sdpa-flash-lse")
+    kernels.force_kernel("sdpa-flash-lse")
     try:
         with pytest.raises(ValueError, match="sdpa-flash-lse.*full causal attention only"):
-            backend.attention(q, k, k, torch.arange(6, 10), window=3)
+            kernels.attention(q, k, k, torch.arange(6, 10), window=3)
     finally:
-        backend.force_kernel(None)
+        kernels.force_kernel(None)
 
 
 def test_shard_bounds_and_balanced_chunks():

@@ -218,7 +218,8 @@ def test_reused_out_dir_refuses_any_changed_setting(data_dir, tmp_path):
     (tmp_path / "metrics.csv").unlink()
     with pytest.raises(ValueError, match=r"'arch': \('orthros', 'orthros_noso'\)"):
         main(["--arch", "orthros_noso", "--size", "1M", *common])
-    with pytest.raises(ValueError, match=r"'overrides': \(\{'vocab_size': 512\}, \{'vocab_size': 512, 'window_size': 8\}"):
+    with pytest.raises(ValueError,
+                       match=r"'overrides': \(\{'vocab_size': 512\}, \{'vocab_size': 512, 'window_size': 8\}"):
         main(["--arch", "orthros", "--size", "1M", "--override", "window_size=8", *common])
     with pytest.raises(ValueError, match=r"'dtype': \('float32', 'bfloat16'\)"):
         main(["--arch", "orthros", "--size", "1M", "--dtype", "bfloat16", *common])

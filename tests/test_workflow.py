@@ -31,8 +31,8 @@ def test_profiles_resolve_in_a_dry_run(args):
         assert "-m suite.train.run --config gpu" in run.stdout and "nproc_per_node" not in run.stdout
 
 
-@pytest.mark.parametrize("args, gpus", [(["--config", "profile=gpu"], 2), (["--profile", "profiles/snakemake/slurm"], 8)],
-                         ids=["gpu", "slurm"])
+@pytest.mark.parametrize("args, gpus", [(["--config", "profile=gpu"], 2),
+                                        (["--profile", "profiles/snakemake/slurm"], 8)], ids=["gpu", "slurm"])
 def test_seq_parallel_rule_asks_for_gpus_and_launches_torchrun(args, gpus):
     run = snakemake("-n", "-p", "results/gpu/seq_parallel.csv", *args, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

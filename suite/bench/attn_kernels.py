@@ -1,13 +1,13 @@
 """Attention kernels on the GPU: correctness against the blocked reference, then timings (issue 15, item 1).
 
 Every attention shape the benchmarks issue, at the Qwen3-8B head layout (32 query heads, 8 KV heads, head
-dim 128, bf16), through :mod:`models.backend` with each kernel forced in turn:
+dim 128, bf16), through :mod:`models.kernels` with each kernel forced in turn:
 
 * square full causal and window-128 prefill (``T_q == T_k``);
 * chunked prefill, bottom-right aligned (``T_q != T_k``), with and without a window, including key lengths
   past 65,536;
 * one query over every key (Orthros' output token at prefill) and over the last w keys;
-* the decode step over a token-major cache (:func:`models.backend.decode_attention`, two sequences with
+* the decode step over a token-major cache (:func:`models.kernels.decode_attention`, two sequences with
   different valid lengths);
 * engine checks: small bf16 GQA Orthros and Transformer through :class:`suite.bench.engine.Engine`, (a) with
   chunked prefill (the kernels used must not include ``blocked``) and (b) with ``decode_attn="fa2"``, each
@@ -37,19 +37,21 @@ from pathlib import Path
 
 import torch
 
-from models import backend
+from models import kernels
 from suite.bench import cost_model as cm
-from suite.bench.gpu_common import RowWriter, common_columns, sync, time_ms
+from suite.bench.gpu_common import RowWriter, common_columns, errors, sync, time_ms
 
 NEW_KERNELS = ("torch-fa2",)  # what this issue adds; a disagreement stops the run (fail fast)
 USED_KERNELS = ("sdpa-flash", "fla-window", "torch-fa2")  # what the benchmarks run by default
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
-    out, ref = out.double(), ref.double()
+    """(rel_err, max_abs_err) of :func:`suite.bench.gpu_common.errors` in fp64 (reference norm floored at 1e-30);
+    both NaN when ``out`` holds a non-finite value."""
     if not torch.isfinite(out).all():
         return float("nan"), float("nan")
-    return float((out - ref).norm() / ref.norm().clamp_min(1e-30)), float((out - ref).abs().max())
+    err = errors(out, ref, torch.float64, floor=1e-30)
+    return err["rel_err"], err["max_abs_err"]
 
 
 def _qkv(B, H, Hkv, Tq, Tk, d, device, dtype, seed):
@@ -61,11 +63,11 @@ def _qkv(B, H, Hkv, Tq, Tk, d, device, dtype, seed):
 
 
 def _reference(q, k, v, q_index, window):
-    backend.force_kernel("blocked")
+    kernels.force_kernel("blocked")
     try:
-        return backend.attention(q.float(), k.float(), v.float(), q_index, window)
+        return kernels.attention(q.float(), k.float(), v.float(), q_index, window)
     finally:
-        backend.force_kernel(None)
+        kernels.force_kernel(None)
 
 
 def attention_cases(smoke: bool) -> list[dict]:
@@ -93,22 +95,22 @@ def attention_cases(smoke: bool) -> list[dict]:
 def check_attention(writer, device, dtype, smoke, tol) -> list[str]:
     """One row per (case, kernel that can serve it); returns the failures as text."""
     H, Hkv, d = (4, 2, 16) if smoke else (32, 8, 128)
-    kernels = ["blocked"] if device.type != "cuda" else ["sdpa-flash", "fla-window", "torch-fa2", "sdpa-cudnn"]
+    names = ["blocked"] if device.type != "cuda" else ["sdpa-flash", "fla-window", "torch-fa2", "sdpa-cudnn"]
     failures = []
     for n, case in enumerate(attention_cases(smoke)):
         B, Tq, Tk, window = case["B"], case["Tq"], case["Tk"], case["window"]
         q, k, v = _qkv(B, H, Hkv, Tq, Tk, d, device, dtype, seed=n)
         q_index = torch.arange(Tk - Tq, Tk, device=device)
         ref = _reference(q, k, v, q_index, window)
-        for kernel in kernels:
+        for kernel in names:
             row = dict(part="check", case=case["name"], kernel=kernel, batch=B, q_len=Tq, k_len=Tk, window=window,
                        tolerance=tol)
-            backend.force_kernel(kernel)
+            kernels.force_kernel(kernel)
             try:
-                out = backend.attention(q, k, v, q_index, window)
+                out = kernels.attention(q, k, v, q_index, window)
                 sync(device)
             except ValueError as err:  # the kernel does not serve this shape: nothing to check
-                backend.force_kernel(None)
+                kernels.force_kernel(None)
                 if "cannot serve" in str(err):
                     continue
                 raise
@@ -116,7 +118,7 @@ def check_attention(writer, device, dtype, smoke, tol) -> list[str]:
                 writer.add(**row, status=f"not run: {type(err).__name__}: {err}"[:300])
                 continue
             finally:
-                backend.force_kernel(None)
+                kernels.force_kernel(None)
             rel, mx = _rel(out, ref)
             ok = rel <= tol
             writer.add(**row, rel_err=rel, max_abs_err=mx, passed=ok, status="pass" if ok else "fail")
@@ -144,7 +146,7 @@ def check_decode(writer, device, dtype, smoke, tol) -> list[str]:
     failures = []
     for window in (None, 8 if smoke else 128):
         q, kc, vc, u = _decode_inputs(2, H, Hkv, d, cap, used, device, dtype, seed=7)
-        ref = backend.decode_attention(q.float(), kc.float(), vc.float(), u, L, window)
+        ref = kernels.decode_attention(q.float(), kc.float(), vc.float(), u, L, window)
         # independent check of the reference path: per sequence, the square-causal blocked kernel's last row
         for b, n_used in enumerate(used):
             lo = 0 if window is None else max(0, n_used - window)
@@ -152,17 +154,17 @@ def check_decode(writer, device, dtype, smoke, tol) -> list[str]:
                              torch.tensor([n_used - 1 - lo], device=device), None)
             if _rel(ref[b:b + 1], one)[0] > 1e-5:
                 failures.append(f"decode reference path disagrees with the blocked kernel for sequence {b}")
-        backend.reset_usage()
+        kernels.reset_usage()
         row = dict(part="check", case="decode step (token-major cache)", batch=2, q_len=1, k_len=L, window=window,
                    tolerance=tol)
         try:
-            out = backend.decode_attention(q, kc, vc, u, L, window)
+            out = kernels.decode_attention(q, kc, vc, u, L, window)
             sync(device)
         except Exception as err:
             writer.add(**row, kernel="torch-fa2", status=f"fail: {type(err).__name__}: {err}"[:300])
             failures.append(f"decode step raised {type(err).__name__}: {err}")
             continue
-        kernel = "+".join(backend.kernels_used())
+        kernel = "+".join(kernels.kernels_used())
         rel, mx = _rel(out, ref)
         ok = rel <= tol
         writer.add(**row, kernel=kernel, rel_err=rel, max_abs_err=mx, passed=ok, status="pass" if ok else "fail")
@@ -202,30 +204,30 @@ def check_engine(writer, device, dtype, smoke, tol) -> list[str]:
                 base = Engine(model, 2, T + steps, **sizes)
                 eng = Engine(model, 2, T + steps, **sizes, **options)
                 want = [base.prefill(prompt)]
-                backend.reset_usage()
+                kernels.reset_usage()
                 got = [eng.prefill(prompt)]
-                prefill_kernels = dict(backend.kernels_used())
-                backend.reset_usage()
+                prefill_kernels = dict(kernels.kernels_used())
+                kernels.reset_usage()
                 for _ in range(steps - 1):  # teacher-forced: both engines are fed the default engine's tokens
                     eng.tok.copy_(base.tok)
                     want += base.decode(1, keep_logits=True)
                     got += eng.decode(1, keep_logits=True)
-                decode_kernels = dict(backend.kernels_used())
+                decode_kernels = dict(kernels.kernels_used())
             except Exception as err:
                 writer.add(**row, kernel="torch-fa2", status=f"fail: {type(err).__name__}: {err}"[:300])
                 failures.append(f"{tag} {arch} raised {type(err).__name__}: {err}")
                 continue
             rel = max(_rel(g, x)[0] for g, x in zip(got, want))
             used = prefill_kernels if tag == "engine" else decode_kernels
-            kernels = "+".join(sorted(used))
+            ran = "+".join(sorted(used))
             blocked = device.type == "cuda" and "blocked" in used
             ok = rel <= tol and not blocked
-            writer.add(**row, kernel=kernels, rel_err=rel, passed=ok,
+            writer.add(**row, kernel=ran, rel_err=rel, passed=ok,
                        status="pass" if ok else ("fail: blocked path used" if blocked else "fail"))
-            print(f"[attn_kernels] {tag} {arch} ({what}): logits rel={rel:.2e} kernels {kernels} "
+            print(f"[attn_kernels] {tag} {arch} ({what}): logits rel={rel:.2e} kernels {ran} "
                   f"{'pass' if ok else 'FAIL'}", flush=True)
             if not ok:
-                failures.append(f"{tag} {arch}: rel_err={rel}, kernels {kernels}")
+                failures.append(f"{tag} {arch}: rel_err={rel}, kernels {ran}")
             del eng, base
         del model
     return failures
@@ -239,7 +241,7 @@ def timings(writer, device, dtype, smoke, budget_s, start) -> dict:
     C = 64 if smoke else 16384
     w = 8 if smoke else 128
     kinds = {"full": [], "window": []}
-    kernels = ["blocked"] if device.type != "cuda" else ["sdpa-flash", "sdpa-cudnn", "torch-fa2", "fla-window"]
+    names = ["blocked"] if device.type != "cuda" else ["sdpa-flash", "sdpa-cudnn", "torch-fa2", "fla-window"]
     cases = [("square causal", 1, T, T, None), ("square window", 1, T, T, w), ("chunk causal", 1, C, T, None),
              ("chunk window", 1, C, T, w), ("one query, all keys", 1, 1, T, None)]
     for name, B, Tq, Tk, window in cases:
@@ -249,14 +251,14 @@ def timings(writer, device, dtype, smoke, budget_s, start) -> dict:
             pairs = cm.causal_pairs(Tk, window)
         else:  # bottom-right: query i sees Tk - Tq + i + 1 keys (at most w)
             pairs = Tq * window if window is not None else cm.causal_pairs(Tk) - cm.causal_pairs(Tk - Tq)
-        for kernel in kernels:
+        for kernel in names:
             if time.perf_counter() - start > budget_s:
                 writer.add(part="time", case=name, kernel=kernel, batch=B, q_len=Tq, k_len=Tk, window=window,
                            status=f"not run: time budget {budget_s:.0f}s spent")
                 continue
-            backend.force_kernel(kernel)
+            kernels.force_kernel(kernel)
             try:
-                ms = time_ms(lambda: backend.attention(q, k, v, q_index, window), device, 5, 2)
+                ms = time_ms(lambda: kernels.attention(q, k, v, q_index, window), device, 5, 2)
             except ValueError as err:
                 if "cannot serve" in str(err):
                     continue
@@ -266,7 +268,7 @@ def timings(writer, device, dtype, smoke, budget_s, start) -> dict:
                            status=f"not run: {type(err).__name__}: {err}"[:300])
                 continue
             finally:
-                backend.force_kernel(None)
+                kernels.force_kernel(None)
             tflops = cm.attn_flops(shape, pairs) / ms / 1e9
             writer.add(part="time", case=name, kernel=kernel, batch=B, q_len=Tq, k_len=Tk, window=window, ms=ms,
                        tflops=tflops, status="ok")
@@ -286,7 +288,7 @@ def timings(writer, device, dtype, smoke, budget_s, start) -> dict:
     for window in (None, w):
         q, kc, vc, u = _decode_inputs(2, H, Hkv, d, cap, [n_used, n_used], device, dtype, seed=13)
         kv_bytes = 2 * 2 * (n_used if window is None else window) * Hkv * d * kc.element_size()
-        variants = [("decode_attention", lambda: backend.decode_attention(q, kc, vc, u, L, window))]
+        variants = [("decode_attention", lambda: kernels.decode_attention(q, kc, vc, u, L, window))]
         if window is None:
             k_hm = kc.transpose(1, 2).contiguous()  # the matmul engine's layouts: K head-major, V chunk-major
             c = min(1024, cap // 2)
@@ -294,14 +296,14 @@ def timings(writer, device, dtype, smoke, budget_s, start) -> dict:
             mask = torch.arange(L, device=device) >= n_used
             variants.append(("engine matmul (_attend)", lambda: Engine._attend(q, k_hm, v_cm, mask)))
         for label, fn in variants:
-            backend.reset_usage()
+            kernels.reset_usage()
             try:
                 ms = time_ms(fn, device, 20, 3)
             except Exception as err:
                 writer.add(part="time", case=f"decode step ({label})", kernel="?", batch=2, q_len=1, k_len=n_used,
                            window=window, status=f"not run: {type(err).__name__}: {err}"[:300])
                 continue
-            kernel = "+".join(backend.kernels_used()) or "matmul"
+            kernel = "+".join(kernels.kernels_used()) or "matmul"
             writer.add(part="time", case=f"decode step ({label})", kernel=kernel, batch=2, q_len=1, k_len=n_used,
                        window=window, ms=ms, gb_per_s=kv_bytes / ms / 1e6, status="ok")
             print(f"[attn_kernels] time decode {label:24} w={window} {kernel:11} {ms:8.4f} ms "
@@ -339,10 +341,11 @@ def main(argv=None) -> int:
     failures += decode_failures + engine_failures
     # prefill kernels and the engine's chunked prefill stop the run; the FA2 decode path is optional: it is
     # switched off (fa2_ok false: the engine keeps its matmul decode attention) and the run goes on
-    new_bad = [f for f in failures if any(f.startswith(k) for k in NEW_KERNELS + USED_KERNELS) or f.startswith("engine")]
+    new_bad = [f for f in failures
+               if any(f.startswith(k) for k in NEW_KERNELS + USED_KERNELS) or f.startswith("engine")]
     decode_bad = [f for f in failures if f.startswith("decode")]
     choice = {"full": None, "window": None, "fa2_ok": not decode_bad,
-              "failed": sorted({f.split(":")[0] for f in failures if f.split(":")[0] in backend.KERNELS})}
+              "failed": sorted({f.split(":")[0] for f in failures if f.split(":")[0] in kernels.KERNELS})}
     bad = {f.split(":")[0] for f in failures}
     if not new_bad and not args.checks_only:
         with torch.inference_mode():

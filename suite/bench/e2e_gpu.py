@@ -19,7 +19,7 @@ batch x (T + output rows) x GDN heads (column ``fla_norm_bucket``), so the first
 includes seconds of Triton compilation (the Orthros-H 127K/1K "outlier" of the committed table was the one
 config whose bucket an earlier run had compiled). ``--fused`` runs the engine with the fused per-layer
 functions (:mod:`suite.bench.fused`, compiled on CUDA), ``--decode-attn fa2`` with FlashAttention-2 decode
-attention (:func:`models.backend.decode_attention`); ``--attn-choice`` reads both defaults and the prefill
+attention (:func:`models.kernels.decode_attention`); ``--attn-choice`` reads both defaults and the prefill
 kernel preferences from :mod:`suite.bench.attn_kernels`' ``attn_choice.json``. Each model row records the
 kernels one decode step launches (``decode_kernels_per_step``, counted with torch.profiler).
 
@@ -45,6 +45,7 @@ from suite.bench.gpu_common import (
     RowWriter,
     common_columns,
     copy_bandwidth,
+    errors,
     free,
     model_kernels,
     peak_gib,
@@ -115,14 +116,15 @@ def check_engine(device, steps: int = 40, archs=("orthros", "transformer"), **en
             with torch.inference_mode():
                 for n in (0, steps // 2, steps - 1):
                     ref = model(seq[:, :50 + n]).logits[:, -1]
-                    worst = max(worst, (logits[n] - ref).abs().max().item())
+                    worst = max(worst, errors(logits[n], ref, torch.float32)["max_abs_err"])
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     return worst
 
 
 def time_decode(engine: Engine, context: int, steps: int, device) -> float:
-    """Mean ms of ``steps`` decode steps starting with ``context`` tokens cached (cache values are whatever is there)."""
+    """Mean ms of ``steps`` decode steps starting with ``context`` tokens cached (cache values are whatever is
+    there)."""
     def seek():
         engine.length = context
         engine.pos.fill_(context)
@@ -174,10 +176,11 @@ def main(argv=None) -> list[dict]:
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda but CUDA is not available")
-    from models import backend
+    from models import kernels
 
-    choice = json.loads(Path(args.attn_choice).read_text()) if args.attn_choice and Path(args.attn_choice).exists() else {}
-    backend.prefer_kernels([k for k in [choice.get("full")] if k and k != "blocked"],
+    has_choice = args.attn_choice and Path(args.attn_choice).exists()
+    choice = json.loads(Path(args.attn_choice).read_text()) if has_choice else {}
+    kernels.prefer_kernels([k for k in [choice.get("full")] if k and k != "blocked"],
                            [k for k in [choice.get("window")] if k and k != "blocked"])
     decode_attn = args.decode_attn
     if decode_attn == "auto":
@@ -186,8 +189,8 @@ def main(argv=None) -> list[dict]:
     compiled = (device.type == "cuda") if args.compiled == "auto" else args.compiled == "on"
     engine_kw = dict(decode_attn=decode_attn, fused=fused, compiled=compiled if fused else None,
                      prefill_chunk=args.prefill_chunk or None, compile_backend=args.compile_backend)
-    print(f"[e2e_gpu] engine options {engine_kw}; attention preference {backend.kernel_order()[:2]} / "
-          f"{backend.kernel_order(True)[:2]}", flush=True)
+    print(f"[e2e_gpu] engine options {engine_kw}; attention preference {kernels.kernel_order()[:2]} / "
+          f"{kernels.kernel_order(True)[:2]}", flush=True)
     start = time.perf_counter()
     out_dir = Path(args.out_dir)
     hbm = json.loads(Path(args.rates).read_text())["hbm_bytes_per_s"] if args.rates else copy_bandwidth(device)
@@ -253,7 +256,8 @@ def main(argv=None) -> list[dict]:
                        target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
                               f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
                        status="pass" if ok else "fail")
-            print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}", flush=True)
+            print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}",
+                  flush=True)
             engine.prefill(warm_ids)
             engine.decode(2)
         try:
@@ -271,7 +275,7 @@ def main(argv=None) -> list[dict]:
             free(device)
             reset_peak(device)
             runs = []
-            backend.reset_usage()
+            kernels.reset_usage()
             for _ in range(args.ttft_repeats):  # the last prefill's cache is the one decoded from
                 with timed(device) as clock:
                     engine.prefill(ids)
@@ -279,7 +283,8 @@ def main(argv=None) -> list[dict]:
             ttft = statistics.median(runs)
             prefill_kernels = model_kernels(model, device)
             steps = outp - 1
-            contexts = [inp] if steps <= args.full_decode_max else [inp, inp + steps // 2, max(inp, inp + steps - args.sample_steps)]
+            contexts = ([inp] if steps <= args.full_decode_max
+                        else [inp, inp + steps // 2, max(inp, inp + steps - args.sample_steps)])
             step_ms = []
             if steps == 0:
                 decode_s, method = 0.0, "measured"
@@ -340,7 +345,7 @@ def main(argv=None) -> list[dict]:
         if row.get("method") == "target":
             print(f"target {row['model']}: {row['target']}: {row['value']:.2f} -> {row['status']}")
     print(f"[e2e_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
-    backend.prefer_kernels()
+    kernels.prefer_kernels()
     return writer.rows
 
 

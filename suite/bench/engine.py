@@ -5,7 +5,7 @@ on CUDA one captured CUDA graph per key-length bucket, so Python launch overhead
 a decode step. The per-layer math is the model's own: the attention mixer's methods
 (:meth:`models.attention.Attention.project`, ``attend`` and ``output`` in prefill, ``project_decode`` with the
 ``stacked_scale_offset`` in a decode step) and the block's ``mlp_residual``; prefill attention goes through
-:func:`models.backend.attention`. The benchmarks' models come from :func:`suite.bench.bench_models.build_bench_model`.
+:func:`models.kernels.attention`. The benchmarks' models come from :func:`suite.bench.bench_models.build_bench_model`.
 
 Regimes (Sec. 3.2): Prefill runs T base rows plus (Orthros) one output row for the last token.
 An Orthros decode step feeds the last generated token as one base row (writes its K/V, attends the
@@ -26,7 +26,7 @@ prompt length (no padding).
 Options (all off by default; the default path is unchanged):
 
 * ``decode_attn="fa2"``: K and V caches token-major (``[B, capacity, Hkv, d]``) and decode attention through
-  :func:`models.backend.decode_attention` (FlashAttention-2's variable-length kernel with ``seqused_k`` on
+  :func:`models.kernels.decode_attention` (FlashAttention-2's variable-length kernel with ``seqused_k`` on
   CUDA: one split-KV kernel per row instead of the matmul/softmax/matmul chain).
 * ``fused=True``: the per-layer element-wise work of prefill and decode runs as the fused functions of
   :mod:`suite.bench.fused` (fused QKV and gate/up GEMMs over in-place concatenated weights; on CUDA compiled
@@ -44,7 +44,7 @@ from types import SimpleNamespace
 
 import torch
 
-from models import backend
+from models import kernels
 from models.backbone import MixerContext, apply_rope, rope_cos_sin, rope_frequencies
 from suite.bench import fused as fz
 
@@ -75,7 +75,7 @@ class Engine:
         bucket: key-length granularity of decode attention (and of CUDA graphs).
         chunk: split-K chunk of the value product; must divide ``bucket``.
         use_graphs: capture CUDA graphs (default: on CUDA).
-        decode_attn: ``"matmul"`` (default) or ``"fa2"`` (token-major caches, :func:`models.backend.decode_attention`).
+        decode_attn: ``"matmul"`` (default) or ``"fa2"`` (token-major caches, :func:`models.kernels.decode_attention`).
         fused: run the fused per-layer functions of :mod:`suite.bench.fused` (rebinds the model's Q/K/V and
             gate/up weights as slices of concatenated tensors, in place).
         compiled: torch.compile the fused functions (default: ``fused`` and on CUDA).
@@ -335,7 +335,7 @@ class Engine:
             if self.two_stream:
                 q, _, _ = fz.call_attn_in(fns, w, "out", h_out, cos_o, sin_o, dynamic=False)
                 k, v = self._read_kv(i, 0, T)
-                o = backend.attention(q, k, v, last, None)
+                o = kernels.attention(q, k, v, last, None)
                 h_out = fz.call_attn_out(fns, w, h_out, fz.token_major(o), dynamic=False)
         for i, a in enumerate(self.attention):
             if a:
@@ -352,7 +352,7 @@ class Engine:
         lo = 0 if w.window is None else max(0, s - w.window + 1)
         if lo < s:  # earlier chunks' keys: read the span back from the cache (it holds this chunk's too)
             k, v = self._read_kv(i, lo, e)
-        o = backend.attention(q, k, v, torch.arange(s - lo, e - lo, device=self.device), w.window)
+        o = kernels.attention(q, k, v, torch.arange(s - lo, e - lo, device=self.device), w.window)
         return fz.call_attn_out(fns, w, hc, fz.token_major(o))
 
     def _store_v(self, cache: torch.Tensor, v: torch.Tensor) -> None:
@@ -433,9 +433,9 @@ class Engine:
                 kcache.index_copy_(1, self.pos, k.transpose(1, 2))
                 vcache.index_copy_(1, self.pos, v.transpose(1, 2))
                 if self.two_stream or w is not None:  # windowed row: the last w keys
-                    outs.append(backend.decode_attention(q[:, :, :1], kcache, vcache, used, L, w))
+                    outs.append(kernels.decode_attention(q[:, :, :1], kcache, vcache, used, L, w))
                 if self.two_stream or w is None:  # full row: every key up to pos
-                    outs.append(backend.decode_attention(q[:, :, -1:], kcache, vcache, used, L, None))
+                    outs.append(kernels.decode_attention(q[:, :, -1:], kcache, vcache, used, L, None))
             else:
                 kcache.index_copy_(2, self.pos, k)
                 vcache[pos_chunk, :, :, pos_off] = v[:, :, 0][None]
@@ -485,9 +485,10 @@ class Engine:
             restore()
             out[mode] = (logits, self.logits.float().clone())
         self.set_compiled(True)
+        from suite.bench.gpu_common import errors
 
         def rel(a, b):
-            return float((a - b).norm() / b.norm())
+            return errors(a, b, torch.float32)["rel_err"]
 
         return {"prefill_rel": rel(out[True][0], out[False][0]), "decode_rel": rel(out[True][1], out[False][1])}
 

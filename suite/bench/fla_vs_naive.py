@@ -31,9 +31,6 @@ import torch
 
 from suite.common import DTYPES as TORCH_DTYPES
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
 MIXERS = ("gdn", "gla", "retnet")
 THROUGHPUT_ARCHS = ("transformer", "swa", "orthros", "gdn", "gla", "retnet", "linear_hybrid", "orthros_h")
 TOLERANCE = {"fp32": 5e-3, "bf16": 3e-2}  # relative (Frobenius) error
@@ -89,8 +86,9 @@ def crosscheck(mixer_name: str, size: str, seq_len: int, dtype_name: str, device
     mixer = type(config).make_mixer(config, 0).to(device=device, dtype=DTYPES[dtype_name])
     x = torch.randn(1, seq_len, config.hidden_size, device=device, dtype=DTYPES[dtype_name])
     weight = torch.randn(1, seq_len, config.hidden_size, device=device)
-    ctx = MixerContext(positions=torch.arange(seq_len, device=device)[None], q_index=torch.arange(seq_len, device=device),
-                       out_index=torch.arange(seq_len, device=device), key_mask=None, attention_mask=None, cache=None)
+    ctx = MixerContext(positions=torch.arange(seq_len, device=device)[None],
+                       q_index=torch.arange(seq_len, device=device), out_index=torch.arange(seq_len, device=device),
+                       key_mask=None, attention_mask=None, cache=None)
     base = {"mixer": mixer_name, "size": size, "seq_len": seq_len, "dtype": dtype_name,
             "tolerance": TOLERANCE[dtype_name]}
     status = {"forward": "ok", "backward": "ok"}
@@ -205,7 +203,11 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from models import backend as attention_backend
+    # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
+    # transformers, through models), so they are set here, before the lazy imports below and in the helpers.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    from models import kernels as attention_kernels
     from suite.provenance import provenance, read_csv, write_csv
 
     from .gpu_common import env_info
@@ -250,7 +252,7 @@ def main(argv=None) -> None:
     for arch in args.archs:
         start = time.time()
         row = throughput(arch, args.size, args.batch, args.train_seq_len, args.steps, args.warmup, device, args.seed)
-        kernels = attention_backend.describe(device)
+        kernels = attention_kernels.describe(device)
         if arch not in ("transformer", "swa", "orthros"):
             kernels += "+fla-triton" if device == "cuda" else "+fla-naive"
             if arch in ("gdn", "linear_hybrid", "orthros_h") and device == "cuda":

@@ -12,27 +12,30 @@ attention call and lets ``torch.compile`` (Inductor) fuse each into a few kernel
   down -> residual) and :func:`make_mlp_res` (the same without ``o_proj``, for recurrent layers).
 
 The math is the model's (same ops, same order: ``F.rms_norm``, ``alpha * q + beta`` before RoPE,
-rotate-half RoPE, SiLU(gate) * up); the Q/K/V and gate/up GEMMs run as one GEMM each over weights that
-:func:`fused_weight` concatenates *in place* (the module weights become row slices of one tensor, so no
-memory is added and later ``load_state_dict`` calls still reach them).
+rotate-half RoPE, SiLU(gate) * up): the scale-offset and RoPE are the model's own functions
+(:func:`models.attention.two_stream_scale_offset`, :func:`models.backbone.apply_rope_token_major`). What is this
+module's own: the Q/K/V and gate/up GEMMs run as one GEMM each over weights that :func:`fused_weight`
+concatenates *in place* (the module weights become row slices of one tensor, so no memory is added and later
+``load_state_dict`` calls still reach them), the functions take the weights as arguments (one compiled graph serves
+every layer), and RoPE is applied token-major before the head-major view (:meth:`models.attention.Attention.attend`
+rotates head-major views), so q, k, v keep the token-major memory the kernels read without a copy.
 
 :class:`PrefillRunner` runs a layer-major prefill with these functions, optionally in row chunks (each
 chunk's attention is bottom-right aligned over the keys it can reach: the window halo, or every earlier
 key), with the K/V cache kept in the model dtype (:class:`DenseKV`) or in FP8 (:class:`FP8KV`, e4m3 with
-one fp32 scale per (KV head, block of tokens)). Attention goes through :mod:`models.backend`.
+one fp32 scale per (KV head, block of tokens)). Attention goes through :mod:`models.kernels`.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models import backend
+from models import kernels
 from models.attention import two_stream_scale_offset
-from models.backbone import rope_cos_sin, rope_frequencies
+from models.backbone import apply_rope_token_major, rope_cos_sin, rope_frequencies
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
@@ -123,13 +126,6 @@ def is_attention(mixer) -> bool:
 
 # ---------------------------------------------------------------------------------------------------- layer math
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half RoPE of x [B, R, H, d] with cos/sin [B, R, d] (models.backbone.apply_rope in token-major layout)."""
-    cos, sin = cos[:, :, None], sin[:, :, None]
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
-
-
 def make_attn_in(H: int, Hkv: int, d: int, eps: float, qk_eps: float, qk_norm: bool, scale_offset: bool,
                  rows: str):
     """The layer's work before attention, as a function of tensors only (what ``torch.compile`` traces).
@@ -170,9 +166,9 @@ def make_attn_in(H: int, Hkv: int, d: int, eps: float, qk_eps: float, qk_norm: b
                 q = two_stream_scale_offset(q, 0, *so)[1]
             else:  # a decode step: row 0 its base row, the rest output rows
                 q = torch.cat(two_stream_scale_offset(q, 1, *so), dim=1)
-        q = _rope(q, cos, sin).transpose(1, 2)
+        q = apply_rope_token_major(q, cos, sin).transpose(1, 2)
         if k is not None:
-            k = _rope(k, cos[:, :k.shape[1]], sin[:, :k.shape[1]]).transpose(1, 2)
+            k = apply_rope_token_major(k, cos[:, :k.shape[1]], sin[:, :k.shape[1]]).transpose(1, 2)
             v = v.transpose(1, 2)
         return q, k, v
 
@@ -479,7 +475,7 @@ class PrefillRunner:
         dev = ids.device
         C = T if self.chunk is None else min(self.chunk, T)
         chunks = [(s, min(s + C, T)) for s in range(0, T, C)]
-        backend.reset_usage()
+        kernels.reset_usage()
         h = m.model.embed_tokens(ids)  # [B, T, D], base rows
         dtype = h.dtype
         out_pos = torch.arange(T - n_out, T, device=dev)
@@ -497,7 +493,7 @@ class PrefillRunner:
                 if lo < s:
                     k_old, v_old = kv.read(i, lo, s)
                     k, v = torch.cat([k_old, k], dim=2), torch.cat([v_old, v], dim=2)
-                o = backend.attention(q, k, v, torch.arange(s - lo, e - lo, device=dev), w.window)
+                o = kernels.attention(q, k, v, torch.arange(s - lo, e - lo, device=dev), w.window)
                 del q
                 new = call_attn_out(fns, w, hc, token_major(o))
                 if len(chunks) == 1:
@@ -508,20 +504,10 @@ class PrefillRunner:
             if self.two_stream:
                 q, _, _ = call_attn_in(fns, w, "out", h_out, cos_o, sin_o, dynamic=False)
                 k, v = fresh if fresh is not None else kv.read(i, 0, T)
-                o = backend.attention(q, k, v, out_pos, None)
+                o = kernels.attention(q, k, v, out_pos, None)
                 h_out = call_attn_out(fns, w, h_out, token_major(o), dynamic=False)
             del fresh
         final = h_out if self.two_stream else h[:, T - n_out:]
         logits = m.lm_head(m.model.norm(final))
-        return PrefillResult(logits, kv, backend.kernels_used())
+        return PrefillResult(logits, kv, kernels.kernels_used())
 
-
-def prefill_flops_per_token_dense(config) -> float:
-    """Dense FLOPs per base token of one layer (for quick MFU arithmetic in notes; the cost model is authoritative)."""
-    c = config
-    qd, kd = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-    return 2 * c.hidden_size * (2 * qd + 2 * kd) + 6 * c.hidden_size * c.intermediate_size
-
-
-def sqrt_scale(d: int) -> float:
-    return 1.0 / math.sqrt(d)

@@ -33,7 +33,7 @@ cap() { local want=$1 l; l=$(left); (( l < want )) && want=$l; (( want < 1 )) &&
   python3 -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
   python3 -c "import triton; print('triton', triton.__version__)" || echo "triton absent"
   python3 -c "import fla; print('fla', fla.__version__)" || echo "fla absent: the window kernel falls back to the blocked path"
-  python3 -c "from models import backend; print('backend', backend.describe('cuda'))"
+  python3 -c "from models import kernels; print('backend', kernels.describe('cuda'))"
 } 2>&1 | tee "$OUT/env.log"
 
 PART=${PART:-all}

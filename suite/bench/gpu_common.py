@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from models import backend
+from models import kernels
 from suite.common import kernels_summary
 from suite.provenance import provenance, read_csv, software_versions, write_csv
 
@@ -88,7 +88,8 @@ def peak_gib(device) -> float | None:
 def errors(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype = torch.float64,
            floor: float | None = None) -> dict:
     """``{"rel_err": ||out - ref|| / ||ref|| (Frobenius), "max_abs_err": max |out - ref|}``, both tensors cast to
-    ``dtype`` first and compared on their device; ``floor`` bounds the reference norm from below (None: no bound)."""
+    ``dtype`` first and compared on their device; ``floor`` bounds the reference norm from below (None: no bound).
+    The one error helper of the benchmarks (attn_kernels, fla_vs_naive, prefill_gpu, prefill_1m, e2e_gpu, engine)."""
     out, ref = out.to(dtype), ref.to(dtype)
     norm = ref.norm() if floor is None else ref.norm().clamp_min(floor)
     return {"rel_err": ((out - ref).norm() / norm).item(), "max_abs_err": (out - ref).abs().max().item()}
@@ -145,4 +146,4 @@ class RowWriter:
 
 
 def common_columns(device, dtype_name: str, profile: str = "gpu") -> dict:
-    return {"env": env_info(device), "prov": provenance(profile, 0, dtype_name, backend.describe(device), str(device))}
+    return {"env": env_info(device), "prov": provenance(profile, 0, dtype_name, kernels.describe(device), str(device))}

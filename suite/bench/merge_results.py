@@ -4,8 +4,8 @@
 further commands (``PART=table4``, ``PART=hybrids``); each writes an ``e2e.csv`` and a ``targets.csv``. For
 every CSV name found in the sources, rows are merged in source order: a later source's rows replace the
 earlier rows of the same key (``e2e.csv``: ``model``; ``prefill.csv``: ``(model, method, seq_len, path)``;
-``targets.csv``: ``(source, model, target)``; other files: the later file replaces the earlier one whole). ``rates.json`` and ``attn_choice.json`` are
-copied from the last source that has them.
+``targets.csv``: ``(source, model, target)``; other files: the later file replaces the earlier one whole).
+``rates.json`` and ``attn_choice.json`` are copied from the last source that has them.
 
 Usage: ``python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]``
 """

@@ -95,7 +95,7 @@ step() {
   $PY -c "import triton; print('triton', triton.__version__)" 2>/dev/null || echo "triton absent"
   $PY -c "import fla; print('fla', fla.__version__)" 2>/dev/null || echo "fla absent: the window kernel falls back"
   $PY -c "import transformers; print('transformers', transformers.__version__)"
-  $PY -c "from models import backend; print('backend', backend.describe('cuda'), 'fa2 op', backend._fa2_available())"
+  $PY -c "from models import kernels; print('backend', kernels.describe('cuda'), 'fa2 op', kernels._fa2_available())"
   echo "PART=$PART SMOKE=$SMOKE TOTAL_S=$TOTAL_S SUITE_COMMIT=$SUITE_COMMIT"
 } 2>&1 | tee -a "$OUT/env.log"
 

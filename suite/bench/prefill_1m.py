@@ -37,7 +37,7 @@ import torch
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
-from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, timed
+from suite.bench.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed
 from suite.provenance import read_csv
 
 
@@ -46,9 +46,9 @@ def compare(x: torch.Tensor, y: torch.Tensor) -> dict:
     the max difference in units of y's RMS."""
     x, y = x.float(), y.float()
     rms = float(y.pow(2).mean().sqrt())
-    diff = (x - y).abs()
-    return {"top1_agreement": float((x.argmax(-1) == y.argmax(-1)).float().mean()), "max_abs": float(diff.max()),
-            "rel_err": float((x - y).norm() / y.norm()), "logit_rms": rms, "max_abs_over_rms": float(diff.max()) / rms,
+    err = errors(x, y, torch.float32)
+    return {"top1_agreement": float((x.argmax(-1) == y.argmax(-1)).float().mean()), "max_abs": err["max_abs_err"],
+            "rel_err": err["rel_err"], "logit_rms": rms, "max_abs_over_rms": err["max_abs_err"] / rms,
             "finite": bool(torch.isfinite(x).all())}
 
 
@@ -75,7 +75,7 @@ def main(argv=None) -> list[dict]:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda but CUDA is not available")
-    from models import backend
+    from models import kernels
 
     prefer_full = [k for k in args.prefer_full.split(",") if k]
     prefer_window = [k for k in args.prefer_window.split(",") if k]
@@ -83,7 +83,7 @@ def main(argv=None) -> list[dict]:
         choice = json.loads(Path(args.attn_choice).read_text())
         prefer_full = prefer_full or [k for k in [choice.get("full")] if k and k != "blocked"]
         prefer_window = prefer_window or [k for k in [choice.get("window")] if k and k != "blocked"]
-    backend.prefer_kernels(prefer_full, prefer_window)
+    kernels.prefer_kernels(prefer_full, prefer_window)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     size, overrides = args.size, {"window_size": args.window}
     if args.smoke:
@@ -136,8 +136,9 @@ def main(argv=None) -> list[dict]:
         flops = cm.prefill_flops(shape, T, "orthros", args.window)["total"]
         tflops = flops / ms / 1e9
         done = bool(torch.isfinite(out.logits).all())
-        writer.add(**common, method="full-model (fp8 kv, chunked)", seq_len=T, n_out=1, ms=ms, tokens_per_s=T / ms * 1e3,
-                   tflops=tflops, mfu=tflops / matmul if matmul else None, peak_mem_gib=peak_gib(device),
+        writer.add(**common, method="full-model (fp8 kv, chunked)", seq_len=T, n_out=1, ms=ms,
+                   tokens_per_s=T / ms * 1e3, tflops=tflops, mfu=tflops / matmul if matmul else None,
+                   peak_mem_gib=peak_gib(device),
                    kv_cache_gib=kv.nbytes() / 2**30, kv="fp8 e4m3, fp32 scale per (layer, KV head, block)",
                    kernel="+".join(sorted(out.kernels)),
                    status="ok" if done else "fail: non-finite logits")
@@ -160,7 +161,7 @@ def main(argv=None) -> list[dict]:
             ref = model(ids, logits_to_keep=n_out).logits
             free(device)
             dense = runner.run(ids, n_out=n_out)
-            bf16_logits, kernels = dense.logits, dense.kernels
+            bf16_logits, used = dense.logits, dense.kernels
             del dense
             free(device)
             fp8 = runner.run(ids, n_out=n_out, kv=runner.new_kv(1, T, "fp8", args.fp8_block))
@@ -169,9 +170,9 @@ def main(argv=None) -> list[dict]:
             free(device)
         floor, err = compare(bf16_logits, ref), compare(fp8_logits, bf16_logits)
         writer.add(**common, method="check", seq_len=T, n_out=n_out, kv="bf16 (chunked runner) vs model forward",
-                   kernel="+".join(sorted(kernels)), **floor, status="ok")
+                   kernel="+".join(sorted(used)), **floor, status="ok")
         writer.add(**common, method="check", seq_len=T, n_out=n_out, kv="fp8 vs bf16 (chunked runner)",
-                   kernel="+".join(sorted(kernels)), **err, status="ok" if err["finite"] else "fail: non-finite logits")
+                   kernel="+".join(sorted(used)), **err, status="ok" if err["finite"] else "fail: non-finite logits")
         print(f"[prefill_1m] T={T} bf16 runner vs model: {floor}\n[prefill_1m] fp8 vs bf16: {err}", flush=True)
         add_target("fp8 vs bf16 K/V: top-1 agreement of logits at T=%d (random weights)" % T, err["top1_agreement"],
                    0.99, ">=")
@@ -201,7 +202,7 @@ def main(argv=None) -> list[dict]:
                    status=f"not run: the Transformer at {T} tokens stays layer-wise; no one-layer row in "
                           f"{args.prefill_csv}")
 
-    backend.prefer_kernels()
+    kernels.prefer_kernels()
     print(f"[prefill_1m] wrote {writer.path} in {time.perf_counter() - start:.0f}s", flush=True)
     return writer.rows
 

@@ -25,16 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import torch
 
-import torch  # noqa: E402
-
-from models import backend  # noqa: E402
-from models.sizes import count_parameters, get_size  # noqa: E402
-from suite.archs import ORTHROS_ARCHS  # noqa: E402
-from suite.common import int_list  # noqa: E402
-from suite.provenance import provenance, write_csv  # noqa: E402
+from suite.archs import ORTHROS_ARCHS
+from suite.common import int_list
+from suite.provenance import provenance, write_csv
 
 COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights"]  # then provenance
 
@@ -57,6 +52,7 @@ def bench_model(arch: str, size: str, checkpoint: str | None, max_len: int, wind
 
         return load_model(checkpoint, dtype=None, tokenizer=False, max_position_embeddings=max(max_len, 2048))[0]
     from models.registry import build
+    from models.sizes import get_size
 
     overrides = {"vocab_size": get_size(size).ref_vocab, "max_position_embeddings": max(max_len, 2048)}
     if window is not None and arch in ORTHROS_ARCHS:
@@ -79,6 +75,9 @@ def time_prefill(model, T: int, repeats: int, warmup: int = 1) -> tuple[float, o
 
 
 def sweep(args) -> Path:
+    from models import kernels
+    from models.sizes import count_parameters
+
     archs = [a for a in args.archs.split(",") if a]
     lengths = int_list(args.lengths, "--lengths")
     checkpoints = dict(_pair(c) for c in args.checkpoint)
@@ -106,14 +105,18 @@ def sweep(args) -> Path:
             except Exception as err:
                 row["status"] = f"not run: {type(err).__name__}: {err}"[:300]
             rows.append(row)
-            print(f"[prefill_cpu] {arch:12} T={T:6d} {row.get('ms', float('nan')):9.1f} ms  {row['status']}", flush=True)
-    prov = provenance(args.profile, 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
+            print(f"[prefill_cpu] {arch:12} T={T:6d} {row.get('ms', float('nan')):9.1f} ms  {row['status']}",
+                  flush=True)
+    prov = provenance(args.profile, 0, "float32", kernels.describe("cpu"), "cpu", time.perf_counter() - start)
     out = Path(args.out or f"results/{args.profile}/prefill_cpu.csv")
     write_csv([{**{c: r.get(c) for c in COLUMNS}, **prov} for r in rows], out)
     return out
 
 
 def prefill_128k(args) -> Path:
+    from models import kernels
+    from models.sizes import count_parameters
+
     T = args.seq_len
     start = time.perf_counter()
     model = bench_model("orthros", args.size, None, T + 1, args.window)
@@ -123,7 +126,7 @@ def prefill_128k(args) -> Path:
                peak_rss_gib=peak_rss_gib(), rss_before_prefill_gib=rss_before,
                kv_cache_gib=cache.memory_bytes() / 2**30, window=model.config.window_size, status="ok",
                weights="random init")
-    prov = provenance(args.profile, 0, "float32", backend.describe("cpu"), "cpu", time.perf_counter() - start)
+    prov = provenance(args.profile, 0, "float32", kernels.describe("cpu"), "cpu", time.perf_counter() - start)
     out = Path(args.out or f"results/{args.profile}/prefill_128k.csv")
     write_csv([{**row, **prov}], out)
     print(f"[prefill_cpu] orthros {args.size} T={T}: {ms / 1e3:.1f} s, peak RSS {row['peak_rss_gib']:.2f} GiB "
@@ -152,6 +155,11 @@ def main(argv=None) -> Path:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--out", default=None, help="CSV path (default by mode and profile)")
     args = ap.parse_args(argv)
+    # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
+    # transformers, through models), so they are set here and models is imported lazily (bench_model, sweep,
+    # prefill_128k), after this line.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     if args.repeats < 1 or args.seq_len < 1 or (args.window is not None and args.window < 1):
         raise ValueError(f"--repeats, --seq-len and --window must be >= 1, got {args.repeats}, {args.seq_len}, "
                          f"{args.window}")

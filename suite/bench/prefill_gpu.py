@@ -23,7 +23,7 @@ both at ``--select-len`` (method "path selection"), the faster path runs the swe
 and the other path is timed again at ``--compare-lens`` (method "full-model (<path>, comparison)").
 Every architecture gets the same choice procedure, so the ratio stays fair. ``--prefer-full`` /
 ``--prefer-window`` (or ``--attn-choice attn_choice.json`` from :mod:`suite.bench.attn_kernels`) put the
-fastest verified attention kernels first (:func:`models.backend.prefer_kernels`).
+fastest verified attention kernels first (:func:`models.kernels.prefer_kernels`).
 
 Run on the H200: ``python -m suite.bench.prefill_gpu --out-dir results/gpu``. CPU smoke run:
 ``--device cpu --dtype float32 --size 1M --lengths 64,128 --layer-lengths 256 --matmul-n 128``.
@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from models import backend
+from models import kernels
 from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
 from suite.archs import ORTHROS_ARCHS
 from suite.bench import cost_model as cm
@@ -50,6 +50,7 @@ from suite.bench.gpu_common import (
     RowWriter,
     common_columns,
     copy_bandwidth,
+    errors,
     free,
     model_kernels,
     peak_gib,
@@ -65,7 +66,8 @@ PATH_CHECK_REL = 0.1
 
 
 def measure_rates(shape: cm.Shape, device, dtype, T: int, matmul_n: int, window: int) -> dict:
-    """Kernel rates of this device (TFLOP/s, bytes/s) in the :class:`cost_model.Rates` fields, plus ``matmul_tflops``."""
+    """Kernel rates of this device (TFLOP/s, bytes/s) in the :class:`cost_model.Rates` fields, plus
+    ``matmul_tflops``."""
     g = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype, generator=g)
     b = torch.randn(matmul_n, matmul_n, device=device, dtype=dtype, generator=g)
@@ -93,14 +95,15 @@ def measure_rates(shape: cm.Shape, device, dtype, T: int, matmul_n: int, window:
 
 
 def attention_kernel(shape: cm.Shape, T: int, device, dtype, window: int | None) -> dict:
-    """One attention call at the model's head layout through ``models.backend`` (full causal or window): ms, TFLOP/s, kernel."""
+    """One attention call at the model's head layout through ``models.kernels`` (full causal or window): ms,
+    TFLOP/s, kernel."""
     g = torch.Generator(device=device).manual_seed(1)
     q = torch.randn(1, shape.heads, T, shape.head_dim, device=device, dtype=dtype, generator=g)
     k = torch.randn(1, shape.kv_heads, T, shape.head_dim, device=device, dtype=dtype, generator=g)
     v = torch.randn_like(k)
     idx = torch.arange(T, device=device)
-    backend.reset_usage()
-    ms = time_ms(lambda: backend.attention(q, k, v, idx, window), device, 3 if T <= 65536 else 2, 1)
+    kernels.reset_usage()
+    ms = time_ms(lambda: kernels.attention(q, k, v, idx, window), device, 3 if T <= 65536 else 2, 1)
     flops = cm.attn_flops(shape, cm.causal_pairs(T, window))
     return {"ms": ms, "tflops": flops / ms / 1e9, "kernel": kernels_summary()}
 
@@ -127,7 +130,7 @@ def full_prefill(model, T: int, device, repeats: int, warmup: int, runner: Prefi
 
     free(device)
     reset_peak(device)
-    backend.reset_usage()
+    kernels.reset_usage()
     ms = time_ms(run, device, repeats, warmup)
     result = {"ms": ms, "peak_mem_gib": peak_gib(device), "kv_cache_gib": kv["bytes"] / 2**30,
               "kernel": model_kernels(model, device)}
@@ -149,7 +152,7 @@ def one_layer_prefill(model, T: int, device, chunk: int) -> dict:
     hc = h[:, :min(chunk, rows)].clone()
     free(device)
     reset_peak(device)
-    backend.reset_usage()
+    kernels.reset_usage()
     long = T > 262144  # kernels are warm from the shorter lengths; a 1M Transformer layer takes ~16 s
     mixer_ms = time_ms(lambda: layer.mixer_residual(h, ctx), device, 1 if long else 2, 0 if long else 1)
     ffn_ms = time_ms(lambda: layer.mlp_residual(hc), device, 3, 1)
@@ -216,7 +219,7 @@ def main(argv=None) -> list[dict]:
         choice = json.loads(Path(args.attn_choice).read_text())
         prefer_full = prefer_full or [k for k in [choice.get("full")] if k and k != "blocked"]
         prefer_window = prefer_window or [k for k in [choice.get("window")] if k and k != "blocked"]
-    backend.prefer_kernels(prefer_full, prefer_window)
+    kernels.prefer_kernels(prefer_full, prefer_window)
     attn_prefer = f"full:{'>'.join(prefer_full) or 'default'} window:{'>'.join(prefer_window) or 'default'}"
     print(f"[prefill_gpu] paths {paths}; attention preference {attn_prefer}", flush=True)
     start = time.perf_counter()
@@ -238,7 +241,8 @@ def main(argv=None) -> list[dict]:
     matmul = measured["matmul_tflops"]
 
     common = common_columns(device, args.dtype)
-    writer = RowWriter(out_dir / "prefill.csv", common, keep=(lambda r: r["model"] not in archs) if args.append else None)
+    keep = (lambda r: r["model"] not in archs) if args.append else None
+    writer = RowWriter(out_dir / "prefill.csv", common, keep=keep)
     if args.keep_from and Path(args.keep_from).exists():
         from suite.provenance import read_csv
 
@@ -310,7 +314,7 @@ def main(argv=None) -> list[dict]:
             try:
                 want = model(ids, logits_to_keep=1).logits.float()
                 got = runners[arch].run(ids, n_out=1).logits.float()
-                rel = float((got - want).norm() / want.norm())
+                rel = errors(got, want, torch.float32)["rel_err"]
                 ok = bool(torch.isfinite(got).all()) and rel <= PATH_CHECK_REL
                 status = "pass" if ok else "fail"
             except Exception as err:
@@ -462,7 +466,7 @@ def main(argv=None) -> list[dict]:
         if row["method"] == "target":
             print(f"target: {row['target']}: value={row['value']} -> {row['status']}")
     print(f"[prefill_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
-    backend.prefer_kernels()
+    kernels.prefer_kernels()
     return writer.rows
 
 

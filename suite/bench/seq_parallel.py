@@ -9,7 +9,7 @@ the one output-stream token (the last position, T_out = 1) is replicated on ever
 
 * each rank projects its shard's K/V (RoPE at the tokens' global positions) and receives the K/V of
   the w-1 tokens before its shard (the halo, gathered from the tails of earlier ranks), then runs
-  sliding-window attention locally through :func:`models.backend.attention`;
+  sliding-window attention locally through :func:`models.kernels.attention`;
 * the output token needs every key: each rank computes a partial softmax of its query against its
   local keys (running max m_r, sum of exponentials l_r, weighted values o_r) and a log-sum-exp
   merge across ranks (all_reduce MAX of m, SUM of l*exp(m_r - m) and o*exp(m_r - m)) gives the
@@ -21,7 +21,7 @@ Communication per layer: two all_gathers of a [B, Hkv, w-1, d] K/V tail and two 
 contiguous chunks and rank r holds chunks r and 2N-1-r (head-tail load balancing: every rank then has the
 same number of causal query-key pairs). Per layer every rank all-gathers the K/V of all ranks (two
 all_gathers of [B, Hkv, ~T/N, d]) and attends its chunks' queries to the keys up to each chunk's end
-through :func:`models.backend.attention` (on CUDA the ``sdpa-flash-lse`` kernel: flash attention over the
+through :func:`models.kernels.attention` (on CUDA the ``sdpa-flash-lse`` kernel: flash attention over the
 earlier keys and over the chunk's own keys, merged by log-sum-exp). PyTorch's own context-parallel API
 (``torch.distributed.tensor.experimental.context_parallel``) is not used: it intercepts only the CUDA
 flash/efficient/cuDNN SDPA ops, so it cannot run (or be tested) on CPU with gloo.
@@ -39,7 +39,7 @@ import math
 import torch
 import torch.distributed as dist
 
-from models import backend
+from models import kernels
 from models.backbone import apply_rope, rope_cos_sin, rope_frequencies
 from suite.bench.fused import is_attention
 
@@ -150,7 +150,7 @@ def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Ten
         keys, values = _gather_sequence(k, chunks, group), _gather_sequence(v, chunks, group)
         outs, offset = [], 0
         for s, e in mine:  # queries s..e-1 see keys 0..e-1 (causal, bottom-right aligned)
-            outs.append(backend.attention(q[:, :, offset:offset + e - s], keys[:, :, :e], values[:, :, :e],
+            outs.append(kernels.attention(q[:, :, offset:offset + e - s], keys[:, :, :e], values[:, :, :e],
                                           torch.arange(s, e, device=device)))
             offset += e - s
         o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
@@ -242,7 +242,7 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
         # the halo rows' outputs are dropped
         q_base = apply_rope(q_base, cos, sin)
         q_pad = torch.cat([q_base.new_zeros(B, q_base.shape[1], halo, q_base.shape[3]), q_base], dim=2)
-        o_base = backend.attention(q_pad, keys, values, torch.arange(halo + n_local, device=device), mix.window)
+        o_base = kernels.attention(q_pad, keys, values, torch.arange(halo + n_local, device=device), mix.window)
         o_out = _merged_query_attention(apply_rope(q_out, cos_out, sin_out), k, v, group)
         o = torch.cat([o_base[:, :, halo:], o_out], dim=2)
         h = h + mix.output(o)

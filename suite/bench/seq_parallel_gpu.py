@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from models import backend
+from models import kernels
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
@@ -46,7 +46,8 @@ COLUMNS = ("arch", "gpus", "seq_len", "ms", "speedup", "predicted_speedup", "met
 
 
 def parse_layer_wise(text: str) -> dict[str, int]:
-    """``"transformer=262144,orthros=1048576"`` -> {arch: first length timed layer-wise}; ValueError naming a bad entry."""
+    """``"transformer=262144,orthros=1048576"`` -> {arch: first length timed layer-wise}; ValueError naming a bad
+    entry."""
     out = {}
     for item in filter(None, (x.strip() for x in text.split(","))):
         arch, _, value = item.partition("=")
@@ -176,7 +177,7 @@ def _run(args, archs, lengths, layer_wise, device) -> list[dict]:
                 try:
                     if rank < g:
                         reset_peak(device)
-                        backend.reset_usage()
+                        kernels.reset_usage()
                         ms = scale * _time_ms(lambda: prefill_any(model, ids, groups[g]), device, groups[g],
                                               repeats, warmup)
                         kernel, peak = kernels_summary(), peak_gib(device)

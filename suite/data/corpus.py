@@ -229,8 +229,8 @@ def hf_documents(path: str, name: str | None = None, split: str = "train", n_doc
 def documents(source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
               max_files: int | None = None, text_field: str = "text",
               log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
-    """Documents of a named source: ``"stdlib"``, ``"site_packages"``, ``"files"`` (globs in ``files``) or ``"hf"`` (``hf`` dict
-    with path, name, split, n_docs). Files that are not UTF-8 text are skipped into ``log``. Raises
+    """Documents of a named source: ``"stdlib"``, ``"site_packages"``, ``"files"`` (globs in ``files``) or ``"hf"``
+    (``hf`` dict with path, name, split, n_docs). Files that are not UTF-8 text are skipped into ``log``. Raises
     ValueError for an unknown source."""
     if source == "stdlib":
         return stdlib_documents(max_files=max_files, log=log)

@@ -68,7 +68,8 @@ TEMPLATES = {
 }
 TEMPLATES["rare"] = TEMPLATES["code"]
 LINE_ANSWER_FORMATS = ("code", "kv", "rare")
-RARE_VALUES = 24  # values of the rare format: the rarest word pieces that pass its checks (gpu corpus: 0.7 in 32K test tokens)
+# values of the rare format: the rarest word pieces that pass its checks (gpu corpus: 0.7 in 32K test tokens)
+RARE_VALUES = 24
 RARE_SPACING = 32768  # a rare value occurs at most once per this many train tokens
 
 

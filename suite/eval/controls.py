@@ -132,7 +132,8 @@ def lm_controls(val_loss: pd.DataFrame | None, first_losses: list[float], unigra
     chance = math.log(vocab_size) if vocab_size else None
     rows.append(_row("lm", "negative", "transformer", "step-1 training loss (untrained model, lowest seed)",
                      "nats_per_token", init,
-                     f">= {chance - INIT_MARGIN:.4g} (ln vocab {chance:.4g} - {INIT_MARGIN})" if chance else ">= ln vocab",
+                     f">= {chance - INIT_MARGIN:.4g} (ln vocab {chance:.4g} - {INIT_MARGIN})" if chance
+                     else ">= ln vocab",
                      init is not None and chance is not None and init >= chance - INIT_MARGIN, tr))
     return rows
 

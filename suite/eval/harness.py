@@ -1,4 +1,4 @@
-"""lm-eval integration: commonsense, recall-intensive and held-out perplexity rows for ``results/{profile}/quality.csv``.
+"""lm-eval integration: commonsense, recall-intensive and held-out perplexity rows of ``results/{profile}/quality.csv``.
 
 Paper sections: commonsense table (acc / acc_norm), Table 3 (recall-intensive: DROP, NQ, SWDE, TriviaQA, FDA,
 SQuAD) and held-out perplexity. Every task goes through lm-eval 0.4.13's Python API (``simple_evaluate``) and
@@ -294,7 +294,8 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
         results, versions, n_samples = {}, {}, {}
         if loaded is not None:
             try:
-                out = lm_eval.simple_evaluate(model=lm, tasks=_top_level(loaded), limit=limit, task_manager=task_manager, random_seed=seed,
+                out = lm_eval.simple_evaluate(model=lm, tasks=_top_level(loaded), limit=limit,
+                                              task_manager=task_manager, random_seed=seed,
                                               numpy_random_seed=seed, torch_random_seed=seed,
                                               fewshot_random_seed=seed, bootstrap_iters=1000, log_samples=False)
                 results, versions = out["results"], out.get("versions", {})

@@ -5,7 +5,8 @@ known to ``AutoConfig``, i.e. after ``models`` / ``baselines`` are imported. Thi
 (``models.registry.register_auto_classes``), registers ``--model orthros-hf`` (``suite.eval.harness``), keeps the Hub
 offline (``suite.eval.harness.force_offline``), then hands every argument to lm-eval's own CLI::
 
-    python -m suite.eval.lm_eval_cli --model hf --model_args pretrained=DIR --tasks arc_easy --include_path suite/eval/tasks
+    python -m suite.eval.lm_eval_cli --model hf --model_args pretrained=DIR --tasks arc_easy \\
+        --include_path suite/eval/tasks
 """
 from models.registry import register_auto_classes
 from suite.eval.harness import force_offline  # importing it also registers --model orthros-hf with lm-eval

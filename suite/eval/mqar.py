@@ -195,7 +195,8 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
             "train_s": train_s, "num_train": steps * batch_size, "num_test": num_test}
 
 
-def llama_factory(hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4) -> Callable[[int, int], torch.nn.Module]:
+def llama_factory(hidden_size: int = 64, num_layers: int = 2,
+                  num_heads: int = 4) -> Callable[[int, int], torch.nn.Module]:
     """Factory for a small ``LlamaForCausalLM`` (a full-attention reference; used by tests and smoke runs)."""
     def build(vocab_size: int, seq_len: int) -> torch.nn.Module:
         from transformers import LlamaConfig, LlamaForCausalLM
@@ -217,13 +218,14 @@ def registry_factory(arch: str, size: str, **overrides) -> Callable[[int, int], 
 
 
 def kernel_label(device: str) -> str:
-    """Which kernels the last run used (``models.backend``'s attention kernels, or FLA's for the linear mixers)."""
+    """Which kernels the last run used (``models.kernels``'s attention kernels, or FLA's for the linear mixers)."""
     return kernels_summary("fla-naive" if torch.device(device).type == "cpu" else "fla-triton")
 
 
 def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int, *, arch: str, size: str,
-             profile: str, seed: int = 0, device: str = "cpu", dtype: str = "float32", train_kv: list[int] | None = None,
-             window: int | None = None, num_layers: int | None = None, **train_kwargs) -> list[dict]:
+             profile: str, seed: int = 0, device: str = "cpu", dtype: str = "float32",
+             train_kv: list[int] | None = None, window: int | None = None, num_layers: int | None = None,
+             **train_kwargs) -> list[dict]:
     """MQAR rows, one per (seq_len, num_kv_pairs) cell.
 
     ``train_kv=None`` trains one model per cell; a list trains one model per ``seq_len`` on those pair counts (cycled
@@ -233,7 +235,7 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
     ``seq_len`` (``4 * kv > seq_len``) gets status ``"not run: ..."``. ``chance`` = 2 / vocab_size (uniform guess
     over the value half of the vocabulary).
     """
-    from models.backend import reset_usage
+    from models.kernels import reset_usage
 
     vocab = train_kwargs.get("vocab_size", 8192)
     far = num_layers * (window - 1) if window and num_layers else None
@@ -312,9 +314,9 @@ def main(argv: list[str] | None = None) -> None:
         factory = registry_factory(a.arch, a.size, **({"window_size": a.window}
                                                       if a.window and a.arch in WINDOWED_ARCHS else {}))
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
-                    seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window, num_layers=layers,
-                    vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr, weight_decay=a.weight_decay,
-                    num_test=a.num_test)
+                    seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window,
+                    num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,
+                    weight_decay=a.weight_decay, num_test=a.num_test)
     write_csv(rows, a.out)
     for row in rows:
         print(row["seq_len"], row["num_kv_pairs"], row["accuracy"], row.get("accuracy_far"), row["status"])

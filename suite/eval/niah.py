@@ -266,7 +266,8 @@ def _phases(text: str) -> list[tuple]:
                 raise ValueError
             phases.append((int(fields[0]), float(fields[1]), *map(int, fields[2:])))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected LEN:FRAC:ROWS[:QUERIES],..., got {item!r} in {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected LEN:FRAC:ROWS[:QUERIES],..., got {item!r} in {text!r}") from None
     try:
         check_curriculum(phases)
     except ValueError as err:
@@ -345,7 +346,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--haystack", required=True, help="held-out text file (the TEST split, e.g. <data_dir>/test.txt)")
     p.add_argument("--format", choices=FORMATS, default="ruler")
     p.add_argument("--value-digits", type=int, default=None,
-                   help="digits of a needle's number (default 7; the rare format's values are word pieces: not allowed)")
+                   help="digits of a needle's number (default 7; the rare format's values are word pieces: "
+                        "not allowed)")
     p.add_argument("--train-len", type=int, default=128, help="training length in tokens")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=32)
@@ -423,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
         model, extra = _trained_model(a, task, tokenizer, train_tokens)
         arch, train_len = a.arch, a.train_len
     hay = haystack_ids(tokenizer, a.haystack)
-    from models.backend import describe
+    from models.kernels import describe
 
     rows = run_niah(model, tokenizer, task, hay, a.lengths, a.depths, a.trials, seed=a.seed, arch=arch,
                     size=a.size or "", train_len=train_len, profile=a.profile, dtype=a.dtype,

@@ -48,7 +48,8 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
 
     ``controls: <experiment>`` gives a verdict only when both controls of that experiment passed (else status
     "invalid: ...", value None; a measurement that did not run stays "not run: ..."): the controls of the results
-    the measure reads, ``controls`` for ``{results}/...`` and ``gpu_controls`` for ``{gpu}/...``. ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
+    the measure reads, ``controls`` for ``{results}/...`` and ``gpu_controls`` for ``{gpu}/...``.
+    ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
     :mod:`suite.report.stats`: for a claim of equality ("on par") no difference passes; for a claim that the two
     differ (``claim_is_difference: true``) no difference fails; a difference beyond the noise is judged by ``expect``.
     Raises ValueError naming the file and column when the CSV fails its schema (``suite.report.schema``) or lacks
@@ -179,7 +180,8 @@ def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path 
             ids = check["formula"] if isinstance(check["formula"], list) else [check["formula"]]
             row["recomputed"], row["diff"], row["verdict"], row["detail"] = _formula(claim, ids, derived)
         elif kind == "reading":
-            row["verdict"] = check["verdict"] + (" (paper contradicts itself)" if check["verdict"] == "inconsistent" else "")
+            inconsistent = check["verdict"] == "inconsistent"
+            row["verdict"] = check["verdict"] + (" (paper contradicts itself)" if inconsistent else "")
             row["detail"] = check["evidence"]
             if "formula" in check:
                 rec = derived.set_index("id").loc[check["formula"], "recomputed"]
@@ -214,7 +216,9 @@ def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
     def fmt(v):
         if isinstance(v, float) and v == 0:
             return "0"
-        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else (f"{v + 0.0:.4g}" if isinstance(v, float) else str(v))
+        if v is None or (isinstance(v, float) and pd.isna(v)):
+            return ""
+        return f"{v + 0.0:.4g}" if isinstance(v, float) else str(v)
 
     view = audit.assign(**{c: audit[c].map(fmt) for c in ["reported", "recomputed", "measured", "diff"]})
     cols = ["id", "asserted_by", "claim", "reported", "unit", "check", "recomputed", "measured", "diff", "verdict",
@@ -228,7 +232,8 @@ def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
              "measurement of the same quantity); `measured_proxy` judges a smaller-scale proxy this suite measures "
              "instead (e.g. held-out perplexity for accuracy, MQAR for the recall tasks). A claim can therefore be "
              "consistent with the paper's tables and not reproduced by the proxy. `measured` is in the proxy's unit "
-             "(ratio or difference, as the proxy text says), not the claim's; pass thresholds are in `claims.yaml`.", "",
+             "(ratio or difference, as the proxy text says), not the claim's; pass thresholds are in "
+             "`claims.yaml`.", "",
              "Quality proxies are judged only where the experiment's positive and negative controls passed "
              "(`controls.csv`, `suite/eval/controls.py`); otherwise the verdict reads `invalid: <which control> "
              f"failed`. Seed noise: two models {NOISE_RULE}; a smaller difference is \"no difference\", whatever "
@@ -243,7 +248,8 @@ def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
               "## Internal inconsistencies of the reported tables", "",
               "Reported numbers that do not follow from the others (diff = reported - recomputed; tolerance from "
               "the printed precision):", ""]
-    lines.append(to_markdown(bad[["id", "formula", "inputs", "recomputed", "reported_text", "diff", "tolerance", "note"]]
+    columns = ["id", "formula", "inputs", "recomputed", "reported_text", "diff", "tolerance", "note"]
+    lines.append(to_markdown(bad[columns]
                              .assign(recomputed=bad["recomputed"].map(lambda v: f"{v:.3f}"),
                                      diff=bad["diff"].map(lambda v: f"{v:+.3f}"),
                                      tolerance=bad["tolerance"].map(lambda v: f"{v:.3f}"))) if len(bad) else "none")

@@ -57,7 +57,8 @@ CLAIMS_SCHEMA = {
                            "required": ["scale", "gpus", "lengths", "batch", "software", "timed"]},
             "check": {"type": "object", "required": ["kind"], "oneOf": [
                 {"properties": {"kind": {"const": "formula"},
-                                "formula": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
+                                "formula": {"anyOf": [{"type": "string"},
+                                                      {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
                                 "expect_value": {"type": "number"}},
                  "required": ["kind", "formula"], "additionalProperties": False},
                 {"properties": {"kind": {"enum": ["measurement", "cost_model"]}, "measure": _MEASURE,

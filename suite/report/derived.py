@@ -53,15 +53,19 @@ def averages(tables: pd.DataFrame) -> list[dict]:
                 ~tables["task"].isin(list(AVERAGE_TASKS)))
         cells = tables[same]
         n = AVERAGE_TASKS[avg["task"]]
-        key = f"d_avg_{avg['table'].split()[-1]}_{avg['model']}_{avg['variant'] if avg['table'] == 'Table 2' else avg['scale']}"
+        which = avg["variant"] if avg["table"] == "Table 2" else avg["scale"]
+        key = f"d_avg_{avg['table'].split()[-1]}_{avg['model']}_{which}"
         if len(cells) != n:
             if avg["task"] == "avg6_recall" and len(cells):
                 rest = n * avg["value"] - cells["value"].sum()
                 missing = "DROP + NarrativeQA"
+                given = ", ".join(f"{r.task_label}={r.value_text}" for r in cells.itertuples())
                 rows.append(_row(key + "_implied_missing", "implied", avg["table"],
-                                 f"{n} x reported avg - sum of the {len(cells)} given cells = sum of the missing cells ({missing})",
-                                 f"avg={avg['value_text']}; cells=" + ", ".join(f"{r.task_label}={r.value_text}" for r in cells.itertuples()),
-                                 rest, note=f"only {len(cells)} of {n} cells are in the notes; the average cannot be recomputed"))
+                                 f"{n} x reported avg - sum of the {len(cells)} given cells = sum of the missing "
+                                 f"cells ({missing})",
+                                 f"avg={avg['value_text']}; cells=" + given,
+                                 rest, note=f"only {len(cells)} of {n} cells are in the notes; the average cannot be "
+                                            "recomputed"))
             continue
         mean = cells["value"].mean()
         tol = _half_unit(avg["decimals"]) + _half_unit(cells["decimals"].max())
@@ -78,7 +82,8 @@ def differences(tables: pd.DataFrame) -> list[dict]:
 
     def diff_row(id_, table, a, b, label):
         rows.append(_row(id_, "difference", table, f"{label}: avg(a) - avg(b) on the printed values",
-                         f"a={a['value_text']} ({a['model']} {a['variant']} {a['scale']}), b={b['value_text']} ({b['model']} {b['variant']} {b['scale']})",
+                         f"a={a['value_text']} ({a['model']} {a['variant']} {a['scale']}), "
+                         f"b={b['value_text']} ({b['model']} {b['variant']} {b['scale']})",
                          a["value"] - b["value"]))
 
     diff_row("d_t1_orthros_minus_transformer", "Table 1", cell(tables, "Table 1", "orthros", "avg7"),
@@ -111,7 +116,8 @@ def differences(tables: pd.DataFrame) -> list[dict]:
         so = cell(tables, "Table 7", "orthros", "avg6", scale=scale)
         for ref in ["transformer", "orthros_noso"]:
             diff_row(f"d_t7_{scale}_orthros_minus_{ref}", "Table 7", so,
-                     cell(tables, "Table 7", ref, "avg6", scale=scale), f"{scale} Orthros (w/ SO) - {ref} (6-task avg, 10B)")
+                     cell(tables, "Table 7", ref, "avg6", scale=scale),
+                     f"{scale} Orthros (w/ SO) - {ref} (6-task avg, 10B)")
         advantage.append((scale, rows[-2]["recomputed"]))
         so_wins += int(rows[-1]["recomputed"] > 0)
     drops = [f"{a[0]}->{b[0]}" for a, b in zip(advantage, advantage[1:]) if b[1] < a[1]]
@@ -157,10 +163,13 @@ def table4(tables: pd.DataFrame) -> list[dict]:
         (span_t, dec_t), (span_o, dec_o) = spans["transformer"], spans["orthros"]
         rep_ratio = dec_o["value"] / dec_t["value"]
         rows.append(_row(f"d_t4_decode_ratio_{config}", "ratio", "Table 4",
-                         "decode-only ratio Orthros/Transformer = (E2E-TTFT)_Transformer / (E2E-TTFT)_Orthros (same tokens)",
-                         f"({span_t:.3f} / {span_o:.3f}) s; printed {dec_o['value_text']} / {dec_t['value_text']} tok/s",
+                         "decode-only ratio Orthros/Transformer = (E2E-TTFT)_Transformer / (E2E-TTFT)_Orthros "
+                         "(same tokens)",
+                         f"({span_t:.3f} / {span_o:.3f}) s; printed {dec_o['value_text']} / {dec_t['value_text']} "
+                         "tok/s",
                          span_t / span_o, rep_ratio, f"{dec_o['value_text']}/{dec_t['value_text']}", dec_o["source"],
-                         rep_ratio * (_half_unit(dec_o["decimals"]) / dec_o["value"] + _half_unit(dec_t["decimals"]) / dec_t["value"]),
+                         rep_ratio * (_half_unit(dec_o["decimals"]) / dec_o["value"]
+                                      + _half_unit(dec_t["decimals"]) / dec_t["value"]),
                          note="> 1 means Orthros decodes faster"))
         h, oh = get("linear_hybrid", config, "e2e_s"), get("orthros_h", config, "e2e_s")
         rows.append(_row(f"d_t4_hybrid_e2e_speedup_{config}", "ratio", "Table 4",
@@ -193,14 +202,16 @@ def table4(tables: pd.DataFrame) -> list[dict]:
                 alt = e2e["batch"] * (e2e["output_len"] - 1) / span
                 rows.append(_row(f"d_t4_decode_tput_{model}_{config}", "throughput", "Table 4",
                                  "decode-only throughput = batch x output_len / (E2E - TTFT)",
-                                 f"{int(e2e['batch'])} x {int(e2e['output_len'])} / ({e2e['value_text']} - {ttft['value_text']}) s",
+                                 f"{int(e2e['batch'])} x {int(e2e['output_len'])} / "
+                                 f"({e2e['value_text']} - {ttft['value_text']}) s",
                                  value, dec["value"], dec["value_text"], dec["source"], tol,
                                  note=f"with output_len-1 decode steps per request: {alt:.2f} tok/s "
                                       f"({'also off' if abs(dec['value'] - alt) > tol + EPS else 'within rounding'})"))
             else:
                 implied = e2e["value"] - tokens / dec["value"]
                 rows.append(_row(f"d_t4_implied_ttft_{model}_{config}", "implied", "Table 4",
-                                 "implied TTFT = E2E - batch x output_len / decode-only throughput (assumes the decode-only formula above)",
+                                 "implied TTFT = E2E - batch x output_len / decode-only throughput (assumes the "
+                                 "decode-only formula above)",
                                  f"{e2e['value_text']} s - {int(tokens)} / {dec['value_text']} tok/s", implied,
                                  note="TTFT not printed for the hybrids"))
     return rows

@@ -91,7 +91,8 @@ def fig2(table7: pd.DataFrame, ablation: pd.DataFrame | None, out_dir: str | Pat
     left.legend(fontsize=8)
     left.grid(alpha=0.3)
     if ablation is None or ablation[ablation["status"] == "ok"].empty:
-        _empty(right, "Measured: not run\n" + textwrap.fill(missing if ablation is None else ablation['status'].iloc[0], 50))
+        why = missing if ablation is None else ablation["status"].iloc[0]
+        _empty(right, "Measured: not run\n" + textwrap.fill(why, 50))
         right.set_title("Measured (this suite)", fontsize=10)
     else:
         ok = ablation[ablation["status"] == "ok"]
@@ -225,7 +226,8 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
     for y, v in enumerate(avg["value"]):
         right.text(v, y, f" {v:.1f}", va="center", fontsize=7)
     right.set_xlabel("reported recall average (Table 3, %)")
-    right.set_title("Reported (paper Table 3): 1.3B, 100B tokens, 6 recall tasks\n(not MQAR: a different task)", fontsize=8)
+    right.set_title("Reported (paper Table 3): 1.3B, 100B tokens, 6 recall tasks\n(not MQAR: a different task)",
+                    fontsize=8)
     right.grid(alpha=0.3, axis="x")
     _foot(fig, _caption(ok, "Measured rows"))
     return _save(fig, Path(out_dir), "fig_mqar")
@@ -251,7 +253,8 @@ def _speedups(rows: pd.DataFrame, slow: str = "transformer", fast: str = "orthro
 
 
 def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: pd.DataFrame | None,
-         out_dir: str | Path, missing_gpu: str, missing_cpu: str, seq_parallel: pd.DataFrame | None = None) -> list[Path]:
+         out_dir: str | Path, missing_gpu: str, missing_cpu: str,
+         seq_parallel: pd.DataFrame | None = None) -> list[Path]:
     """Prefill (Fig. 4) in four panels: (a) one-GPU latency (ms, log-log) at the Qwen3-8B shape; (b) the speedup the
     claims are about, Transformer ms / Orthros ms against length: measured on one GPU, measured on 2 GPUs (sequence
     parallel, ``seq_parallel``), the cost model for 1 and 8 GPUs, and the paper's 3.5x (1 GPU, 128K) and 21.9x

@@ -63,11 +63,3 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, column: str = "value") -> Comparis
         pooled = math.sqrt((sa.var(ddof=1) + sb.var(ddof=1)) / 2)
     return Comparison(float(sa.mean() - sb.mean()), pooled, len(sa), len(sb))
 
-
-def fmt_mean_std(mean: float | None, std: float | None, n: int, digits: int = 4) -> str:
-    """``"5.012 +- 0.013 (3 seeds)"``; ``""`` without a value."""
-    if mean is None:
-        return ""
-    if std is None:
-        return f"{mean:.{digits}g} ({n} seed{'s' if n != 1 else ''})"
-    return f"{mean:.{digits}g} +- {std:.2g} ({n} seeds)"

@@ -78,8 +78,8 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
                 base.update(status="not run: not measured by this suite (no row in results)")
         rows.append(base)
     if measured is not None:
-        for _, g in measured.drop(index=list(used)).groupby([key, "task", "metric"] + (["size"] if "size" in measured else []),
-                                                             sort=False, dropna=False):
+        by = [key, "task", "metric"] + (["size"] if "size" in measured else [])
+        for _, g in measured.drop(index=list(used)).groupby(by, sort=False, dropna=False):
             ok = g[g["status"] == "ok"]
             val, std, n = mean_std(ok) if len(ok) else (None, None, 0)
             status = "measured only: the paper reports no such metric; not comparable" if len(ok) else \
@@ -153,7 +153,8 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
         for arch, g in frame.groupby("arch", sort=False):
             ok = g[g["status"] == "ok"]
             value = pd.to_numeric(ok[column], errors="coerce").mean() if len(ok) else None
-            status = "measured only: proxy for recall; not comparable with Table 3" if len(ok) else str(g["status"].iloc[0])
+            status = ("measured only: proxy for recall; not comparable with Table 3" if len(ok)
+                      else str(g["status"].iloc[0]))
             if len(ok) and invalid.get(name):
                 status = invalid[name]
             rows.append(dict(model=arch, variant="", scale=_first(g, "size"), task=label,
@@ -246,7 +247,8 @@ def format_table(frame: pd.DataFrame, title: str, paper_cond: str, note: str = "
                                                                       view["n_seeds"])]
         view = view.drop(columns=["measured_std", "n_seeds"])
     for col in ["reported", "diff"] + ([] if "measured_std" in frame else ["measured"]):
-        view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v) else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
+        view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v)
+                                  else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
     parts = [f"# {title}", "", f"Paper scale & conditions: {paper_cond}", ""]
     if note:
         parts += [note, ""]

@@ -102,7 +102,7 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     as a fraction of ``lr``. ``dtype`` "bfloat16"/"float16" means autocast with float32 master weights.
     ``retrieval_fraction`` of the rows are synthetic retrieval sequences (``suite.data.retrieval``).
 
-    ``backend`` (provenance column) defaults to the attention kernels ``models.backend`` used, else "torch".
+    ``backend`` (provenance column) defaults to the attention kernels ``models.kernels`` used, else "torch".
     ``arch``, ``size`` and ``overrides`` (the model-config overrides the factory applies) label the run; with
     the other settings they go to run_config.json.
 
@@ -273,7 +273,7 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     train_loss = float(frame["loss"].tail(10).mean())
     train_wall = float(frame["wall_s"].iloc[-1]) if len(frame) else wall_s
     if backend is None:
-        backend = kernels_summary("torch")  # the attention kernels models.backend ran, else "torch"
+        backend = kernels_summary("torch")  # the attention kernels models.kernels ran, else "torch"
     from models.sizes import count_parameters
 
     row = {"arch": arch, "size": size, "n_params": count_parameters(net), "tokens": tokens_done, "seq_len": seq_len,
@@ -348,7 +348,7 @@ def _weights_sha256(folder: str | Path | None) -> str | None:
 
 def _reset_kernel_usage() -> None:
     try:
-        from models.backend import reset_usage
+        from models.kernels import reset_usage
     except ImportError:
         return
     reset_usage()

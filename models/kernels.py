@@ -14,7 +14,8 @@ Kernels, in order of preference:
   context-parallel rank's chunk, a cached continuation): the flash kernel over the keys before the block (all
   visible) and over the block's own keys (causal), merged by their log-sum-exp.
 * ``fla-window`` (CUDA, FLA importable): FLA's Triton ``parallel_attn(window_size=w)`` for
-  the sliding window (T_q == T_k, and T * Hq * d < 2^31: the kernel's query offsets are int32).
+  the sliding window (T_q == T_k, and T * Hq * d < 2^31: the kernel's query offsets are int32). It is loaded
+  through :mod:`models.fla_check`, which refuses an FLA version the suite was not checked against.
 * ``torch-fa2`` (CUDA, fp16/bf16, head dim a multiple of 8 up to 256): the FlashAttention-2 kernels
   bundled with PyTorch, called through ``aten::_flash_attention_forward``. Its causal mask is aligned
   bottom-right (query i of T_q sits at key T_k - T_q + i), and ``window_size_left = w - 1``,
@@ -45,6 +46,8 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
+from . import fla_check
+
 try:  # pragma: no cover - flash-attn cannot be installed on the CPU machines
     from flash_attn import flash_attn_func as _flash_attn_func
 except Exception:  # ImportError, or a broken CUDA build
@@ -59,16 +62,13 @@ _BLOCK_ELEMENTS = 1 << 24  # score-matrix elements per block in the blocked path
 
 
 def _fla_window():
-    """FLA's Triton window kernel, or None (FLA absent, or no CUDA)."""
+    """FLA's Triton window kernel, or None (FLA absent, or no CUDA), loaded once through
+    :func:`models.fla_check.window_kernel`, which raises RuntimeError for an FLA version the suite was not checked
+    against (the kernel's call and its int32 offset limit, :func:`fla_offsets_overflow`, are FLA 0.6's)."""
     global _fla_parallel_attn, _fla_checked
     if not _fla_checked:
+        _fla_parallel_attn = fla_check.window_kernel()
         _fla_checked = True
-        try:
-            from fla.ops.attn.parallel import parallel_attn
-
-            _fla_parallel_attn = parallel_attn
-        except Exception:
-            _fla_parallel_attn = None
     return _fla_parallel_attn
 
 

@@ -1,10 +1,10 @@
-"""models.backend: a forced kernel either computes the bottom-right aligned, windowed attention or refuses."""
+"""models.kernels: a forced kernel either computes the bottom-right aligned, windowed attention or refuses."""
 import math
 
 import pytest
 import torch
 
-from models import backend
+from models import kernels
 
 
 def naive_attention(q, k, v, q_index, window=None):
@@ -27,8 +27,8 @@ def naive_attention(q, k, v, q_index, window=None):
 
 @pytest.fixture
 def forced():
-    yield backend.force_kernel
-    backend.force_kernel(None)
+    yield kernels.force_kernel
+    kernels.force_kernel(None)
 
 
 def _qkv(Tq, Tk, seed=0):
@@ -42,11 +42,11 @@ def test_forced_sdpa_flash_refuses_queries_that_are_not_bottom_right(forced):
     q_index = torch.tensor([5, 6])
     forced("sdpa-flash")
     with pytest.raises(ValueError, match=r"sdpa-flash.*q \(1, 2, 2, 8\).*k \(1, 2, 7, 8\)"):
-        backend.attention(q, k, v, q_index)
+        kernels.attention(q, k, v, q_index)
     with pytest.raises(ValueError, match="sdpa-flash"):  # the sliding window SDPA cannot apply
-        backend.attention(*_qkv(7, 7), torch.arange(7), window=3)
+        kernels.attention(*_qkv(7, 7), torch.arange(7), window=3)
     forced("blocked")  # the kernel that can serve it gives the reference value
-    torch.testing.assert_close(backend.attention(q, k, v, q_index).double(), naive_attention(q, k, v, q_index),
+    torch.testing.assert_close(kernels.attention(q, k, v, q_index).double(), naive_attention(q, k, v, q_index),
                                atol=1e-6, rtol=0)
 
 
@@ -55,9 +55,9 @@ def test_forced_sdpa_flash_serves_what_it_can(forced, Tq, Tk):
     q, k, v = _qkv(Tq, Tk, seed=1)
     q_index = torch.arange(Tk - Tq, Tk)
     forced("sdpa-flash")
-    backend.reset_usage()
-    got = backend.attention(q, k, v, q_index)
-    assert backend.kernels_used() == {"sdpa-flash": 1}
+    kernels.reset_usage()
+    got = kernels.attention(q, k, v, q_index)
+    assert kernels.kernels_used() == {"sdpa-flash": 1}
     torch.testing.assert_close(got.double(), naive_attention(q, k, v, q_index), atol=1e-6, rtol=0)
 
 
@@ -68,10 +68,47 @@ def test_forced_kernels_that_cannot_run_raise(forced):
     for name in ("flash-attn", "fla-window"):  # CUDA-only kernels on a CPU tensor
         forced(name)
         with pytest.raises(ValueError, match=name):
-            backend.attention(q, k, v, torch.arange(7), window=3)
+            kernels.attention(q, k, v, torch.arange(7), window=3)
     forced("sdpa-flash")
     with pytest.raises(ValueError, match="key_mask"):
-        backend.attention(q, k, v, torch.arange(7), key_mask=torch.ones(1, 7, dtype=torch.bool))
+        kernels.attention(q, k, v, torch.arange(7), key_mask=torch.ones(1, 7, dtype=torch.bool))
+
+
+def test_fla_window_kernel_loads_through_the_fla_version_check(monkeypatch):
+    """The fla-window kernel (FLA's parallel_attn, its int32 offset limit) is FLA 0.6's: an FLA version the suite
+    was not checked against is refused when the kernel is first looked up (models.fla_check), not silently used."""
+    import fla
+
+    from models import fla_check
+
+    assert fla_check.window_kernel() is not None  # FLA 0.6.0 is installed (pyproject.toml pins it)
+    monkeypatch.setattr(fla, "__version__", "0.9.9")
+    monkeypatch.setattr(kernels, "_fla_checked", False)
+    message = r"flash-linear-attention 0\.9\.9 is installed, .* models/kernels\.py calls fla\.ops\.attn\.parallel"
+    with pytest.raises(RuntimeError, match=message):
+        kernels._fla_window()
+    assert kernels._fla_checked is False  # a refused version is refused again on the next call
+
+
+def test_fla_is_imported_below_its_layer_api_only_behind_the_version_check():
+    """Outside tests, FLA is imported by models/fla_check.py, baselines/fla_internals.py (both checked) and for its
+    public layers (``fla.layers``) by baselines/fla_mixers.py, which runs fla_internals.install() first."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doors = {"models/fla_check.py", "baselines/fla_internals.py"}
+    found = set()
+    for package in ("models", "baselines", "suite", "scripts"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+                for name in names:
+                    if name == "fla" or name.startswith("fla."):
+                        found.add((str(path.relative_to(root)), name))
+    assert {path for path, _ in found} == doors | {"baselines/fla_mixers.py"}, found
+    assert {name for path, name in found if path not in doors} == {"fla.layers"}, found
 
 
 @pytest.mark.parametrize("window", [None, 3])
@@ -79,9 +116,9 @@ def test_auto_and_blocked_match_the_naive_reference(forced, window):
     q, k, v = _qkv(3, 9, seed=2)
     q_index = torch.tensor([2, 5, 8])
     ref = naive_attention(q, k, v, q_index, window)
-    torch.testing.assert_close(backend.attention(q, k, v, q_index, window).double(), ref, atol=1e-6, rtol=0)
+    torch.testing.assert_close(kernels.attention(q, k, v, q_index, window).double(), ref, atol=1e-6, rtol=0)
     forced("blocked")
-    torch.testing.assert_close(backend.attention(q, k, v, q_index, window).double(), ref, atol=1e-6, rtol=0)
+    torch.testing.assert_close(kernels.attention(q, k, v, q_index, window).double(), ref, atol=1e-6, rtol=0)
 
 
 def _fa2_rule(Tq, Tk, is_causal, window_size_left=-1, window_size_right=-1):
@@ -118,41 +155,43 @@ def test_torch_fa2_arguments_give_the_bottom_right_window(Tq, Tk, window):
     mask rule, exactly the keys of the fp64 naive loop: query i at key Tk - Tq + i, keys within its window."""
     q, k, v = _qkv(Tq, Tk, seed=3)
     q_index = torch.arange(Tk - Tq, Tk)
-    mask = _fa2_rule(Tq, Tk, True, **backend.fa2_window_args(window, Tk))
-    torch.testing.assert_close(_masked_fp64(q, k, v, mask), naive_attention(q, k, v, q_index, window), atol=1e-9, rtol=0)
+    mask = _fa2_rule(Tq, Tk, True, **kernels.fa2_window_args(window, Tk))
+    torch.testing.assert_close(_masked_fp64(q, k, v, mask), naive_attention(q, k, v, q_index, window), atol=1e-9,
+                               rtol=0)
 
 
 def test_torch_fa2_refuses_what_it_cannot_compute(forced):
     q, k, v = _qkv(3, 9)
     forced("torch-fa2")
     with pytest.raises(ValueError, match="torch-fa2.*CUDA fp16/bf16"):  # the CPU path stays the blocked kernel
-        backend.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
+        kernels.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
     with pytest.raises(ValueError, match="torch-fa2.*aligned for queries at the last"):  # not bottom-right
-        backend.attention(q, k, v, torch.tensor([2, 5, 8]))
+        kernels.attention(q, k, v, torch.tensor([2, 5, 8]))
     forced(None)
-    backend.reset_usage()
-    backend.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
-    assert backend.kernels_used() == {"blocked": 1}
+    kernels.reset_usage()
+    kernels.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
+    assert kernels.kernels_used() == {"blocked": 1}
 
 
 def test_fla_window_int32_guard():
     """FLA's parallel_attn offsets rows by t * Hq * d in int32: at 32 heads x 128, rows from 524,288 on overflow."""
-    assert not backend.fla_offsets_overflow(524288, 32, 128)
-    assert backend.fla_offsets_overflow(524289, 32, 128)
-    assert backend.fla_offsets_overflow(1048576, 32, 128)
-    assert not backend.fla_offsets_overflow(1048576, 8, 128)
+    assert not kernels.fla_offsets_overflow(524288, 32, 128)
+    assert kernels.fla_offsets_overflow(524289, 32, 128)
+    assert kernels.fla_offsets_overflow(1048576, 32, 128)
+    assert not kernels.fla_offsets_overflow(1048576, 8, 128)
 
 
 def test_prefer_kernels_orders_and_validates():
     try:
-        backend.prefer_kernels(["torch-fa2"], ["torch-fa2", "fla-window"])
-        assert backend.kernel_order()[0] == "torch-fa2" and backend.kernel_order(True)[:2] == ("torch-fa2", "fla-window")
-        assert sorted(backend.kernel_order()) == sorted(backend.KERNELS)
+        kernels.prefer_kernels(["torch-fa2"], ["torch-fa2", "fla-window"])
+        assert kernels.kernel_order()[0] == "torch-fa2"
+        assert kernels.kernel_order(True)[:2] == ("torch-fa2", "fla-window")
+        assert sorted(kernels.kernel_order()) == sorted(kernels.KERNELS)
         with pytest.raises(ValueError, match="unknown kernel"):
-            backend.prefer_kernels(["fa3"])
+            kernels.prefer_kernels(["fa3"])
     finally:
-        backend.prefer_kernels()
-    assert backend.kernel_order() == backend.KERNELS == backend.kernel_order(True)
+        kernels.prefer_kernels()
+    assert kernels.kernel_order() == kernels.KERNELS == kernels.kernel_order(True)
 
 
 def _naive_decode(q, k_cache, v_cache, used, window):
@@ -172,24 +211,29 @@ def _naive_decode(q, k_cache, v_cache, used, window):
     return out
 
 
+def _decode_case(d: int, capacity: int, used: list[int]):
+    """q [2, 4, 1, d], token-major caches [2, capacity, 2, d] (GQA 4:2) and ``used`` as int32, seeded."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 1, d, generator=g)
+    k_cache, v_cache = torch.randn(2, capacity, 2, d, generator=g), torch.randn(2, capacity, 2, d, generator=g)
+    return q, k_cache, v_cache, torch.tensor(used, dtype=torch.int32)
+
+
 @pytest.mark.parametrize("window", [None, 3])
 def test_decode_attention_matches_naive_loop(window):
-    g = torch.Generator().manual_seed(5)
-    q = torch.randn(2, 4, 1, 8, generator=g)
-    k_cache, v_cache = torch.randn(2, 12, 2, 8, generator=g), torch.randn(2, 12, 2, 8, generator=g)
-    used = torch.tensor([9, 4], dtype=torch.int32)
-    backend.reset_usage()
-    got = backend.decode_attention(q, k_cache, v_cache, used, 10, window)
-    assert backend.kernels_used() == {"blocked": 1}
+    q, k_cache, v_cache, used = _decode_case(8, 12, [9, 4])
+    kernels.reset_usage()
+    got = kernels.decode_attention(q, k_cache, v_cache, used, 10, window)
+    assert kernels.kernels_used() == {"blocked": 1}
     torch.testing.assert_close(got.double(), _naive_decode(q, k_cache, v_cache, used, window), atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="L=13"):
-        backend.decode_attention(q, k_cache, v_cache, used, 13, window)
+        kernels.decode_attention(q, k_cache, v_cache, used, 13, window)
     try:
-        backend.force_kernel("torch-fa2")
+        kernels.force_kernel("torch-fa2")
         with pytest.raises(ValueError, match="torch-fa2.*decode_attention"):
-            backend.decode_attention(q, k_cache, v_cache, used, 10, window)
+            kernels.decode_attention(q, k_cache, v_cache, used, 10, window)
     finally:
-        backend.force_kernel(None)
+        kernels.force_kernel(None)
 
 
 def _fa2_varlen_fp64(q, k, v, cu_q, cu_k, seqused_k, is_causal, window_size_left=-1, window_size_right=-1):
@@ -221,7 +265,7 @@ def test_fa2_decode_arguments_select_the_keys_of_the_naive_decode_loop(window):
     q = torch.randn(B, Hq, 1, d, generator=g)
     k_cache, v_cache = torch.randn(B, cap, Hkv, d, generator=g), torch.randn(B, cap, Hkv, d, generator=g)
     used = torch.tensor([9, 4, 10], dtype=torch.int32)
-    a = backend.fa2_decode_args(B, cap, L, window, "cpu")
+    a = kernels.fa2_decode_args(B, cap, L, window, "cpu")
     assert a["max_q"] == 1 and a["max_k"] == L and a["cu_seqlens_q"].dtype == torch.int32
     got = _fa2_varlen_fp64(q.reshape(B, Hq, d), k_cache.flatten(0, 1), v_cache.flatten(0, 1), a["cu_seqlens_q"],
                            a["cu_seqlens_k"], used, a["is_causal"], **a["window"])
@@ -233,15 +277,15 @@ def test_disabled_kernels_are_never_picked(monkeypatch, forced):
     """SUITE_DISABLE_KERNELS (set by perf_all.sh after a failed GPU check) takes a kernel out of service."""
     q, k, v = _qkv(3, 9)
     monkeypatch.setenv("SUITE_DISABLE_KERNELS", "torch-fa2, sdpa-flash,blocked")
-    assert backend.disabled_kernels() == {"torch-fa2", "sdpa-flash"}  # blocked, the reference, always serves
+    assert kernels.disabled_kernels() == {"torch-fa2", "sdpa-flash"}  # blocked, the reference, always serves
     forced("sdpa-flash")
     with pytest.raises(ValueError, match="disabled by SUITE_DISABLE_KERNELS"):
-        backend.attention(q[:, :, -1:], k, v, torch.tensor([8]))
+        kernels.attention(q[:, :, -1:], k, v, torch.tensor([8]))
     forced("blocked")
-    backend.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
+    kernels.attention(q, k, v, torch.tensor([6, 7, 8]), window=4)
 
 
-cuda_fa2 = pytest.mark.skipif(not (torch.cuda.is_available() and backend._fa2_available()),
+cuda_fa2 = pytest.mark.skipif(not (torch.cuda.is_available() and kernels._fa2_available()),
                               reason="needs CUDA and aten::_flash_attention_forward (the CPU tests above cover the "
                                      "argument logic)")
 
@@ -256,7 +300,7 @@ def test_torch_fa2_on_gpu_matches_the_fp64_naive_loop(forced, Tq, Tk, window):
     q_index = torch.arange(Tk - Tq, Tk)
     forced("torch-fa2")
     dev = [x.cuda().bfloat16() for x in (q, k, v)]
-    got = backend.attention(*dev, q_index.cuda(), window).double().cpu()
+    got = kernels.attention(*dev, q_index.cuda(), window).double().cpu()
     want = naive_attention(*[x.bfloat16().double() for x in (q, k, v)], q_index, window)
     torch.testing.assert_close(got, want, atol=2e-2, rtol=0)
 
@@ -264,13 +308,10 @@ def test_torch_fa2_on_gpu_matches_the_fp64_naive_loop(forced, Tq, Tk, window):
 @cuda_fa2
 @pytest.mark.parametrize("window", [None, 3])
 def test_decode_attention_fa2_on_gpu_matches_the_fp64_naive_loop(window):
-    g = torch.Generator().manual_seed(5)
-    q = torch.randn(2, 4, 1, 64, generator=g)
-    k_cache, v_cache = torch.randn(2, 40, 2, 64, generator=g), torch.randn(2, 40, 2, 64, generator=g)
-    used = torch.tensor([33, 7], dtype=torch.int32)
-    backend.reset_usage()
-    got = backend.decode_attention(*[x.cuda().bfloat16() for x in (q, k_cache, v_cache)], used.cuda(), 36, window)
-    assert backend.kernels_used() == {"torch-fa2": 1}
+    q, k_cache, v_cache, used = _decode_case(64, 40, [33, 7])
+    kernels.reset_usage()
+    got = kernels.decode_attention(*[x.cuda().bfloat16() for x in (q, k_cache, v_cache)], used.cuda(), 36, window)
+    assert kernels.kernels_used() == {"torch-fa2": 1}
     want = _naive_decode(*[x.bfloat16().double() for x in (q, k_cache, v_cache)], used, window)
     torch.testing.assert_close(got.double().cpu(), want, atol=2e-2, rtol=0)
 
@@ -279,6 +320,6 @@ def test_fa2_shape_rule_runs_without_cuda():
     """The torch-fa2 eligibility rule is plain Python: exercised here, not only on a GPU (the H200 run of
     913e214 found a NameError in it that no CPU test reached)."""
     q = torch.zeros(1, 2, 4, 16, dtype=torch.bfloat16)
-    assert backend.fa2_shape_problem(q, q) == ""
-    assert "multiple of 8" in backend.fa2_shape_problem(q[..., :12], q[..., :12])
-    assert "one fp16/bf16 dtype" in backend.fa2_shape_problem(q, q.float())
+    assert kernels.fa2_shape_problem(q, q) == ""
+    assert "multiple of 8" in kernels.fa2_shape_problem(q[..., :12], q[..., :12])
+    assert "one fp16/bf16 dtype" in kernels.fa2_shape_problem(q, q.float())
