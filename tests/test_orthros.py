@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from models import OrthrosConfig, OrthrosForCausalLM, backend
+from models import OrthrosConfig, OrthrosForCausalLM, kernels
 from models.registry import build
 from models.sizes import SIZES, count_parameters
 from tests.reference import fp64_params, reference_forward
@@ -254,11 +254,11 @@ def test_attention_and_block_methods_match_a_naive_fp64_computation():
             torch.testing.assert_close(v1[b, :, 0], v_naive(xs[b, 0]), atol=1e-12, rtol=0)
 
 
-def test_backend_bottom_right_alignment_for_output_queries():
+def test_kernel_bottom_right_alignment_for_output_queries():
     """Queries addressed by key index, not by row: SDPA's top-left is_causal would be wrong here."""
     q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 10, 8), torch.randn(1, 2, 10, 8)
     q_index = torch.tensor([4, 8, 9])
-    out = backend.attention(q, k, v, q_index)
+    out = kernels.attention(q, k, v, q_index)
     for i, t in enumerate(q_index.tolist()):
         w = torch.softmax(torch.einsum("hd,hjd->hj", q[0, :, i], k[0, :, : t + 1]) / 8 ** 0.5, -1)
         torch.testing.assert_close(out[0, :, i], torch.einsum("hj,hjd->hd", w, v[0, :, : t + 1]), atol=1e-6, rtol=0)
@@ -267,10 +267,10 @@ def test_backend_bottom_right_alignment_for_output_queries():
 
 
 def test_blocked_window_matches_dense_across_block_boundaries(monkeypatch):
-    monkeypatch.setattr(backend, "_BLOCK_ELEMENTS", 64)  # force many small blocks
+    monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", 64)  # force many small blocks
     q, k, v = torch.randn(2, 4, 50, 8), torch.randn(2, 2, 50, 8), torch.randn(2, 2, 50, 8)
     idx = torch.arange(50)
-    got = backend.attention(q, k, v, idx, window=7)
+    got = kernels.attention(q, k, v, idx, window=7)
     kk, vv = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
     allowed = (idx[None] <= idx[:, None]) & (idx[None] > idx[:, None] - 7)
     ref = torch.nn.functional.scaled_dot_product_attention(q, kk, vv, attn_mask=allowed)
@@ -302,7 +302,7 @@ def test_bad_input_errors_name_the_parameter():
     with pytest.raises(ValueError, match="attention_mask"):
         model(torch.randint(0, 61, (2, 5)), attention_mask=torch.ones(2, 4))
     with pytest.raises(ValueError, match="q_index"):
-        backend.attention(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4), torch.tensor([1]))
+        kernels.attention(torch.randn(1, 1, 2, 4), torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4), torch.tensor([1]))
 
 
 def nominal_params(name: str) -> float | None:
