@@ -110,9 +110,9 @@ def test_gpu_claims_are_gated_by_the_gpu_controls(tmp_path, gpu_transformer, exp
     c27 = next(c for c in load_claims() if c["id"] == "C27")
     row = audit.audit_claims([c27], load_derived(), tmp_path, gpu, passing_default,
                              pd.DataFrame(ctl.niah_controls(niah))).iloc[0]
-    assert row["verdict"].startswith(expect)
+    assert row["measured_proxy"].startswith(expect)
     no_gpu_controls = audit.audit_claims([c27], load_derived(), tmp_path, gpu, passing_default, None).iloc[0]
-    assert no_gpu_controls["verdict"].startswith("invalid: controls not run")
+    assert no_gpu_controls["measured_proxy"].startswith("invalid: controls not run")
 
 
 def test_failing_control_marks_table_cells_invalid():

@@ -221,7 +221,8 @@ def test_rare_task_values_are_the_rarest_word_pieces(rare_data, suite_data):
 
 
 def test_cli_names_the_format_a_tokenizer_cannot_write(suite_data, capsys):
-    base = ["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack", "x", "--out", "x.csv"]
+    base = ["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack",
+            str(suite_data / "test.txt"), "--out", "x.csv"]
     for extra, message in [(["--format", "code", "--value-digits", "0"], "--value-digits 0 must be >= 1"),
                            (["--format", "code", "--lm-weight", "inf"], "--lm-weight inf must be a finite number"),
                            (["--format", "code", "--value-digits", "7"],
@@ -441,6 +442,25 @@ def test_save_model_resumes_the_evaluation_without_training(suite_data, tmp_path
         niah.main(args + ["--steps", "5", "--out", str(tmp_path / "c.csv")])
     assert calls and "other steps" in capsys.readouterr().out
     assert pd.read_csv(tmp_path / "c.csv")["steps"].eq(5).all()
+
+    (saved / "niah_trained.json").write_text('{"stamp": [1, 2]}')  # readable, but no record of ours: train again
+    niah.main(args + ["--out", str(tmp_path / "d.csv")])
+    assert "unreadable" in capsys.readouterr().out and (tmp_path / "d.csv").is_file()
+
+
+def test_save_model_never_deletes_a_folder_it_did_not_write(suite_data, tmp_path, capsys):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("x")
+    args = ["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--format", "code",
+            "--value-digits", "1", "--train-len", "64", "--steps", "2", "--batch-size", "4", "--lengths", "64",
+            "--no-progress", "--out", str(tmp_path / "a.csv")]
+    with pytest.raises(SystemExit):
+        niah.main(args + ["--haystack", str(suite_data / "test.txt"), "--save-model", str(precious)])
+    assert "holds no niah_trained.json" in capsys.readouterr().err and (precious / "notes.txt").is_file()
+    with pytest.raises(SystemExit):  # a missing haystack is refused before any training
+        niah.main(args + ["--haystack", str(tmp_path / "none.txt")])
+    assert "--haystack" in capsys.readouterr().err and not (tmp_path / "a.csv").exists()
 
 
 def test_save_model_is_refused_for_a_checkpoint(capsys):

@@ -82,7 +82,8 @@ def test_empty_results_render_not_run(rendered_empty):
     assert t4["status"].str.startswith("not run: ").all()
     a = pd.read_csv(rendered_empty / "tables" / "claims_audit.csv").set_index("id")
     assert a.loc["C16", "verdict"].startswith("not run:")
-    assert a.loc["C27", "verdict"].startswith("not run:")
+    assert a.loc["C27", "verdict"].startswith("not testable here")
+    assert a.loc["C27", "measured_proxy"].startswith("not run:")
     assert a.loc["C13", "verdict"] == "misreading" and a.loc["C23", "verdict"] == "misreading"
     assert a.loc["C02", "verdict"] == "consistent with the paper's own tables"
     md = (rendered_empty / "tables" / "claims_audit.md").read_text()

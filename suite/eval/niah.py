@@ -389,9 +389,10 @@ def main(argv: list[str] | None = None) -> None:
         given = [flag for flag, value in (("--rope-theta", a.rope_theta), ("--lm-weight", a.lm_weight or None),
                                           ("--replay", a.replay or None), ("--schedule", a.schedule))
                  if value is not None]
-        given += ["--save-model"] if a.save_model else []
         if given:
             p.error(f"{', '.join(given)} shape a fresh model's training; a --checkpoint run trains nothing")
+        if a.save_model:
+            p.error("--save-model keeps a freshly trained model; a --checkpoint run trains none")
     a.schedule = a.schedule or "cosine"
     if a.format == "rare" and a.value_digits is not None:
         p.error(f"--value-digits {a.value_digits}: the rare format's values are word pieces, not numbers")
@@ -403,6 +404,15 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--lm-weight {a.lm_weight} must be a finite number >= 0")
     if not 0 <= a.replay < 1:
         p.error(f"--replay {a.replay} must be in [0, 1)")
+    if not Path(a.haystack).is_file():
+        p.error(f"--haystack {a.haystack}: no such file")
+    if a.save_model:
+        from suite.eval.niah_saved import check_folder
+
+        try:
+            check_folder(a.save_model)
+        except ValueError as err:
+            p.error(str(err))
     from suite.data.tokenizer import load_tokens
 
     torch.manual_seed(a.seed)

@@ -28,9 +28,20 @@ def training_stamp(args: dict, vocab_size: int, train_tokens: int) -> dict:
     return json.loads(json.dumps(stamp, default=str))  # as it reads back (tuples become lists)
 
 
-def save_trained(model, folder: str | Path, stamp: dict, summary: dict) -> Path:
-    """Write ``model`` and ``{stamp, summary}`` into ``folder`` (replacing it) via ``folder.tmp``; returns folder."""
+def check_folder(folder: str | Path) -> None:
+    """Raise ValueError unless ``folder`` is absent, empty, or a model this module saved (which it may replace):
+    nothing else is ever deleted."""
     folder = Path(folder)
+    if folder.exists() and not (folder / TRAINED_JSON).is_file() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ValueError(f"--save-model {folder}: exists and holds no {TRAINED_JSON}; name a new or empty folder "
+                         f"(a saved model is replaced, nothing else is deleted)")
+
+
+def save_trained(model, folder: str | Path, stamp: dict, summary: dict) -> Path:
+    """Write ``model`` and ``{stamp, summary}`` into ``folder`` (replacing a model saved there) via
+    ``folder.tmp``; returns folder. Raises ValueError (:func:`check_folder`) for any other existing folder."""
+    folder = Path(folder)
+    check_folder(folder)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
@@ -50,12 +61,12 @@ def load_trained(folder: str | Path, stamp: dict, device: str):
         return None, None, f"no trained model in {folder}"
     try:
         record = json.loads(path.read_text())
-        saved = record["stamp"]
-    except (ValueError, KeyError, TypeError) as err:
-        return None, None, f"{path} unreadable ({err})"
-    changed = sorted(k for k in set(saved["args"]) | set(stamp["args"])
-                     if saved["args"].get(k) != stamp["args"].get(k))
-    changed += [k for k in ("vocab_size", "train_tokens", "code_sha256") if saved.get(k) != stamp[k]]
+        saved, summary = record["stamp"], dict(record["summary"])
+        changed = sorted(k for k in set(saved["args"]) | set(stamp["args"])
+                         if saved["args"].get(k) != stamp["args"].get(k))
+        changed += [k for k in ("vocab_size", "train_tokens", "code_sha256") if saved.get(k) != stamp[k]]
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # not a record this module wrote
+        return None, None, f"{path} unreadable ({type(err).__name__}: {err})"
     if changed:
         return None, None, f"{folder} was trained with other {', '.join(changed)}"
     from suite.train.checkpoint import load_model
@@ -64,4 +75,4 @@ def load_trained(folder: str | Path, stamp: dict, device: str):
         model, _ = load_model(folder, dtype="float32", device=device, tokenizer=False)
     except (ValueError, OSError) as err:
         return None, None, f"{folder}: model unreadable ({err})"
-    return model, record["summary"], None
+    return model, summary, None
