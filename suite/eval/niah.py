@@ -306,13 +306,13 @@ def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tok
     """``(model, summary columns)``: trained now, or loaded from ``--save-model`` when it holds this training."""
     from suite.eval.niah_saved import load_trained, save_trained, training_stamp
 
-    args = {k: getattr(a, k) for k in TRAINING_ARGS}
-    if a.config:  # the model's windows come from the study config: any change to it trains again
-        from suite.config import load_config
+    if a.save_model:  # the stamp (code digest, study config) is only needed to reuse or save a model
+        args = {k: getattr(a, k) for k in TRAINING_ARGS}
+        if a.config:  # the model's windows come from the study config: any change to it trains again
+            from suite.config import load_config
 
-        args["study_config"] = load_config(a.config)
-    stamp = training_stamp(args, len(tokenizer), len(train_tokens))
-    if a.save_model:
+            args["study_config"] = load_config(a.config)
+        stamp = training_stamp(args, len(tokenizer), len(train_tokens))
         model, summary, why = load_trained(a.save_model, stamp, a.device)
         if model is not None:
             print(f"niah: evaluating the model trained before in {a.save_model} (same training arguments and code)")

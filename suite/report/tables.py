@@ -136,8 +136,8 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
                  gpu_niah: pd.DataFrame | None = None) -> pd.DataFrame:
     """Table 3: reported recall cells (never measured here: the 6 recall datasets are not available offline) plus
     measured MQAR (the control cell, all answers and those beyond SWA's receptive field) and NIAH (within and beyond
-    the training length) per arch as 'measured only' rows, and the same NIAH rows of the gpu profile (``gpu_niah``,
-    trained to 32K and tested to 128K) where given. ``invalid`` maps an experiment ("mqar", "niah", "gpu_niah") to its
+    the training length) per arch as 'measured only' rows, and the same NIAH rows of the gpu profile
+    (``gpu_niah``) where given. ``invalid`` maps an experiment ("mqar", "niah", "gpu_niah") to its
     failed-control text (``suite.eval.controls.invalid_reason``), which replaces the status of its cells."""
     invalid = invalid or {}
     rows = [dict(model=r.model, variant=r.variant, scale=r.scale, task=r.task_label, metric=r.metric, reported=r.value,
