@@ -24,7 +24,13 @@
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
 #   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
-#   DRY): set file times so that results of earlier calls count as up to date.
+#   DRY): set file times so that results of earlier calls count as up to date; JIT_DIR (/tmp/jit) and JIT_BACK (1):
+#   the JIT caches below.
+# JIT caches: FLA's Triton kernels (with their autotuning results) and TileLang's compile on first use, which costs a
+# GDN run ~160 s before its first step and ~45 s at each new sequence length. TRITON_CACHE_DIR and TILELANG_CACHE_DIR
+# point into JIT_DIR; .jit_cache/jit_cache.tar.xz, when carried, is unpacked there first, and with JIT_BACK=1 this
+# call's caches come back as $OUT/jit_cache.tar.xz (a second file beside the results archive, left out when over
+# 16 MiB). scripts/gpu_unpack.sh moves it to .jit_cache/ (git-ignored) for the next call to carry.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -91,9 +97,31 @@ PY
   echo "== packed $(tar -tzf "$OUT/gpu_results.tar.gz" | grep -vc '/$') files into $OUT/gpu_results.tar.gz" \
     "($(stat -c %s "$OUT/gpu_results.tar.gz") bytes) after ${SECONDS}s; exit status $rc"
   rm -rf "$stage"
+  pack_jit
   exit "$rc"
 }
+pack_jit() {  # this call's JIT caches -> $OUT/jit_cache.tar.xz, when there are any and they fit one returned file
+  [[ ${JIT_BACK:-1} == 1 && -d $JIT_DIR ]] && find "$JIT_DIR" -type f | grep -q . || return 0
+  local part="$OUT/jit_cache.tar.xz.part"
+  if timeout 60 tar -cf - -C "$JIT_DIR" . | xz -T0 -6 > "$part" && (( $(stat -c %s "$part") <= 16 * 1024 * 1024 )); then
+    mv "$part" "$OUT/jit_cache.tar.xz"
+    echo "== JIT caches packed: $OUT/jit_cache.tar.xz ($(stat -c %s "$OUT/jit_cache.tar.xz") bytes, from" \
+      "$(du -sb "$JIT_DIR" | cut -f1) bytes)"
+  else
+    echo "== JIT caches not packed: $(du -sb "$JIT_DIR" | cut -f1) bytes, $(stat -c %s "$part" 2>/dev/null) as xz" \
+      "(over 16 MiB, or tar/xz failed or took over 60 s)"
+    rm -f "$part"
+  fi
+}
 trap pack EXIT
+
+JIT_DIR=${JIT_DIR:-/tmp/jit}
+export TRITON_CACHE_DIR=$JIT_DIR/triton TILELANG_CACHE_DIR=$JIT_DIR/tilelang
+mkdir -p "$TRITON_CACHE_DIR" "$TILELANG_CACHE_DIR"
+if [[ -f .jit_cache/jit_cache.tar.xz ]]; then
+  tar -xJf .jit_cache/jit_cache.tar.xz -C "$JIT_DIR" \
+    && echo "== JIT caches unpacked from .jit_cache/jit_cache.tar.xz: $(find "$JIT_DIR" -type f | wc -l) files"
+fi
 
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

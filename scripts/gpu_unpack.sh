@@ -7,6 +7,8 @@
 #                                 next call so that it re-runs results that changed settings or code made stale)
 #   gpu_run/                   -> work_dirs/gpu/logs/gpu_run/ (that call's own logs: env.log, one log per snakemake
 #                                 step, the image's pip freeze, status.txt)
+#   jit_cache.tar.xz           -> .jit_cache/jit_cache.tar.xz, when it lies beside ARCHIVE (the call's Triton and
+#                                 TileLang caches; carry .jit_cache to the next call to skip their compilation)
 # Usage: bash scripts/gpu_unpack.sh ARCHIVE   (e.g. the files_at folder of the device call + /gpu_results.tar.gz)
 set -euo pipefail
 [[ $# -eq 1 && -f "$1" ]] || { echo "usage: $0 ARCHIVE (a gpu_results.tar.gz from scripts/gpu_run.sh)" >&2; exit 2; }
@@ -38,6 +40,10 @@ if [[ -d "$tmp/gpu_run" ]]; then
   rm -rf work_dirs/gpu/logs/gpu_run && mkdir -p work_dirs/gpu/logs && cp -R "$tmp/gpu_run" work_dirs/gpu/logs/gpu_run
 fi
 
+if [[ -f "$(dirname "$ARCHIVE")/jit_cache.tar.xz" ]]; then
+  mkdir -p .jit_cache && cp "$(dirname "$ARCHIVE")/jit_cache.tar.xz" .jit_cache/jit_cache.tar.xz
+  echo "== JIT caches: .jit_cache/jit_cache.tar.xz ($(stat -c %s .jit_cache/jit_cache.tar.xz) bytes; carry .jit_cache)"
+fi
 echo "== unpacked $(find "$tmp" -type f | wc -l) files from $ARCHIVE"
 [[ -f work_dirs/gpu/logs/gpu_run/status.txt ]] && echo "   call: $(cat work_dirs/gpu/logs/gpu_run/status.txt)"
 [[ -f work_dirs/gpu/logs/gpu_run/env.log ]] && head -n 3 work_dirs/gpu/logs/gpu_run/env.log | sed 's/^/   /'

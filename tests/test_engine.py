@@ -289,6 +289,25 @@ def test_engine_check_compiled_and_set_compiled():
         plain.check_compiled(prompt)
 
 
+def test_check_compiled_decodes_the_same_token_in_both_modes(monkeypatch):
+    """A compiled prefill whose greedy token differs from the eager one (bf16 rounding on random weights flips
+    near-tied top-2 logits) must not make the decode comparison read two different inputs: here the compiled
+    mode's greedy token is deliberately shifted, and the decode logits must still agree."""
+    model = tiny("orthros", window_size=4)
+    prompt = torch.randint(0, 67, (2, 11))
+    engine = Engine(model, batch=2, max_len=32, bucket=8, chunk=4, fused=True, compiled=True, compile_backend="eager")
+    finish = Engine._finish_prefill
+
+    def shifted_when_compiled(self, logits, T):
+        finish(self, logits, T)
+        if self._fns.compiled:
+            self.tok.copy_((self.tok + 1) % 67)
+
+    monkeypatch.setattr(Engine, "_finish_prefill", shifted_when_compiled)
+    rel = engine.check_compiled(prompt)
+    assert rel["decode_rel"] < 1e-5, rel
+
+
 def test_prefill_128k_row_is_labelled_with_the_profile(tmp_path):
     """The 128K CPU Prefill row carries the profile it ran for (it was always 'cpu')."""
     from suite.bench import prefill_cpu

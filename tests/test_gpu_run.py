@@ -199,3 +199,23 @@ def test_snakemake_records_of_results_travel_both_ways(repo, tmp_path):
                             cwd=repo, capture_output=True, text=True, timeout=60)
     assert unpack.returncode == 0, unpack.stdout + unpack.stderr
     assert (repo / ".snakemake" / "metadata" / key("results/gpu/mqar.csv")).read_text() == '{"params": ["a"]}'
+
+
+def test_jit_caches_come_back_and_are_unpacked_for_the_next_call(repo, tmp_path):
+    """The Triton/TileLang caches of a call come back as jit_cache.tar.xz beside the results archive; gpu_unpack.sh
+    moves it to .jit_cache/, and the next call (carrying .jit_cache) unpacks it into its cache folders."""
+    jit = tmp_path / "jit"
+    (jit / "triton" / "abc").mkdir(parents=True)
+    (jit / "triton" / "abc" / "kernel.cubin").write_bytes(b"\x7fELF" + bytes(100))
+    out = tmp_path / "out"
+    run = gpu_run(repo, out, TARGETS="tokenizer", JIT_DIR=str(jit))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "JIT caches packed" in run.stdout and not list(out.glob("*.part"))
+    run = subprocess.run(["bash", "scripts/gpu_unpack.sh", str(out / "gpu_results.tar.gz")], cwd=repo,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and (repo / ".jit_cache" / "jit_cache.tar.xz").exists(), run.stdout + run.stderr
+    fresh = tmp_path / "jit2"
+    run = gpu_run(repo, tmp_path / "out2", TARGETS="tokenizer", JIT_DIR=str(fresh), JIT_BACK="0")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert (fresh / "triton" / "abc" / "kernel.cubin").read_bytes() == b"\x7fELF" + bytes(100)
+    assert "JIT caches unpacked" in run.stdout and not (tmp_path / "out2" / "jit_cache.tar.xz").exists()

@@ -93,13 +93,17 @@ class Oracle(torch.nn.Module):
         return torch.cat([input_ids, torch.tensor([new])], dim=1)
 
 
-def test_scoring_with_oracle_models(setup):
+def test_scoring_with_oracle_models(setup, capsys):
     _, hay_file, _, tok, task = setup
     hay = niah.haystack_ids(tok, hay_file)
     right = niah.run_niah(Oracle(tok), tok, task, hay, [200, 300], [0.0, 0.5, 1.0], trials=3, progress=False)
     wrong = niah.run_niah(Oracle(tok, wrong=True), tok, task, hay, [200], [0.5], trials=3, progress=False)
     assert [r["accuracy"] for r in right] == [1.0] * 6
     assert wrong[0]["accuracy"] == 0.0  # "12345670" does not contain 1234567 as a whole number
+    # without a progress bar, the log gets one line per cell (how far a run cut by a time cap got)
+    log = [line for line in capsys.readouterr().out.splitlines() if line.startswith("niah eval ")]
+    assert len(log) == 7 and log[0].startswith("niah eval context=200 depth=0.0 correct=3/3 status=ok")
+    assert "correct=0/3" in log[-1]
 
 
 def test_budget_covers_a_restated_answer(setup):

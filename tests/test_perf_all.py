@@ -4,9 +4,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from suite.bench.merge_results import merge
 
@@ -76,20 +78,43 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     for name in ("prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "attention_kernels.csv", "train_step.csv"):
         frame = pd.read_csv(out / name)
         if name == "prefill.csv":  # rows carried over from results/gpu keep their own provenance
-            frame = frame[frame.commit.astype(str) != "7066ee8456f3"]
+            kept = set(pd.read_csv(ROOT / "results/gpu/prefill.csv").commit.astype(str))
+            frame = frame[~frame.commit.astype(str).isin(kept)]
         assert len(frame) and (frame.commit.astype(str) == "smoke123").all(), name
 
 
 def test_perf_all_skips_steps_past_the_total_cap_and_keeps_their_record(tmp_path):
-    """TOTAL_S too small for anything: every step is skipped (recorded in steps.tsv), the command still ends 0."""
-    out = tmp_path / "out"
-    env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x")
+    """TOTAL_S too small for anything: every step is skipped (recorded in steps.tsv), the command still ends 0,
+    and with ARCHIVE set everything it wrote comes back as one archive."""
+    out, archive = tmp_path / "out", tmp_path / "back" / "perf_all.tar.gz"
+    env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x",
+               ARCHIVE=str(archive))
     run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     steps = pd.read_csv(out / "steps.tsv", sep="\t")
     assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model", "prefill_1m"]
     assert (steps.exit.astype(str) == "skipped").all()
+    with tarfile.open(archive) as tar:
+        names = {Path(n).name for n in tar.getnames()}
+    assert {"steps.tsv", "env.log"} <= names and not list(archive.parent.glob("*.part"))
+
+
+def test_perf_all_refuses_an_archive_inside_its_output_folder(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x",
+               ARCHIVE=str(out / "perf_all.tar.gz"))
+    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 2 and "must lie outside OUT" in run.stderr
+
+
+def test_merge_results_refuses_a_source_that_is_neither_folder_nor_archive(tmp_path, capsys):
+    from suite.bench import merge_results
+    (tmp_path / "x.csv").write_text("a\n1\n")
+    with pytest.raises(SystemExit) as err:
+        merge_results.main(["--into", str(tmp_path / "m"), str(tmp_path / "x.csv")])
+    assert err.value.code == 2 and "neither a folder nor a .tar.gz" in capsys.readouterr().err
 
 
 def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):
@@ -103,3 +128,16 @@ def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):
     got = pd.read_csv(tmp_path / "into" / "e2e.csv").set_index("model")["ttft_s"]
     assert got["orthros_h"] == 7.3 and got["transformer"] == 23.0 and "engine:orthros_h" in got.index and len(got) == 3
     assert (tmp_path / "into" / "train_step.csv").exists() and (tmp_path / "into" / "rates.json").exists()
+
+
+def test_merge_results_reads_an_archive_like_a_folder(tmp_path):
+    a = tmp_path / "a"
+    a.mkdir()
+    pd.DataFrame({"model": ["orthros"], "ttft_s": [7.5]}).to_csv(a / "e2e.csv", index=False)
+    (a / "rates.json").write_text('{"matmul_tflops": 1}')
+    with tarfile.open(tmp_path / "a.tar.gz", "w:gz") as tar:
+        tar.add(a, arcname=".")
+    from suite.bench import merge_results
+    merge_results.main(["--into", str(tmp_path / "m"), str(tmp_path / "a.tar.gz")])
+    assert pd.read_csv(tmp_path / "m" / "e2e.csv")["ttft_s"].tolist() == [7.5]
+    assert (tmp_path / "m" / "rates.json").read_text() == '{"matmul_tflops": 1}'

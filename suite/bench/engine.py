@@ -473,13 +473,19 @@ class Engine:
         Returns ``{"prefill_rel": ..., "decode_rel": ...}`` (Frobenius norms of the difference over the eager
         logits). Leaves the engine compiled, its cache holding the eager prefill of ``input_ids``.
         Raises ValueError for an engine without compiled fused functions.
+
+        Both decode steps read the same input token (the prompt's last one), not each mode's greedy choice:
+        on random weights the top-2 logits of a bf16 prefill are often closer than the two modes' rounding
+        differences, so the greedy tokens can differ and the decode logits would then compare different inputs.
         """
         if not (self.fused and self._fns.compiled):
             raise ValueError("check_compiled needs an engine with compiled fused functions")
         out = {}
+        probe = input_ids[:, -1:].to(self.device)
         for mode in (True, False):
             self.set_compiled(mode)
             logits = self.prefill(input_ids).float()
+            self.tok.copy_(probe)
             restore = self._keep_states()
             self._step(self._bucket())
             restore()

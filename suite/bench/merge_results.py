@@ -3,9 +3,12 @@
 ``perf_all.sh`` runs its main command (``PART=main``: prefill, decode step, ...) and, optionally, Table 4 as
 further commands (``PART=table4``, ``PART=hybrids``); each writes an ``e2e.csv`` and a ``targets.csv``. For
 every CSV name found in the sources, rows are merged in source order: a later source's rows replace the
-earlier rows of the same key (``e2e.csv``: ``model``; ``prefill.csv``: ``(model, method, seq_len, path)``;
+earlier rows of the same key (``e2e.csv``: ``model``; ``prefill.csv``: ``(model, gpus, seq_len, method)``, so a
+re-measured length replaces the older row whatever path either ran on;
 ``targets.csv``: ``(source, model, target)``; other files: the later file replaces the earlier one whole).
 ``rates.json`` and ``attn_choice.json`` are copied from the last source that has them.
+
+A source is a folder or a ``.tar.gz`` archive of one (``perf_all.sh`` with ``ARCHIVE`` set).
 
 Usage: ``python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]``
 """
@@ -13,13 +16,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import tarfile
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from suite.provenance import read_csv, write_csv
 
-KEYS = {"e2e.csv": ("model",), "prefill.csv": ("model", "method", "seq_len", "path"),
+KEYS = {"e2e.csv": ("model",), "prefill.csv": ("model", "gpus", "seq_len", "method"),
         "targets.csv": ("source", "model", "target")}
 
 
@@ -60,13 +65,31 @@ def merge(sources: list[Path], into: Path) -> list[Path]:
     return written
 
 
+def _unpacked(source: Path, scratch: Path) -> Path:
+    """``source`` itself when it is a folder; a ``.tar.gz`` archive is extracted under ``scratch`` first.
+    Raises ValueError for a path that is neither."""
+    if source.is_dir():
+        return source
+    if source.is_file() and source.name.endswith(".tar.gz"):
+        folder = scratch / f"{len(list(scratch.iterdir()))}_{source.name[:-7]}"
+        with tarfile.open(source) as tar:
+            tar.extractall(folder, filter="data")
+        return folder
+    raise ValueError(f"{source} is neither a folder nor a .tar.gz archive")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--into", required=True, help="results folder to write (e.g. results/gpu)")
-    ap.add_argument("sources", nargs="+", help="folders in order; later rows win")
+    ap.add_argument("sources", nargs="+", help="folders or .tar.gz archives, in order; later rows win")
     args = ap.parse_args(argv)
-    for path in merge([Path(s) for s in args.sources], Path(args.into)):
-        print(f"wrote {path}")
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            sources = [_unpacked(Path(s), Path(scratch)) for s in args.sources]
+        except ValueError as err:
+            ap.error(str(err))
+        for path in merge(sources, Path(args.into)):
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":

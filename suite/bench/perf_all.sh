@@ -27,7 +27,7 @@
 #                           model), kernels per step, compiled-vs-eager check, TTFT of one prefill -> e2e.csv
 #   4. train_step    ~30 s  (cap 45) Orthros PT vs Transformer training step at T=4096, 12M and 25M
 #                           (target <= 2.1x) -> train_step.csv
-#   5. cost_model     ~2 s  (cap 15) predictions with this machine's rates -> cost_model.csv
+#   5. cost_model    ~13 s  (cap 45) predictions with this machine's rates -> cost_model.csv
 #   6. prefill_1m    ~90 s  (whatever is left, at least 45 s) LAST: the 1,048,576-token Orthros prefill with an FP8
 #                           K/V cache ("completes" target row written as soon as it finishes), then FP8 vs bf16 K/V
 #                           logits at 128K (top-1 >= 0.99, max |dlogit| <= 0.4 x RMS) -> prefill_1m_fp8.csv
@@ -38,7 +38,11 @@
 #   PART=all     everything in one go (the CPU smoke test; ~25 GPU minutes, so not for the 10-minute machine)
 # Then, locally: python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
-# Usage (run tool, carry [".whl"]): SUITE_COMMIT=<sha> OUT=$OUT bash suite/bench/perf_all.sh
+# Usage (run tool, carry [".whl"]): SUITE_COMMIT=<sha> ARCHIVE=$OUT/perf_all.tar.gz OUT=/tmp/perf_all \
+#   bash suite/bench/perf_all.sh   (ARCHIVE first: it must name the run tool's $OUT, which OUT= then replaces)
+#   ARCHIVE: when set, everything the command wrote to OUT is packed into this one .tar.gz at exit, whatever
+#   happened: the run tool brings back at most 8 files, and OUT holds ~18; it must lie outside OUT.
+#   python -m suite.bench.merge_results reads the archive as it reads a folder.
 #   SMOKE=1: the same steps on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter;
 #   TOTAL_S: the whole command's cap in seconds; ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check.
 set -uo pipefail
@@ -53,6 +57,20 @@ TOTAL_S=${TOTAL_S:-540}
 ON_KERNEL_FAIL=${ON_KERNEL_FAIL:-continue}
 [[ "$PART" =~ ^(main|table4|hybrids|all)$ ]] || { echo "PART must be main, table4, hybrids or all, got '$PART'" >&2; exit 2; }
 mkdir -p "$OUT"
+ARCHIVE=${ARCHIVE:-}
+if [[ -n "$ARCHIVE" ]]; then
+  case "$(realpath -m "$ARCHIVE")/" in
+    "$(realpath -m "$OUT")"/*) echo "ARCHIVE ($ARCHIVE) must lie outside OUT ($OUT)" >&2; exit 2 ;;
+  esac
+  mkdir -p "$(dirname "$ARCHIVE")"
+  pack() {  # at exit, whatever happened: OUT -> one archive (written whole, then renamed)
+    local rc=$?
+    tar -czf "$ARCHIVE.part" -C "$OUT" . && mv "$ARCHIVE.part" "$ARCHIVE" \
+      && echo "== packed $(tar -tzf "$ARCHIVE" | grep -vc '/$') files of $OUT into $ARCHIVE"
+    exit "$rc"
+  }
+  trap pack EXIT
+fi
 STEPS="$OUT/steps.tsv"
 [[ -f "$STEPS" ]] || printf 'step\texit\tseconds\n' > "$STEPS"
 if [[ -z "${SUITE_COMMIT:-}" ]]; then  # the lent machine gets the tree without .git: the caller must say
@@ -156,7 +174,7 @@ if [[ "$PART" == main || "$PART" == all ]]; then
     --budget-s "$(budget 150)"
   # 60 s stay reserved for the 1M prefill while the two short steps run
   step train_step 45 60 15 $PY -m suite.bench.train_step "${DEV[@]}" "${TS[@]}" --out-dir "$OUT"
-  step cost_model 15 60 5 $PY -m suite.bench.cost_model --out "$OUT/cost_model.csv" "${RATES[@]}"
+  step cost_model 45 60 5 $PY -m suite.bench.cost_model --out "$OUT/cost_model.csv" "${RATES[@]}"
   step prefill_1m 600 5 45 $PY -m suite.bench.prefill_1m "${DEV[@]}" "${P1[@]}" --attn-choice "$CHOICE" \
     --prefill-csv "$OUT/prefill.csv" "${RATES[@]}" --out-dir "$OUT"
 fi

@@ -236,6 +236,9 @@ def run_niah(model, tokenizer, task: NeedleTask, hay: np.ndarray, lengths: list[
                 example = example or text
         except ValueError as err:
             status = f"not run: {err}"
+        if not progress:  # the rule's log: how far the evaluation got and what each cell cost
+            print(f"niah eval context={context_len} depth={depth} correct={correct}/{trials} status={status} "
+                  f"{time.perf_counter() - start:.1f}s", flush=True)
         rows.append(base | {"accuracy": correct / trials if status == "ok" else None, "status": status,
                             "distance_min": min(distances) if status == "ok" else None,
                             "distance_max": max(distances) if status == "ok" else None,

@@ -240,7 +240,10 @@ def _caption(frame: pd.DataFrame | None, what: str) -> str:
     parts = []
     for col, label in (("gpu_name", ""), ("device", ""), ("dtype", ""), ("backend", "kernels "), ("commit", "commit ")):
         if col in frame and frame[col].notna().any():
-            parts.append(label + "/".join(sorted(set(frame[col].dropna().astype(str)))[:2]))
+            values = frame[col].dropna().astype(str)
+            values = sorted(set(values.str[:12] if col == "commit" else values))
+            more = f" (+{len(values) - 3} more)" if len(values) > 3 else ""
+            parts.append(label + "/".join(values[:3]) + more)
     return f"{what}: " + ", ".join(dict.fromkeys(parts))
 
 
@@ -264,7 +267,9 @@ def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: p
     fig, axes = plt.subplots(2, 2, figsize=(14, 11))
     (a, b), (c, d) = axes
     rep = {g: figures[(figures["figure"] == "Figure 4") & (figures["gpus"] == str(g))].iloc[0] for g in (1, 8)}
-    ok = gpu_prefill[gpu_prefill["status"] == "ok"] if gpu_prefill is not None else None
+    ok = None
+    if gpu_prefill is not None:  # the 32K eager-vs-compiled A/B that picks the timed path is not a sweep
+        ok = gpu_prefill[(gpu_prefill["status"] == "ok") & (gpu_prefill["method"] != "path selection")]
     for ax, gpus in ((a, 1), (c, 8)):
         g = ok[pd.to_numeric(ok["gpus"]) == gpus] if ok is not None else None
         if g is None or g.empty:
