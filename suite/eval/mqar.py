@@ -24,8 +24,9 @@ CLI (the default profile's cell: train at 4 pairs, evaluate at 2-16)::
     python -m suite.eval.mqar --arch orthros --size 1M --seq-len 64 --train-kv 4 --kv-pairs 2,4,8,16 --window 8 \\
         --vocab-size 256 --steps 800 --lr 3e-3 --out results/default/eval/mqar/orthros/1M/seed42.csv
 
-A grid (the gpu profile): ``--size d64 --seq-len 256,512,1024 --kv-pairs 16,32,64,128,256 --train-kv
-16,32,64/16,32,64,128/16,32,64,128,256`` trains one model on those 12 cells and evaluates it at each.
+A grid (the gpu profile): ``--size d64 --seq-len 128,256,512,1024 --kv-pairs 8,16,32,64,128,256 --train-kv
+8/16,32,64/16,32,64,128/16,32,64,128,256`` trains one model on those 13 cells and evaluates it at all 18 cells with
+``4 * pairs <= seq_len``.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.report.measured import _human, scale_text  # noqa: E402
+from suite.report.measured import _human, scale_text, sizes_by_params  # noqa: E402
 from suite.report.stats import mean_std  # noqa: E402
 
 SIZE_PARAMS = {"160M": 160e6, "360M": 360e6, "780M": 780e6, "1.3B": 1.3e9, "2.7B": 2.7e9, "6.8B": 6.8e9}
@@ -235,12 +235,6 @@ def _training_cells(ok: pd.DataFrame) -> str:
     return "; ".join(f"T={t}: {' or '.join(sorted(v))} pairs" for t, v in sorted(per_len.items())) or "no cell"
 
 
-def _mqar_sizes(ok: pd.DataFrame) -> list[str]:
-    """The MQAR sizes of measured rows, smallest mean ``n_params`` first."""
-    params = pd.to_numeric(ok["n_params"], errors="coerce") if "n_params" in ok else pd.Series(0.0, index=ok.index)
-    return list(params.groupby(ok["size"].astype(str), sort=False).mean().sort_values().index)
-
-
 def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Path, missing: str,
              invalid: str | None = None, name: str = "fig_mqar", profile: str = "") -> list[Path]:
     """MQAR accuracy vs key-value pairs (Zoology's figure), one panel per (size, seq_len) of the grid (rows: sizes,
@@ -250,7 +244,7 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
     Written as ``<name>.png`` and ``<name>.pdf`` (``fig_mqar_gpu`` for the gpu profile's rows, ``profile`` naming it
     in the title)."""
     ok = mqar[(mqar["status"] == "ok") & mqar["accuracy"].notna()] if mqar is not None else None
-    sizes = _mqar_sizes(ok) if ok is not None and len(ok) else []
+    sizes = sizes_by_params(ok) if ok is not None and len(ok) else []
     seq_lens = sorted(int(t) for t in ok["seq_len"].unique()) if sizes else []
     nrows, ncols = max(1, len(sizes)), max(1, len(seq_lens))
     fig = plt.figure(figsize=(4.6 * ncols + 4.6, 3.8 * nrows + 0.8))

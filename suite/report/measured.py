@@ -108,3 +108,11 @@ def scale_text(rows: pd.DataFrame, label: str = "") -> str:
         else:
             parts.append(f"{col}={'/'.join(map(str, vals[:3]))}")
     return ", ".join(parts)
+
+
+def sizes_by_params(rows: pd.DataFrame) -> list[str]:
+    """The distinct ``size`` names of measured rows, smallest mean ``n_params`` first (first-seen order without
+    that column)."""
+    params = pd.to_numeric(rows["n_params"], errors="coerce") if "n_params" in rows else \
+        pd.Series(0.0, index=rows.index)
+    return list(params.groupby(rows["size"].astype(str), sort=False).mean().sort_values(kind="stable").index)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.report.measured import _human, scale_text, select
+from suite.report.measured import _human, scale_text, select, sizes_by_params
 from suite.report.stats import mean_std
 
 TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds",
@@ -129,12 +129,6 @@ def _trials(rows: pd.DataFrame) -> int | None:
     return None
 
 
-def _sizes_by_params(ok: pd.DataFrame) -> list[str]:
-    """The distinct ``size`` names of measured MQAR rows, smallest (mean ``n_params``) first."""
-    params = pd.to_numeric(ok["n_params"], errors="coerce") if "n_params" in ok else pd.Series(0, index=ok.index)
-    return list(ok.assign(_p=params).groupby(ok["size"].astype(str), sort=False)["_p"].mean().sort_values().index)
-
-
 def _control_cell(ok: pd.DataFrame) -> tuple[int, int] | None:
     """The MQAR control cell of measured rows: the shortest trained seq_len and its first training pair count
     (``train_kv`` ``"16+32"`` -> 16), as ``suite.config.mqar_control_cell`` reads the config; None when no row
@@ -156,7 +150,7 @@ def _mqar_views(mqar: pd.DataFrame | None, name: str,
     ok = mqar[mqar["status"] == "ok"] if mqar is not None and "accuracy_far" in mqar else None
     if ok is None or ok.empty:
         return [(name, mqar, f"MQAR accuracy{suffix}", "accuracy")]
-    sizes = _sizes_by_params(ok)
+    sizes = sizes_by_params(ok)
     unmeasured = mqar[~mqar["arch"].isin(ok["arch"])]                # archs that did not run: their status, everywhere
 
     def at(size: str, seq_len: int, kv: int) -> pd.DataFrame:
