@@ -41,6 +41,12 @@ SIZES: dict[str, Size] = {
     # two layers, as Zoology's MQAR models: the retrieval studies' shape. Measured on the CPU (MQAR, T=64, 4 pairs,
     # lr 1e-3, 500 steps): the 2-layer 1M Transformer reaches 0.997, the 4-layer 3M one stays at 0.25.
     "3.7M": Size(256, 2, 4, 4, 704, 4096),
+    # Zoology's MQAR grid (d_model 64/128/256, 2 layers, head dim 64), named by d_model: their parameter count
+    # depends mostly on the MQAR vocabulary (embeddings), so results carry the measured n_params. "d256" is the
+    # shape of "3.7M".
+    "d64": Size(64, 2, 1, 1, 176, 8192),
+    "d128": Size(128, 2, 2, 2, 352, 8192),
+    "d256": Size(256, 2, 4, 4, 704, 8192),
     "6M": Size(256, 5, 4, 4, 704, 4096),
     "12M": Size(384, 5, 6, 6, 1024, 4096),
     "25M": Size(512, 6, 8, 8, 1408, 4096),

@@ -26,7 +26,7 @@ OUT=$(cd "$OUT" && pwd)
 recipe() {  # after the data step: the config validator (jsonschema) comes with the wheels
   PYTHONPATH="/tmp/site:$PWD" python3 - "$1" <<'PY'
 import sys
-from suite.config import curriculum_arg, load_config
+from suite.config import curriculum_arg, load_config, mqar_cli_args, mqar_control_size
 c = load_config("gpu")[sys.argv[1]]
 j = lambda v: ",".join(map(str, v))  # noqa: E731
 if sys.argv[1] == "niah":
@@ -40,12 +40,9 @@ if sys.argv[1] == "niah":
     args += ["--lm-weight", c["lm_weight"]] if c.get("lm_weight") else []
     args += ["--value-digits", c["value_digits"]] if "value_digits" in c else []
     args += ["--curriculum", phases] if phases else []
-else:
-    args = ["--size", c["size"], "--seq-len", j(c["seq_lens"]), "--kv-pairs", j(c["num_kv_pairs"]),
-            "--window", c["window"], "--vocab-size", c["vocab_size"], "--steps", c["steps"],
-            "--batch-size", c["batch_size"], "--lr", c["lr"], "--weight-decay", c.get("weight_decay", 0.1),
-            "--num-test", c.get("num_test", 1000)]
-    args += ["--train-kv", j(c["train_kv"])] if "train_kv" in c else []
+else:  # the DAG's mqar rule's options (suite.config.mqar_cli_args) at the size the controls read (a variant's
+    # own --size overrides it)
+    args = ["--size", mqar_control_size(c), *mqar_cli_args(c)]
 print(" ".join(map(str, args)))
 PY
 }

@@ -4,9 +4,9 @@
 # GPU runs). One device call each, <= 10 minutes:
 #   PART=train   training (6 archs at 12M and the SO ablation at 3M/6M/12M, 3 seeds each), the conversion
 #                experiment, lm-eval of every run; then the CPU prefill sweeps alone  -> quality/ablation/conversion.csv
-#   PART=recall  NIAH (3.7M, trained to 32K, tested to 128K) and MQAR (T=128), a training run per arch each; then
-#                controls.csv, and the paper tables and figures, when the train part's CSVs are already in
-#                results/gpu (unpacked from its archive)
+#   PART=recall  NIAH (3.7M, trained to 32K, tested to 128K) and MQAR (Zoology's grid), a training run per arch (and
+#                MQAR size) each; then controls.csv, and the paper tables and figures, when the train part's CSVs are
+#                already in results/gpu (unpacked from its archive)
 #   PART=bench   system benchmarks, one at a time on an otherwise idle GPU: suite/bench/gpu_all.sh (PART=main of it:
 #                prefill, E2E, cost model), then the FLA cross-check; on >= 2 GPUs then seq_parallel.csv
 #   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs

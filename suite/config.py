@@ -104,6 +104,8 @@ def _cross_checks(config: dict) -> list[str]:
     for i, p in enumerate(phases):
         if "train_len" in niah and p["len"] > niah["train_len"]:
             problems.append(f"niah.curriculum.{i}.len: {p['len']} is longer than niah.train_len {niah['train_len']}")
+    if "mqar" in config:
+        problems += _mqar_checks(config["mqar"])
     sizes = _size_names()
     if sizes is None:
         return problems
@@ -111,19 +113,98 @@ def _cross_checks(config: dict) -> list[str]:
                                                     enumerate(config["ablation_sizes"])]
     named += [(f"{sec}.size", config[sec]["size"]) for sec in ("conversion", "mqar", "niah")
               if "size" in config.get(sec, {})]
+    named += [(f"mqar.sizes.{i}", s) for i, s in enumerate(config.get("mqar", {}).get("sizes", []))]
     problems += [f"{key}: unknown size {val!r}; known: {sorted(sizes)}" for key, val in named if val not in sizes]
     return problems
 
 
+def _mqar_checks(mqar: dict) -> list[str]:
+    """The MQAR section's constraints between fields: one of size/sizes, per-seq_len train_kv lists that match
+    seq_lens and fit them, a control cell that fits, and a vocabulary with room for the largest pair count."""
+    problems = []
+    if ("size" in mqar) == ("sizes" in mqar):
+        problems.append(f"mqar.size, mqar.sizes: give exactly one of them (value size={mqar.get('size')!r}, "
+                        f"sizes={mqar.get('sizes')!r})")
+    seq_lens, train = mqar["seq_lens"], mqar.get("train_kv")
+    if train and isinstance(train[0], list):
+        if len(train) != len(seq_lens):
+            problems.append(f"mqar.train_kv: {len(train)} per-seq_len lists for the {len(seq_lens)} seq_lens "
+                            f"{seq_lens} (value {train})")
+        problems += [f"mqar.train_kv.{i}.{j}: {kv} pairs do not fit seq_len {t} (4 x pairs <= seq_len)"
+                     for i, (t, kvs) in enumerate(zip(seq_lens, train)) for j, kv in enumerate(kvs) if 4 * kv > t]
+        if not train[0]:
+            problems.append("mqar.train_kv.0: the control cell is the first seq_len's first training pair count; "
+                            "the list is empty (value [])")
+            return problems
+    seq_len, kv = mqar_control_cell(mqar)
+    if 4 * kv > seq_len:
+        key = "mqar.train_kv" if train else "mqar.num_kv_pairs"
+        problems.append(f"{key}: the control cell ({seq_len} tokens, {kv} pairs: the first seq_len and its first "
+                        f"{'training ' if train else ''}pair count) does not fit (4 x pairs <= seq_len)")
+    groups = [*(train or []), mqar["num_kv_pairs"]]
+    flat = [kv for item in groups for kv in (item if isinstance(item, list) else [item])]
+    if max(flat) >= mqar["vocab_size"] // 2 - 1:
+        problems.append(f"mqar.vocab_size: {mqar['vocab_size']} is too small for {max(flat)} pairs (distinct keys "
+                        f"need pairs < vocab_size / 2 - 1)")
+    return problems
+
+
+def mqar_sizes(mqar: dict) -> list[str]:
+    """The MQAR model sizes of a study config's ``mqar`` section (``sizes``, or the one ``size``)."""
+    return list(mqar["sizes"]) if "sizes" in mqar else [mqar["size"]]
+
+
+def mqar_control_cell(mqar: dict) -> tuple[int, int]:
+    """``(seq_len, num_kv_pairs)`` of the MQAR controls: the first seq_len and its first training pair count (the
+    first ``num_kv_pairs`` entry without ``train_kv``)."""
+    train = mqar.get("train_kv")
+    if not train:
+        return mqar["seq_lens"][0], mqar["num_kv_pairs"][0]
+    return mqar["seq_lens"][0], train[0][0] if isinstance(train[0], list) else train[0]
+
+
+def mqar_control_size(mqar: dict) -> str:
+    """The MQAR size the controls read: the one ``size``, or the largest of ``sizes`` (by hidden size, then layers,
+    as ``models/sizes.py`` defines them; the last entry when that file is absent)."""
+    sizes = mqar_sizes(mqar)
+    table = _size_table()
+    if table is None or any(s not in table for s in sizes):
+        return sizes[-1]
+    return max(sizes, key=lambda s: (table[s].hidden_size, table[s].num_hidden_layers))
+
+
+def mqar_cli_args(mqar: dict) -> list[str]:
+    """The ``python -m suite.eval.mqar`` options of a study config's recipe (all but --arch, --size, --seed,
+    --device, --dtype, --profile, --out), as the DAG's ``mqar`` rule and ``scripts/gpu_niah_calibration.sh`` pass
+    them. A per-seq_len ``train_kv`` becomes ``--train-kv 16,32/32,64`` (one group per seq_len)."""
+    def csv(values):
+        return ",".join(map(str, values))
+
+    args = ["--seq-len", csv(mqar["seq_lens"]), "--kv-pairs", csv(mqar["num_kv_pairs"])]
+    train = mqar.get("train_kv")
+    if train:
+        args += ["--train-kv", "/".join(csv(g) for g in train) if isinstance(train[0], list) else csv(train)]
+    args += ["--window", str(mqar["window"]), "--vocab-size", str(mqar["vocab_size"]), "--steps", str(mqar["steps"]),
+             "--batch-size", str(mqar["batch_size"]), "--lr", str(mqar["lr"]),
+             "--weight-decay", str(mqar.get("weight_decay", 0.1)), "--num-test", str(mqar.get("num_test", 1000))]
+    return args + (["--tie-embeddings"] if mqar.get("tie_embeddings") else [])
+
+
 def _size_names() -> list[str] | None:
-    """The names of ``models.sizes.SIZES``, or None when that file is absent.
+    """The names of ``models.sizes.SIZES``, or None when that file is absent."""
+    table = _size_table()
+    return None if table is None else list(table)
+
+
+def _size_table() -> dict | None:
+    """``models.sizes.SIZES`` (name -> Size), or None when that file is absent.
 
     The file is run on its own (it imports only the standard library), not as ``models.sizes``: importing the
     ``models`` package imports torch and registers the models, and the Snakemake DAG loads this config at every
     parse. A module already imported (a training process) is used as it is.
     """
     if "models.sizes" in sys.modules:
-        return list(sys.modules["models.sizes"].SIZES)
+        return dict(sys.modules["models.sizes"].SIZES)
     if not SIZES_PATH.is_file():
         return None
     name = "_suite_config_model_sizes"
@@ -134,7 +215,7 @@ def _size_names() -> list[str] | None:
         spec.loader.exec_module(module)
     finally:
         del sys.modules[name]
-    return list(module.SIZES)
+    return dict(module.SIZES)
 
 
 def load_config(profile_or_path: str | Path) -> dict:

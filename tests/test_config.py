@@ -155,3 +155,73 @@ def test_config_loads_without_torch():
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr[-2000:]
 
+
+
+# ---- MQAR grid keys (mqar.sizes, per-seq_len mqar.train_kv) -------------------------------------------------------
+
+def _grid(**mqar):
+    """The ci profile with its MQAR section turned into a small grid (two sizes, per-seq_len training pairs)."""
+    cfg = _base()
+    del cfg["mqar"]["size"]
+    cfg["mqar"].update(sizes=["d64", "d128"], seq_lens=[64, 128], num_kv_pairs=[4, 8, 16, 32],
+                       train_kv=[[4, 8], [8, 16, 32]], vocab_size=128)
+    cfg["mqar"].update(mqar)
+    return cfg
+
+
+def test_gpu_profile_runs_the_zoology_grid():
+    """Issue 12: T from 256 to 1024, pairs from 16 to 256, d_model 64/128/256 (two layers), the six archs; plus the
+    cell that passed its controls on the H200 (T=128, 8 pairs), where the controls read the largest size."""
+    from suite.config import mqar_control_cell, mqar_control_size, mqar_sizes
+
+    cfg = load_config("gpu")
+    mqar = cfg["mqar"]
+    assert {256, 512, 1024} <= set(mqar["seq_lens"]) and {16, 32, 64, 128, 256} <= set(mqar["num_kv_pairs"])
+    assert mqar_sizes(mqar) == ["d64", "d128", "d256"] and "size" not in mqar
+    assert mqar_control_cell(mqar) == (128, 8) and mqar_control_size(mqar) == "d256"
+    trained = {(t, kv) for t, kvs in zip(mqar["seq_lens"], mqar["train_kv"]) for kv in kvs}
+    assert trained == {(128, 8)} | {(t, kv) for t in (256, 512, 1024) for kv in (16, 32, 64, 128, 256) if 4 * kv <= t}
+    assert mqar["vocab_size"] // 2 - 1 > 256                         # room for 256 distinct keys
+    assert set(cfg["archs"]) == {"orthros", "transformer", "swa", "gdn", "gla", "retnet"}
+
+
+def test_mqar_helpers_on_both_forms():
+    from suite.config import mqar_cli_args, mqar_control_cell, mqar_control_size, mqar_sizes
+
+    grid = validate(_grid(tie_embeddings=True))["mqar"]
+    assert mqar_sizes(grid) == ["d64", "d128"] and mqar_control_size(grid) == "d128"   # the larger d_model
+    assert mqar_control_cell(grid) == (64, 4)
+    assert mqar_cli_args(grid) == ["--seq-len", "64,128", "--kv-pairs", "4,8,16,32", "--train-kv", "4,8/8,16,32",
+                                   "--window", "4", "--vocab-size", "128", "--steps", "10", "--batch-size", "16",
+                                   "--lr", "0.001", "--weight-decay", "0.1", "--num-test", "32", "--tie-embeddings"]
+    single = load_config("ci")["mqar"]                               # the one-size form: seq_lens [32], train_kv [4]
+    assert mqar_sizes(single) == ["1M"] and mqar_control_size(single) == "1M"
+    assert mqar_control_cell(single) == (32, 4)
+    assert mqar_cli_args(single)[:6] == ["--seq-len", "32", "--kv-pairs", "2,4", "--train-kv", "4"]
+    default = load_config("default")["mqar"]
+    assert mqar_control_cell(default) == (64, 4) and mqar_sizes(default) == ["1M"]
+
+
+@pytest.mark.parametrize("edit,pattern", [
+    (lambda m: m.update(size="1M"), r"mqar\.size, mqar\.sizes: give exactly one of them \(value size='1M', "
+                                    r"sizes=\['d64', 'd128'\]\)"),
+    (lambda m: m.pop("sizes"), r"mqar\.size, mqar\.sizes: give exactly one of them \(value size=None, sizes=None\)"),
+    (lambda m: m.update(sizes=["d64", "d96"]), r"mqar\.sizes\.1: unknown size 'd96'"),
+    (lambda m: m.update(sizes=[]), r"mqar\.sizes: \[\] should be non-empty"),
+    (lambda m: m.update(sizes=["d64", "d64"]), r"mqar\.sizes: .*non-unique"),
+    (lambda m: m.update(train_kv=[[4, 8]]), r"mqar\.train_kv: 1 per-seq_len lists for the 2 seq_lens \[64, 128\]"),
+    (lambda m: m.update(train_kv=[[4, 32], [8]]), r"mqar\.train_kv\.0\.1: 32 pairs do not fit seq_len 64"),
+    (lambda m: m.update(train_kv=[[], [8]]), r"mqar\.train_kv\.0: the control cell is the first seq_len's first"),
+    (lambda m: m.update(train_kv=[4, [8]]), r"mqar\.train_kv: \[4, \[8\]\] is not valid under any"),
+    (lambda m: m.update(train_kv=[["8"], [8]]), r"mqar\.train_kv: .*is not valid under any"),
+    (lambda m: m.update(train_kv=[32, 4]), r"mqar\.train_kv: the control cell \(64 tokens, 32 pairs"),
+    (lambda m: m.update(vocab_size=64), r"mqar\.vocab_size: 64 is too small for 32 pairs"),
+    (lambda m: m.update(tie_embeddings="yes"), r"mqar\.tie_embeddings: 'yes' is not of type 'boolean'"),
+    (lambda m: m.update(train_mix=[[64, 4]]), r"mqar\.train_mix: unknown key"),
+])
+def test_bad_mqar_grid_is_named(edit, pattern):
+    cfg = _grid()
+    validate(copy.deepcopy(cfg))                                     # the grid itself is valid
+    edit(cfg["mqar"])
+    with pytest.raises(ConfigError, match=pattern):
+        validate(cfg)

@@ -1,6 +1,8 @@
 """Controls of the quality experiments (suite.eval.controls), the seed-noise rule (suite.report.stats) and how the
 audit and the tables turn a failed control into 'invalid'."""
 import math
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,7 +13,7 @@ from suite.report import audit
 from suite.report.claims import load_claims
 from suite.report.derived import load_derived
 from suite.report.stats import compare, mean_std
-from suite.report.tables import quality_table, recall_table
+from suite.report.tables import format_table, quality_table, recall_table
 
 PROV = {"commit": "abc", "profile": "test", "device": "cpu", "backend": "blocked", "dtype": "float32", "seed": 42,
         "wall_s": 1.0}
@@ -183,3 +185,115 @@ def test_quality_table_reports_mean_and_std_over_seeds():
     row = quality_table(rep, measured, key="arch", paper_cond="", missing="").iloc[0]
     assert row["measured"] == pytest.approx(42.0) and row["measured_std"] == pytest.approx(2.0)
     assert row["n_seeds"] == 3 and row["diff"] == pytest.approx(-8.0)
+
+
+# ---- the gpu profile's MQAR grid: several sizes, controls at the largest ------------------------------------------
+
+GRID_ACC = {  # (arch, size, seq_len, kv) -> (accuracy, accuracy_far)
+    ("transformer", "d64", 128, 8): (0.41, 0.40), ("transformer", "d256", 128, 8): (0.97, 0.96),
+    ("transformer", "d64", 256, 16): (0.20, 0.18), ("transformer", "d256", 256, 16): (0.88, 0.87),
+    ("swa", "d64", 128, 8): (0.30, 0.20), ("swa", "d256", 128, 8): (0.35, 0.003),
+    ("swa", "d64", 256, 16): (0.10, 0.01), ("swa", "d256", 256, 16): (0.12, 0.002),
+    ("orthros", "d64", 128, 8): (0.50, 0.45), ("orthros", "d256", 128, 8): (0.99, 0.98),
+    ("orthros", "d64", 256, 16): (0.30, 0.25), ("orthros", "d256", 256, 16): (0.90, 0.85),
+}
+GRID_PARAMS = {"d64": 166208, "d256": 2_013_440}
+
+
+def mqar_grid(acc=GRID_ACC):
+    """Rows of a two-size MQAR grid (V=1024, window 16) as suite.eval.mqar writes them, plus a GDN 'not run'."""
+    rows = [{"arch": arch, "size": size, "n_params": GRID_PARAMS[size], "seq_len": t, "num_kv_pairs": kv,
+             "accuracy": a, "accuracy_far": far, "chance": 2 / 1024, "far_distance": 30, "window": 16,
+             "train_kv": {128: "8", 256: "16+32+64"}[t], "train_mix": "128:8 256:16+32+64", "num_test": 500,
+             "status": "ok", **PROV} for (arch, size, t, kv), (a, far) in acc.items()]
+    rows.append({"arch": "gdn", "size": None, "status": "not run: cut by the call's cap", **PROV})
+    return pd.DataFrame(rows)
+
+
+def test_mqar_controls_read_the_largest_size_of_a_grid():
+    grid = mqar_grid()
+    pos, neg = ctl.mqar_controls(grid, 128, 8, "d256")
+    assert pos["value"] == pytest.approx(0.97) and pos["passed"] is True
+    assert pos["condition"] == "size=d256, seq_len=128, num_kv_pairs=8"
+    assert neg["value"] == pytest.approx(0.003) and neg["passed"] is True
+    assert neg["threshold"] == "<= 0.05195 (chance 0.001953 + 0.05)"        # 2/1024 + 0.05 = 0.051953125
+    assert "answers > 30 tokens after their value (L*(w-1), w=16)" in neg["condition"]
+    every_size = ctl.mqar_controls(grid, 128, 8)                          # (0.97 + 0.41) / 2 = 0.69: fails
+    assert every_size[0]["value"] == pytest.approx(0.69) and every_size[0]["passed"] is False
+    small = ctl.mqar_controls(grid, 128, 8, "d64")
+    assert [r["passed"] for r in small] == [False, False]                 # 0.41 < 0.95; 0.20 > 0.0520
+    assert [r["passed"] for r in ctl.mqar_controls(grid, 256, 16, "d256")] == [False, True]   # 0.88 < 0.95
+
+
+def test_controls_cli_on_a_grid(tmp_path):
+    mqar_grid().to_csv(tmp_path / "mqar.csv", index=False)
+    ctl.main(["--mqar", str(tmp_path / "mqar.csv"), "--mqar-cell", "128:8", "--mqar-size", "d256",
+              "--out", str(tmp_path / "controls.csv")])
+    out = pd.read_csv(tmp_path / "controls.csv")
+    assert out["value"].tolist() == pytest.approx([0.97, 0.003]) and out["passed"].tolist() == [True, True]
+    assert ctl.invalid_reason(out, "mqar") is None
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_one_controls_loader_refuses_a_passed_that_is_not_true_or_false(tmp_path, gpu):
+    """The audit and the render read controls.csv through one loader; `passed=maybe` names the file, row and value
+    (it used to be read silently as a failure)."""
+    from suite.report.measured import read_controls
+    from suite.report.render import render
+
+    fixtures = Path(__file__).parent / "fixtures" / "results"
+    res, gpu_dir = tmp_path / "default", tmp_path / "gpu"
+    shutil.copytree(fixtures / "default", res)
+    shutil.copytree(fixtures / "gpu", gpu_dir)
+    controls = pd.read_csv(fixtures / "default" / "controls.csv", dtype=str)
+    good = controls.assign(passed=["TRUE", "false", "True", "true", "False", "true"])
+    good.to_csv(res / "controls.csv", index=False)
+    assert read_controls(res / "controls.csv")["passed"].tolist() == [True, False, True, True, False, True]
+    bad = controls.copy()
+    bad.loc[1, "passed"] = "maybe"
+    bad.to_csv((gpu_dir if gpu else res) / "controls.csv", index=False)
+    path = (gpu_dir if gpu else res) / "controls.csv"
+    message = rf"{path} row 2: column 'passed' holds 'maybe'; a control either passed or failed"
+    with pytest.raises(ValueError, match=message):
+        render(res, gpu_dir, tmp_path / "t", tmp_path / "f")
+    with pytest.raises(ValueError, match=message):
+        audit.build_audit(res, gpu_dir)
+    assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()
+
+
+def test_table3_shows_the_grid_per_size_cell_and_arch_with_params_and_trials():
+    rep = pd.DataFrame(columns=["model", "variant", "scale", "task_label", "metric", "value", "unit"])
+    grid = mqar_grid()
+    table = recall_table(rep, None, None, paper_cond="", missing="x", gpu_mqar=grid)
+    gpu = table[table["task"].str.endswith("(gpu profile)")]
+    cell = gpu[gpu["task"] == "MQAR accuracy (d256, T=128, 8 pairs) (gpu profile)"].set_index("model")
+    assert cell.loc["transformer", "measured"] == pytest.approx(0.97) and cell.loc["swa", "measured"] == 0.35
+    assert cell.loc["transformer", "scale"] == "2.01M" and cell.loc["transformer", "n_trials"] == 500
+    assert cell.loc["gdn", "status"] == "not run: cut by the call's cap" and pd.isna(cell.loc["gdn", "measured"])
+    small = gpu[gpu["task"] == "MQAR accuracy (d64, T=256, 16 pairs) (gpu profile)"].set_index("model")
+    assert small.loc["orthros", "measured"] == pytest.approx(0.30) and small.loc["orthros", "scale"] == "166K"
+    far = gpu[gpu["task"] == "MQAR accuracy, answers beyond SWA's receptive field (d256, T=128, 8 pairs) "
+                             "(gpu profile)"].set_index("model")
+    assert far.loc["swa", "measured"] == pytest.approx(0.003) and far.loc["orthros", "measured"] == 0.98
+    # 2 sizes x 2 cells of accuracy + 2 sizes of far answers at the control cell (128, 8), 4 archs each
+    assert len(gpu) == (2 * 2 + 2) * 4 and gpu["task"].nunique() == 6
+    assert (gpu[gpu["model"] != "gdn"]["status"] == "measured only: proxy for recall; not comparable with "
+                                                    "Table 3").all()
+    reason = "invalid: positive control failed (transformer 0.41 vs >= 0.95)"
+    gated = recall_table(rep, None, None, paper_cond="", missing="x", gpu_mqar=grid, invalid={"gpu_mqar": reason})
+    measured = gated[gated["task"].str.endswith("(gpu profile)") & (gated["model"] != "gdn")]
+    assert (measured["status"] == reason).all()
+    assert "(1 seed, 500 trials)" in format_table(table, "t", "c")
+
+
+def test_table3_mqar_scale_is_the_measured_parameter_count():
+    """The default profile's MQAR row is labelled by its parameters (272K at V=256), not the size name '1M'."""
+    rep = pd.DataFrame(columns=["model", "variant", "scale", "task_label", "metric", "value", "unit"])
+    mqar = mqar_rows().assign(n_params=271584, num_test=300)
+    table = recall_table(rep, mqar, None, paper_cond="", missing="x")
+    cell = table[table["task"] == "MQAR accuracy (T=64, 4 pairs)"].set_index("model")
+    assert cell.loc["orthros", "scale"] == "272K" and cell.loc["orthros", "n_trials"] == 300
+    assert table[table["task"] == "MQAR accuracy, answers beyond SWA's receptive field (T=64, 4 pairs)"].shape[0] == 3
+    as_read = mqar.assign(train_kv=8.0, seq_len=128, num_kv_pairs=8)   # a CSV with empty cells reads "8" as 8.0
+    far = recall_table(rep, as_read, None, paper_cond="", missing="x")["task"]
+    assert "MQAR accuracy, answers beyond SWA's receptive field (T=128, 8 pairs)" in set(far)

@@ -151,6 +151,62 @@ def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
         assert all("--limit" not in job.shell for job in jobs if job.rule == "lm_eval")  # lm_eval.limit: null
 
 
+# Jobs of each profile's whole DAG (a forced dry run). The gpu profile's MQAR grid (issue 12: 6 archs x the sizes
+# d64/d128/d256, one job each) took it from 54 jobs (6 mqar) to 66 (18 mqar); the other profiles keep one MQAR size.
+TOTAL_JOBS = {"default": 51, "ci": 45, "gpu": 66, "slurm": 58}
+SIX_ARCHS = ["orthros", "transformer", "swa", "gdn", "gla", "retnet"]
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_job_count_of_each_profile(profile):
+    jobs = all_jobs(profile)
+    assert len(jobs) == TOTAL_JOBS[profile], rule_counts(jobs)
+
+
+def test_gpu_profile_runs_one_mqar_job_per_arch_and_size():
+    """The gpu profile's MQAR grid: one job per (arch, size) writing results/gpu/eval/mqar/<arch>/<size>/seed42.csv,
+    each training one model on the grid's mixture; collect_mqar reads all 18; the controls read T=128, 8 pairs at
+    d256."""
+    jobs = all_jobs("gpu")
+    mqar = [j for j in jobs if j.rule == "mqar"]
+    want = {(a, s) for a in SIX_ARCHS for s in ("d64", "d128", "d256")}
+    assert {(j.wildcards["arch"], j.wildcards["size"]) for j in mqar} == want and len(mqar) == 18
+    for job in mqar:
+        arch, size = job.wildcards["arch"], job.wildcards["size"]
+        assert job.output == [f"results/gpu/eval/mqar/{arch}/{size}/seed42.csv"]
+        assert job.resources.get("gpu") == "1"
+        (_, argv), = suite_commands(job.shell)
+        args = parse_only("suite.eval.mqar", argv)
+        assert (args.arch, args.size, args.seq_len) == (arch, size, [128, 256, 512, 1024])
+        assert args.train_kv == [[8], [16, 32, 64], [16, 32, 64, 128], [16, 32, 64, 128, 256]]
+        assert args.kv_pairs == [8, 16, 32, 64, 128, 256] and args.tie_embeddings and args.vocab_size == 1024
+    (collect,) = [j for j in jobs if j.rule == "collect_mqar"]
+    assert sorted(f for f in collect.input if f.startswith("results/gpu/eval/mqar/")) == \
+        sorted(f"results/gpu/eval/mqar/{a}/{s}/seed42.csv" for a, s in want)
+    (controls,) = [j for j in jobs if j.rule == "controls"]
+    (_, argv), = suite_commands(controls.shell)
+    args = parse_only("suite.eval.controls", argv)
+    assert (args.mqar_cell, args.mqar_size) == ("128:8", "d256")
+
+
+def test_default_profile_keeps_its_one_mqar_cell():
+    """The default profile's MQAR is unchanged: one 1M model per arch, trained at 4 pairs at T=64, controls at 64:4
+    over its one size."""
+    jobs = all_jobs("default")
+    mqar = [j for j in jobs if j.rule == "mqar"]
+    assert sorted(j.wildcards["arch"] for j in mqar) == sorted(SIX_ARCHS)
+    for job in mqar:
+        (_, argv), = suite_commands(job.shell)
+        args = parse_only("suite.eval.mqar", argv)
+        assert (args.size, args.seq_len, args.train_kv, args.kv_pairs) == ("1M", [64], [4], [2, 4, 8, 16])
+        assert (args.steps, args.batch_size, args.lr, args.weight_decay, args.vocab_size, args.window) == \
+            (500, 64, 1e-3, 0.0, 256, 8) and not args.tie_embeddings
+        assert job.output == [f"results/default/eval/mqar/{job.wildcards['arch']}/1M/seed42.csv"]
+    (controls,) = [j for j in jobs if j.rule == "controls"]
+    args = parse_only("suite.eval.controls", suite_commands(controls.shell)[0][1])
+    assert (args.mqar_cell, args.mqar_size) == ("64:4", None)
+
+
 # Imports each module given on its command line in a child forked after the heavy third-party packages are loaded
 # (a fresh interpreter per module, without paying for torch each time); prints {module: [files it loaded]}.
 IMPORT_PROBE = """

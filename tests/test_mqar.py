@@ -124,3 +124,71 @@ def test_one_model_per_seq_len_evaluated_at_every_pair_count():
     assert by_kv[2]["status"] == by_kv[4]["status"] == "ok" and by_kv[2]["train_kv"] == by_kv[4]["train_kv"] == "2"
     assert by_kv[2]["far_distance"] == 6 and by_kv[2]["n_far"] + by_kv[2]["n_near"] == 16 * 2
     assert by_kv[16]["status"].startswith("not run")
+
+
+def test_kv_groups_parse_one_list_or_one_group_per_seq_len():
+    from suite.eval.mqar import kv_groups
+
+    assert kv_groups("4,8") == [4, 8]
+    assert kv_groups("16,32/32,64") == [[16, 32], [32, 64]]
+    assert kv_groups("16//64") == [[16], [], [64]]
+
+
+def test_train_kv_per_seq_len_broadcasts_or_aligns():
+    from suite.eval.mqar import mixture_text, train_kv_per_seq_len
+
+    flat = train_kv_per_seq_len([16, 64], [2, 8])
+    assert flat == {16: [2], 64: [2, 8]}                   # 8 pairs need 32 tokens: only at 64
+    aligned = train_kv_per_seq_len([256, 512], [[16, 32], []])
+    assert aligned == {256: [16, 32], 512: []} and mixture_text(aligned) == "256:16+32"
+    with pytest.raises(ValueError, match="2 per-seq_len lists for 3 seq_lens"):
+        train_kv_per_seq_len([64, 128, 256], [[4], [8]])
+    with pytest.raises(ValueError, match=r"at seq_len 64: every count must be <= seq_len / 4 = 16"):
+        train_kv_per_seq_len([64], [[32]])
+
+
+def test_one_model_trained_on_the_mixture_in_turn_and_evaluated_at_every_cell(monkeypatch):
+    """Zoology's recipe: step s trains on cell s mod (number of cells), one model for the whole grid."""
+    from suite.eval import mqar
+
+    drawn = []
+    real = mqar.mqar_data
+
+    def recording(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs):
+        if num_examples == 8:                                   # the training batches (tests use 16 rows)
+            drawn.append((seq_len, num_kv_pairs))
+        return real(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs)
+
+    monkeypatch.setattr(mqar, "mqar_data", recording)
+    rows = run_grid(mqar.registry_factory("transformer", "1M"), [16, 32], [2, 4, 8], steps=5, arch="transformer",
+                    size="1M", profile="test", train_kv=[[2], [2, 8]], vocab_size=64, batch_size=8, num_test=16)
+    assert drawn == [(16, 2), (32, 2), (32, 8), (16, 2), (32, 2)]
+    by_cell = {(r["seq_len"], r["num_kv_pairs"]): r for r in rows}
+    assert list(by_cell) == [(16, 2), (16, 4), (16, 8), (32, 2), (32, 4), (32, 8)]
+    assert by_cell[(16, 8)]["status"].startswith("not run: num_kv_pairs=8 > seq_len/4=4")
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) == 5 and len({(r["final_train_loss"], r["wall_s"]) for r in ok}) == 1   # one model
+    assert [r["train_kv"] for r in ok] == ["2", "2", "2+8", "2+8", "2+8"]
+    assert {r["train_mix"] for r in ok} == {"16:2 32:2+8"} and ok[0]["num_train"] == 5 * 8
+
+
+def test_one_seq_len_mixture_is_the_old_single_length_training():
+    """With one seq_len a flat train_kv and the same list per seq_len train the same model (the default profile's
+    cell: one model trained at its pair counts, evaluated at every pair count)."""
+    from suite.eval.mqar import registry_factory
+
+    kwargs = dict(arch="swa", size="1M", profile="test", window=4, num_layers=2, vocab_size=64, batch_size=8,
+                  num_test=16)
+    flat = run_grid(registry_factory("swa", "1M", window_size=4), [32], [2, 4], 3, train_kv=[2, 4], **kwargs)
+    aligned = run_grid(registry_factory("swa", "1M", window_size=4), [32], [2, 4], 3, train_kv=[[2, 4]], **kwargs)
+    keys = ["accuracy", "accuracy_far", "final_train_loss", "train_kv", "train_mix"]
+    assert [{k: r[k] for k in keys} for r in flat] == [{k: r[k] for k in keys} for r in aligned]
+
+
+def test_cli_refuses_train_kv_groups_that_do_not_match_seq_lens(capsys):
+    from suite.eval.mqar import main
+
+    with pytest.raises(SystemExit):
+        main(["--arch", "transformer", "--size", "1M", "--seq-len", "64,128", "--train-kv", "4/8/16",
+              "--out", "/tmp/never.csv"])
+    assert "--train-kv: train_kv has 3 per-seq_len lists for 2 seq_lens" in capsys.readouterr().err

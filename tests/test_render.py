@@ -92,7 +92,7 @@ def test_empty_results_render_not_run(rendered_empty):
 
 def test_figures_written(rendered, rendered_empty):
     for base in (rendered, rendered_empty):
-        for name in ["fig2", "fig3", "fig3_gpu", "fig4"]:
+        for name in ["fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu"]:
             for ext in ["png", "pdf"]:
                 assert (base / "figures" / f"{name}.{ext}").stat().st_size > 5000
 
@@ -190,7 +190,7 @@ def test_figure_titles_carry_scale_and_the_caption_carries_provenance(monkeypatc
     shown = []
     monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.append((name, fig)) or [])
     render(FIX / "default", FIX / "gpu", tmp_path / "tables", tmp_path / "figures")
-    assert {"fig2", "fig3", "fig3_gpu", "fig_mqar", "fig4"} <= {name for name, _ in shown}
+    assert {"fig2", "fig3", "fig3_gpu", "fig_mqar", "fig_mqar_gpu", "fig4"} <= {name for name, _ in shown}
     for name, fig in shown:
         titles = [ax.get_title() for ax in fig.axes] + [fig._suptitle.get_text() if fig._suptitle else ""]
         assert not any(f"{key}=" in t for t in titles for key in figures.CAPTION_COLUMNS), (name, titles)
@@ -224,3 +224,43 @@ def test_gpu_niah_figure_says_whether_the_gpu_controls_passed(monkeypatch, tmp_p
     assert "invalid: controls not run" in missing
     assert "invalid: positive control failed (transformer" in failing
     assert "invalid" not in passing and "invalid" not in suptitles["fig3"][1]
+
+
+def test_mqar_grid_figure_and_table_rows_of_the_gpu_profile(monkeypatch, tmp_path):
+    """results/gpu/mqar.csv holding a grid: fig_mqar_gpu draws one panel per (size, seq_len), a line per arch, and is
+    marked by results/gpu/controls.csv; Table 3 gets its rows, gated by the same controls."""
+    import shutil
+
+    from suite.eval.controls import mqar_controls
+    from suite.report import figures
+    from tests.test_controls import mqar_grid
+
+    gpu = tmp_path / "gpu"
+    shutil.copytree(FIX / "gpu", gpu)
+    grid = mqar_grid()
+    grid.to_csv(gpu / "mqar.csv", index=False)
+    shown = {}
+    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.setdefault(name, []).append(fig) or [])
+    for i, cell in enumerate([(128, 8), (256, 16)]):                  # controls pass at (128, 8), fail at (256, 16)
+        pd.DataFrame(mqar_controls(grid, *cell, "d256")).to_csv(gpu / "controls.csv", index=False)
+        render(FIX / "default", gpu, tmp_path / f"t{i}", tmp_path / f"f{i}")
+    passing, failing = shown["fig_mqar_gpu"]
+    panels = {ax.get_title(): ax for ax in passing.axes if "T=" in ax.get_title()}
+    assert set(panels) == {"d64 (166K params), T=128", "d64 (166K params), T=256", "d256 (2.01M params), T=128",
+                           "d256 (2.01M params), T=256"}
+    lines = {line.get_label(): line for line in panels["d256 (2.01M params), T=128"].get_lines()}
+    assert list(lines["transformer"].get_xdata()) == [8] and list(lines["transformer"].get_ydata()) == [0.97]
+    assert set(lines) >= {"transformer", "swa", "orthros", "chance"}
+    title = passing._suptitle.get_text()
+    assert "Measured MQAR, gpu profile (this suite): one model per arch and size, trained on T=128: 8 pairs; " \
+           "T=256: 16/32/64 pairs" in title and "invalid" not in title
+    assert "gdn: not run: cut by the call's cap" in title
+    assert "invalid: positive control failed (transformer 0.88 vs >= 0.95)" in failing._suptitle.get_text()
+    assert "invalid" not in shown["fig_mqar"][0]._suptitle.get_text()          # the default profile's own controls
+    t3 = pd.read_csv(tmp_path / "t1" / "table3.csv")
+    cell = _row(t3, model="transformer", task="MQAR accuracy (d256, T=128, 8 pairs) (gpu profile)")
+    assert cell["measured"] == pytest.approx(0.97) and cell["scale"] == "2.01M" and cell["n_trials"] == 500
+    assert cell["status"].startswith("invalid: positive control failed (transformer 0.88")
+    ok = _row(pd.read_csv(tmp_path / "t0" / "table3.csv"), model="transformer",
+              task="MQAR accuracy (d256, T=128, 8 pairs) (gpu profile)")
+    assert ok["status"].startswith("measured only")

@@ -7,10 +7,12 @@
 # Included first by the Snakefile: the study config and the globals every workflow file reads, so that no file
 # depends on the include order of the others.
 import json
+import re
 import sys
 
 from suite.archs import ORTHROS_ARCHS
-from suite.config import curriculum_arg, load_config, schema
+from suite.config import (curriculum_arg, load_config, mqar_cli_args, mqar_control_cell, mqar_control_size,
+                          mqar_sizes, schema)
 from suite.deps import module_files
 
 CONFIG_ARG = config.get("profile", "default")
@@ -59,7 +61,7 @@ def section(name, but=()):
 
 # Study-config keys (dotted paths) each rule reads, through `--config` or on its command line. Not listed: paths
 # (inputs and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `niah.archs`, `niah.size`,
-# `mqar.size`, `conversion.seeds` (they name the jobs and their files), `description`, `train.save_every`
+# `mqar.size`, `mqar.sizes`, `conversion.seeds` (they name the jobs and their files), `description`, `train.save_every`
 # (checkpoint frequency: a resumed run is bit-identical to an uninterrupted one) and `threads` of jobs whose result
 # does not measure time.
 RUN_KEYS = (section("train", but=("save_every",)) + ["data.retrieval_fraction", "data.retrieval_max_keys", "device",
@@ -75,10 +77,11 @@ RULE_CONFIG = {
     "lm_eval": LM_EVAL_KEYS,
     "conversion_lm_eval": LM_EVAL_KEYS + ["conversion.size"],
     "niah": section("niah", but=("archs", "size")) + ["device", "profile"],
-    "mqar": section("mqar", but=("size",)) + ["device", "profile"],
+    "mqar": section("mqar", but=("size", "sizes")) + ["device", "profile"],
     "prefill_cpu": section("prefill_cpu") + ["threads", "profile"],
     "prefill_cpu_128k": ["threads", "profile"],
-    "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs"],  # the MQAR cell the controls read
+    # the MQAR cell the controls read, and (for a grid) which size is the largest
+    "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
 }
 
 

@@ -116,32 +116,29 @@ rule niah:
         "--out {output} > {log} 2>&1"
 
 
-MQAR_OUT = RES + "/eval/mqar/{arch}/" + MQAR["size"] + f"/seed{SEED}.csv"
+MQAR_SIZES = mqar_sizes(MQAR)
+MQAR_OUT = RES + "/eval/mqar/{arch}/{size}" + f"/seed{SEED}.csv"
 
 
 rule mqar:
-    """Multi-query associative recall (Zoology recipe): each architecture trained and tested on MQAR."""
+    """Multi-query associative recall (Zoology recipe): one model per (arch, size), trained on the mixture of the
+    configured cells and tested at every (seq_len, pairs) cell."""
     input:
         MQAR_CODE,
     output:
         MQAR_OUT,
+    wildcard_constraints:
+        size="|".join(re.escape(s) for s in MQAR_SIZES),
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/mqar_{arch}.log",
+        WORK + "/logs/mqar_{arch}_{size}.log",
     params:
         cfg=rule_config("mqar"),
-        seq_lens=csv_list(MQAR["seq_lens"]),
-        kv=csv_list(MQAR["num_kv_pairs"]),
-        train_kv=f"--train-kv {csv_list(MQAR['train_kv'])}" if "train_kv" in MQAR else "",
-        num_test=MQAR.get("num_test", 1000),
-        weight_decay=MQAR.get("weight_decay", 0.1),
+        recipe=" ".join(mqar_cli_args(MQAR)),
     shell:
-        "{PY} suite.eval.mqar --arch {wildcards.arch} --size {MQAR[size]} --seq-len {params.seq_lens} "
-        "--kv-pairs {params.kv} {params.train_kv} --window {MQAR[window]} --vocab-size {MQAR[vocab_size]} "
-        "--steps {MQAR[steps]} --batch-size {MQAR[batch_size]} --lr {MQAR[lr]} --weight-decay {params.weight_decay} "
-        "--num-test {params.num_test} "
+        "{PY} suite.eval.mqar --arch {wildcards.arch} --size {wildcards.size} {params.recipe} "
         "--seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} --out {output} > {log} 2>&1"
 
 
@@ -209,7 +206,7 @@ rule collect_niah:
 
 rule collect_mqar:
     input:
-        csvs=[MQAR_OUT.format(arch=a) for a in ARCHS],
+        csvs=[MQAR_OUT.format(arch=a, size=s) for a in ARCHS for s in MQAR_SIZES],
         code=COLLECT_CODE,
     output:
         RES + "/mqar.csv",
@@ -217,7 +214,9 @@ rule collect_mqar:
         "{PY} suite.collect concat --inputs {input.csvs} --out {output}"
 
 
-MQAR_CELL = f"{MQAR['seq_lens'][0]}:{MQAR.get('train_kv', MQAR['num_kv_pairs'])[0]}"
+# the MQAR control cell; a grid of sizes reads its largest (suite.eval.controls), a single-size study its one size
+MQAR_CONTROL = "--mqar-cell " + ":".join(map(str, mqar_control_cell(MQAR))) + \
+    (f" --mqar-size {mqar_control_size(MQAR)}" if "sizes" in MQAR else "")
 
 
 rule controls:
@@ -234,5 +233,5 @@ rule controls:
     params:
         cfg=rule_config("controls"),
     shell:
-        "{PY} suite.eval.controls --mqar {input.mqar} --mqar-cell {MQAR_CELL} --niah {input.niah} "
+        "{PY} suite.eval.controls --mqar {input.mqar} {MQAR_CONTROL} --niah {input.niah} "
         "--val-loss {input.quality} --first-loss {input.first} --main-size {MAIN} --data-dir {DATA} --out {output}"

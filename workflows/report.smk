@@ -5,8 +5,8 @@ GPU_CSVS = [GPU_OUT + "/prefill.csv", GPU_OUT + "/e2e.csv"] if PROFILE == "gpu" 
 GPU_EXTRA = [GPU_OUT + "/fla_crosscheck.csv", GPU_OUT + "/baseline_throughput.csv"] if PROFILE == "gpu" else []
 RENDER_PREFIX = "" if RENDER in (".", "./", "") else RENDER.rstrip("/") + "/"  # "./x" paths make snakemake warn
 TABLES = [f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
-FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar")
-           for ext in ("png", "pdf")]
+FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu")
+FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("png", "pdf")]
 
 
 rule render:

@@ -7,8 +7,8 @@ audit and the renderers give a verdict only where both controls of the experimen
 
 | experiment | control | arch | condition | passes when |
 |---|---|---|---|---|
-| mqar | positive | transformer | the default cell (seq_len, pairs) | accuracy >= 0.95 |
-| mqar | negative | swa | answers beyond its receptive field, default cell | accuracy_far <= chance + 0.05 |
+| mqar | positive | transformer | the control cell (seq_len, pairs), control size | accuracy >= 0.95 |
+| mqar | negative | swa | answers beyond its receptive field, same cell and size | accuracy_far <= chance + 0.05 |
 | niah | positive | transformer | every context_len <= train_len (mean over depths) | min accuracy >= 0.9 |
 | niah | negative | swa | cells whose needle lies beyond L*(w-1) tokens | mean accuracy <= 0.1 |
 | lm | positive | transformer | main size, every seed: val loss | < unigram cross-entropy of val |
@@ -16,10 +16,20 @@ audit and the renderers give a verdict only where both controls of the experimen
 
 The ``lm`` controls cover the perplexity experiments (main comparison, SO ablation, conversion).
 
+MQAR's control cell is a training cell: the first ``mqar.seq_lens`` entry and its first ``mqar.train_kv`` pair count
+(``suite.config.mqar_control_cell``), as on the CPU (default profile: T=64, 4 pairs). A study with several MQAR sizes
+(``mqar.sizes``, the gpu profile's Zoology grid) reads its controls at the largest size only (``--mqar-size``,
+``suite.config.mqar_control_size``), where the positive control is easiest to pass and the negative control has the
+most capacity to leak; both controls read that one size. The gpu profile keeps the cell that has passed its controls
+on the H200 (T=128, 8 pairs, the 3.7M shape = d256) as its first seq_len, trained in the grid's mixture, because the
+grid's own smallest cell (T=256, 16 pairs) is unproven: on the CPU the d64 Transformer stayed far below 0.95 there
+within the calibration budget (results/gpu/calibration/README.md). So the gpu controls read T=128, 8 pairs, d256.
+
 CLI::
 
     python -m suite.eval.controls --mqar results/default/mqar.csv --mqar-cell 64:4 --niah results/default/niah.csv \\
         --val-loss results/default/quality.csv --first-loss L1.csv ... --data-dir D --out results/default/controls.csv
+    python -m suite.eval.controls --mqar results/gpu/mqar.csv --mqar-cell 128:8 --mqar-size d256 --out C.csv
 """
 from __future__ import annotations
 
@@ -56,16 +66,24 @@ def _ok(frame: pd.DataFrame | None, arch: str) -> pd.DataFrame:
     return frame[(frame["arch"] == arch) & (frame["status"] == "ok")]
 
 
-def mqar_controls(mqar: pd.DataFrame | None, seq_len: int, kv: int) -> list[dict]:
-    """The MQAR controls at the default cell (``seq_len``, ``kv`` pairs)."""
-    cell = f"seq_len={seq_len}, num_kv_pairs={kv}"
-    pos = _ok(mqar, "transformer")
-    pos = pos[(pos["seq_len"] == seq_len) & (pos["num_kv_pairs"] == kv)] if len(pos) else pos
+def _at_cell(frame: pd.DataFrame, seq_len: int, kv: int, size: str | None) -> pd.DataFrame:
+    """The rows of ``frame`` at one MQAR cell (and size, unless None)."""
+    if frame.empty:
+        return frame
+    at = frame[(frame["seq_len"] == seq_len) & (frame["num_kv_pairs"] == kv)]
+    return at if size is None else at[at["size"].astype(str) == str(size)]
+
+
+def mqar_controls(mqar: pd.DataFrame | None, seq_len: int, kv: int, size: str | None = None) -> list[dict]:
+    """The MQAR controls at the control cell (``seq_len``, ``kv`` pairs) of ``mqar.csv`` rows; with ``size``, only
+    that size's rows count (a grid of sizes reads its largest). Positive: the Transformer's mean ``accuracy`` there
+    >= 0.95; negative: SWA's mean ``accuracy_far`` <= chance + 0.05. Returns two ``CONTROL_COLUMNS`` dicts."""
+    cell = (f"size={size}, " if size is not None else "") + f"seq_len={seq_len}, num_kv_pairs={kv}"
+    pos = _at_cell(_ok(mqar, "transformer"), seq_len, kv, size)
     value = pos["accuracy"].astype(float).mean() if len(pos) else None
     rows = [_row("mqar", "positive", "transformer", cell, "accuracy", value, f">= {MQAR_POSITIVE}",
                  value is not None and value >= MQAR_POSITIVE, pos)]
-    neg = _ok(mqar, "swa")
-    neg = neg[(neg["seq_len"] == seq_len) & (neg["num_kv_pairs"] == kv)] if len(neg) else neg
+    neg = _at_cell(_ok(mqar, "swa"), seq_len, kv, size)
     if len(neg) and neg["accuracy_far"].notna().any():
         value, chance = neg["accuracy_far"].astype(float).mean(), float(neg["chance"].iloc[0])
         far = int(neg["far_distance"].iloc[0])
@@ -157,7 +175,9 @@ def invalid_reason(controls: pd.DataFrame | None, experiment: str) -> str | None
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mqar", help="results/<profile>/mqar.csv")
-    p.add_argument("--mqar-cell", help="SEQ_LEN:PAIRS of the default MQAR cell, e.g. 64:4")
+    p.add_argument("--mqar-cell", help="SEQ_LEN:PAIRS of the MQAR control cell, e.g. 64:4")
+    p.add_argument("--mqar-size", help="the MQAR size whose rows the controls read (a grid's largest, e.g. d256; "
+                                       "default: every size's rows)")
     p.add_argument("--niah", help="results/<profile>/niah.csv")
     p.add_argument("--val-loss", help="results/<profile>/quality.csv (train_val_loss rows)")
     p.add_argument("--first-loss", nargs="*", default=[], help="loss.csv of the main-size Transformer runs")
@@ -171,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             seq_len, kv = (int(v) for v in a.mqar_cell.split(":"))
         except (AttributeError, ValueError):
             p.error(f"--mqar-cell must be SEQ_LEN:PAIRS, got {a.mqar_cell!r}")
-        rows += mqar_controls(read_csv(a.mqar), seq_len, kv)
+        rows += mqar_controls(read_csv(a.mqar), seq_len, kv, a.mqar_size)
     if a.niah:
         rows += niah_controls(read_csv(a.niah))
     if a.val_loss:

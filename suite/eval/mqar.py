@@ -16,10 +16,17 @@ Departure from Zoology: the rows of one training batch share their query slots (
 asked where stay random per row), so every model computes logits at the query slots only, and Orthros runs its
 SFT regime (output-stream tokens only at answer positions, Sec. 3.2) instead of paying for T_out = T.
 
+Training (Zoology's recipe): one model per (arch, size) is trained on a mixture of cells ``(seq_len, pairs)``, one
+cell per step in turn, and evaluated at every cell of the grid; without ``--train-kv`` one model is trained per cell.
+
 CLI (the default profile's cell: train at 4 pairs, evaluate at 2-16)::
 
     python -m suite.eval.mqar --arch orthros --size 1M --seq-len 64 --train-kv 4 --kv-pairs 2,4,8,16 --window 8 \\
         --vocab-size 256 --steps 800 --lr 3e-3 --out results/default/eval/mqar/orthros/1M/seed42.csv
+
+A grid (the gpu profile): ``--size d64 --seq-len 128,256,512,1024 --kv-pairs 8,16,32,64,128,256 --train-kv
+8/16,32,64/16,32,64,128/16,32,64,128,256`` trains one model on those 13 cells and evaluates it at all 18 cells with
+``4 * pairs <= seq_len``.
 """
 from __future__ import annotations
 
@@ -145,32 +152,39 @@ def test_set(vocab_size: int, seq_len: int, num_kv_pairs: int, num_test: int, se
     return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
 
 
-def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len: int, num_kv_pairs: int | list[int],
-                   steps: int, *, vocab_size: int = 8192, batch_size: int = 64, lr: float = 1e-3,
-                   weight_decay: float = 0.1, num_test: int = 1000, seed: int = 0, power_a: float = 0.01,
-                   eval_kv: list[int] | None = None, far_distance: int | None = None, device: str = "cpu",
-                   dtype: str = "float32", shared_slots: bool = True, log_every: int = 0) -> dict:
-    """Train a fresh model on MQAR with AdamW (cosine LR decay) and measure held-out accuracy.
+Cell = tuple[int, int]  # (seq_len, num_kv_pairs)
 
-    ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``). Step ``s`` trains on a
-    fresh batch drawn from ``(seed, s)`` whose rows share query slots (no example repeats), with
-    ``num_kv_pairs[s % len]`` pairs when a list is given; loss: cross-entropy on answer positions only. Held-out
-    data: ``num_test`` examples per evaluated pair count (``eval_kv``, default the trained ones) from other seeds.
-    Returns ``{"by_kv": {kv: mqar_accuracy dict}, "final_train_loss", "n_params", "train_s", "num_train", "num_test"}``.
+
+def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture: list[Cell], steps: int, *,
+                   vocab_size: int = 8192, batch_size: int = 64, lr: float = 1e-3, weight_decay: float = 0.1,
+                   num_test: int = 1000, seed: int = 0, power_a: float = 0.01, eval_cells: list[Cell] | None = None,
+                   far_distance: int | None = None, device: str = "cpu", dtype: str = "float32",
+                   shared_slots: bool = True, log_every: int = 0) -> dict:
+    """Train a fresh model on a mixture of MQAR cells with AdamW (cosine LR decay); measure held-out accuracy.
+
+    ``mixture``: the training cells ``(seq_len, num_kv_pairs)``; step ``s`` trains on ``batch_size`` fresh rows of
+    cell ``mixture[s % len(mixture)]`` (Zoology's mixture, one cell a batch), drawn from ``(seed, s)``, whose rows
+    share query slots (no example repeats); loss: cross-entropy on answer positions only. ``model_factory(vocab_size,
+    seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``) for sequences up to the longest ``seq_len`` of
+    the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated cell (``eval_cells``,
+    default the training cells) from other seeds.
+    Returns ``{"by_cell": {(seq_len, kv): mqar_accuracy dict}, "final_train_loss", "n_params", "train_s" (seconds),
+    "num_train" (rows), "num_test"}``.
+    Raises ValueError for an empty mixture, ``steps`` or ``batch_size`` < 1, or a cell the generator cannot fill.
     """
-    if steps < 1 or batch_size < 1:
-        raise ValueError(f"steps={steps} and batch_size={batch_size} must be >= 1")
-    train_kv = num_kv_pairs if isinstance(num_kv_pairs, list) else [num_kv_pairs]
-    for kv in sorted(set(train_kv + (eval_kv or []))):
+    if steps < 1 or batch_size < 1 or not mixture:
+        raise ValueError(f"steps={steps}, batch_size={batch_size} must be >= 1 and the mixture non-empty ({mixture})")
+    eval_cells = eval_cells or list(mixture)
+    for seq_len, kv in sorted(set(mixture) | set(eval_cells)):
         mqar_data(vocab_size, seq_len, kv, 1, 0, power_a)         # fail fast on a cell the generator cannot fill
     torch.manual_seed(seed)
-    model = model_factory(vocab_size, seq_len).to(device)
+    model = model_factory(vocab_size, max(t for t, _ in [*mixture, *eval_cells])).to(device)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
     start, loss = time.perf_counter(), torch.tensor(float("nan"))
     for step in range(steps):
-        kv = train_kv[step % len(train_kv)]
+        seq_len, kv = mixture[step % len(mixture)]
         x, y = mqar_data(vocab_size, seq_len, kv, batch_size, seed * 1_000_003 + step, power_a,
                          shared_slots=shared_slots)
         slots = (y != -100).any(0)
@@ -182,16 +196,16 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], seq_len
         opt.step()
         sched.step()
         if log_every and step % log_every == 0:
-            print(f"step {step} kv {kv} loss {loss.item():.4f}", flush=True)
+            print(f"step {step} seq_len {seq_len} kv {kv} loss {loss.item():.4f}", flush=True)
     train_s = time.perf_counter() - start
-    by_kv = {}
-    for kv in eval_kv or train_kv:
+    by_cell = {}
+    for seq_len, kv in eval_cells:
         test_x, test_y = test_set(vocab_size, seq_len, kv, num_test, seed * 1_000_003 + 10_000_000, power_a)
         with autocast(device, dtype):
-            by_kv[kv] = mqar_accuracy(model, test_x, test_y, kv, far_distance)
+            by_cell[(seq_len, kv)] = mqar_accuracy(model, test_x, test_y, kv, far_distance)
     from models.sizes import count_parameters  # after the timed training: the import is not part of train_s
 
-    return {"by_kv": by_kv, "final_train_loss": float(loss.item()), "n_params": count_parameters(model),
+    return {"by_cell": by_cell, "final_train_loss": float(loss.item()), "n_params": count_parameters(model),
             "train_s": train_s, "num_train": steps * batch_size, "num_test": num_test}
 
 
@@ -222,55 +236,93 @@ def kernel_label(device: str) -> str:
     return kernels_summary("fla-naive" if torch.device(device).type == "cpu" else "fla-triton")
 
 
+def train_kv_per_seq_len(seq_lens: list[int], train_kv: list[int] | list[list[int]]) -> dict[int, list[int]]:
+    """The training pair counts at each ``seq_len``: ``train_kv`` is one list for every ``seq_len`` (each count used
+    where it fits, ``4 * kv <= seq_len``) or one list per ``seq_len`` (aligned with ``seq_lens``; an empty list: that
+    length is only evaluated). Raises ValueError when a per-length list has another length than ``seq_lens`` or holds
+    a count that does not fit its ``seq_len``."""
+    if not train_kv or not isinstance(train_kv[0], (list, tuple)):
+        return {t: [kv for kv in train_kv if 4 * kv <= t] for t in seq_lens}
+    if len(train_kv) != len(seq_lens):
+        raise ValueError(f"train_kv has {len(train_kv)} per-seq_len lists for {len(seq_lens)} seq_lens {seq_lens}")
+    for t, kvs in zip(seq_lens, train_kv):
+        if any(4 * kv > t for kv in kvs):
+            raise ValueError(f"train_kv {list(kvs)} at seq_len {t}: every count must be <= seq_len / 4 = {t // 4}")
+    return {t: list(kvs) for t, kvs in zip(seq_lens, train_kv)}
+
+
+def mixture_text(per_len: dict[int, list[int]]) -> str:
+    """The training mixture as ``"256:16+32 512:32+64"`` (the ``train_mix`` column)."""
+    return " ".join(f"{t}:{'+'.join(map(str, kvs))}" for t, kvs in per_len.items() if kvs)
+
+
+def _groups(seq_lens: list[int], kv_pairs: list[int],
+            per_len: dict[int, list[int]] | None) -> list[tuple[list[Cell], list[Cell], dict[int, list[int]]]]:
+    """(training cells, evaluated cells, training counts per seq_len) of each model run_grid trains."""
+    cells = [(t, kv) for t in seq_lens for kv in kv_pairs if 4 * kv <= t]
+    if per_len is None:
+        return [([cell], [cell], {cell[0]: [cell[1]]}) for cell in cells]
+    mixture = [(t, kv) for t in seq_lens for kv in per_len[t]]
+    return [(mixture, cells, per_len)] if mixture and cells else []
+
+
 def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int, *, arch: str, size: str,
              profile: str, seed: int = 0, device: str = "cpu", dtype: str = "float32",
-             train_kv: list[int] | None = None, window: int | None = None, num_layers: int | None = None,
-             **train_kwargs) -> list[dict]:
-    """MQAR rows, one per (seq_len, num_kv_pairs) cell.
+             train_kv: list[int] | list[list[int]] | None = None, window: int | None = None,
+             num_layers: int | None = None, **train_kwargs) -> list[dict]:
+    """MQAR rows, one per (seq_len, num_kv_pairs) cell, in ``seq_lens`` x ``kv_pairs`` order.
 
-    ``train_kv=None`` trains one model per cell; a list trains one model per ``seq_len`` on those pair counts (cycled
-    per step) and evaluates it at every ``kv_pairs`` cell. ``window`` and ``num_layers`` describe the windowed
-    models (``far_distance = num_layers * (window - 1)``: answers further than that from their value lie beyond a
-    sliding-window model's receptive field); the split is reported for every arch. A cell whose pairs do not fit
-    ``seq_len`` (``4 * kv > seq_len``) gets status ``"not run: ..."``. ``chance`` = 2 / vocab_size (uniform guess
-    over the value half of the vocabulary).
+    ``train_kv=None`` trains one model per cell. Otherwise one model is trained on the mixture of the training cells
+    (``train_kv_per_seq_len``: one list for every seq_len, or one list per seq_len) and evaluated at every cell
+    (Zoology's recipe; with one seq_len this is one model trained on those pair counts). ``window`` and
+    ``num_layers`` describe the windowed models (``far_distance = num_layers * (window - 1)``: answers further than
+    that from their value lie beyond a sliding-window model's receptive field); the split is reported for every
+    arch. A cell whose pairs do not fit ``seq_len`` (``4 * kv > seq_len``) gets status ``"not run: ..."``. ``chance``
+    = 2 / vocab_size (uniform guess over the value half of the vocabulary). Columns ``train_kv`` (the pair counts
+    trained at the row's seq_len, ``"none"`` if the model saw none there) and ``train_mix`` (the whole mixture,
+    ``mixture_text``). Raises ValueError as ``train_kv_per_seq_len`` and ``train_and_eval`` do.
     """
     from models.kernels import reset_usage
 
     vocab = train_kwargs.get("vocab_size", 8192)
     far = num_layers * (window - 1) if window and num_layers else None
+    per_len = None if train_kv is None else train_kv_per_seq_len(seq_lens, train_kv)
+    results = {}
+    for mixture, evaluated, trained in _groups(seq_lens, kv_pairs, per_len):
+        reset_usage()
+        out = train_and_eval(model_factory, mixture, steps, seed=seed, device=device, dtype=dtype,
+                             eval_cells=evaluated, far_distance=far, **train_kwargs)
+        kernel = kernel_label(device)
+        results.update({cell: (trained, out, kernel) for cell in evaluated})
     rows = []
     for seq_len in seq_lens:
-        fits = [kv for kv in kv_pairs if 4 * kv <= seq_len]
-        groups = [([kv], [kv]) for kv in fits] if train_kv is None else \
-            [([kv for kv in train_kv if 4 * kv <= seq_len], fits)]
-        results = {}
-        for trained, evaluated in groups:
-            if not trained or not evaluated:
-                continue
-            reset_usage()
-            out = train_and_eval(model_factory, seq_len, trained, steps, seed=seed, device=device, dtype=dtype,
-                                 eval_kv=evaluated, far_distance=far, **train_kwargs)
-            for kv in evaluated:
-                results[kv] = (trained, out)
         for kv in kv_pairs:
             base = {"arch": arch, "size": size, "seq_len": seq_len, "num_kv_pairs": kv, "steps": steps,
                     "vocab_size": vocab, "batch_size": train_kwargs.get("batch_size", 64),
                     "lr": train_kwargs.get("lr", 1e-3), "weight_decay": train_kwargs.get("weight_decay", 0.1),
                     "window": window, "num_layers": num_layers,
                     "far_distance": far, "chance": 2 / vocab}
-            if kv not in results:
+            if (seq_len, kv) not in results:
                 why = f"num_kv_pairs={kv} > seq_len/4={seq_len // 4}" if 4 * kv > seq_len else \
                     "no trainable pair count fits this seq_len"
                 rows.append(base | {"n_params": None, "accuracy": None, "status": f"not run: {why}"}
                             | provenance(profile, seed, dtype, "none", device, None))
                 continue
-            trained, out = results[kv]
-            rows.append(base | {"n_params": out["n_params"], **out["by_kv"][kv], "status": "ok",
-                                "train_kv": "+".join(map(str, trained)), "num_train": out["num_train"],
+            trained, out, kernel = results[(seq_len, kv)]
+            rows.append(base | {"n_params": out["n_params"], **out["by_cell"][(seq_len, kv)], "status": "ok",
+                                "train_kv": "+".join(map(str, trained.get(seq_len, []))) or "none",
+                                "train_mix": mixture_text(trained), "num_train": out["num_train"],
                                 "num_test": out["num_test"], "final_train_loss": out["final_train_loss"]}
-                        | provenance(profile, seed, dtype, kernel_label(device), device, out["train_s"]))
+                        | provenance(profile, seed, dtype, kernel, device, out["train_s"]))
     return rows
+
+
+def kv_groups(text: str) -> list[int] | list[list[int]]:
+    """``--train-kv``: ``"4,8"`` (the same pair counts at every seq_len) -> [4, 8]; ``"16,32/32,64"`` (one
+    comma-separated group per seq_len, ``/`` between groups, a group may be empty) -> [[16, 32], [32, 64]]."""
+    if "/" not in text:
+        return _int_list(text)
+    return [_int_list(group) for group in text.split("/")]
 
 
 def _int_list(text: str) -> list[int]:
@@ -284,11 +336,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size", required=True, help="registry size name")
     p.add_argument("--seq-len", type=_int_list, default=[64, 128, 256])
     p.add_argument("--kv-pairs", type=_int_list, default=[4, 8, 16, 32, 64], help="pair counts evaluated")
-    p.add_argument("--train-kv", type=_int_list, default=None,
-                   help="train one model per seq_len on these pair counts (default: one model per cell)")
+    p.add_argument("--train-kv", type=kv_groups, default=None,
+                   help="train one model on the mixture of these cells, evaluated at every cell: pair counts used at "
+                        "every seq_len where they fit ('4,8'), or one group per seq_len ('16,32/32,64/64'); default: "
+                        "one model per cell")
     p.add_argument("--window", type=int, default=None,
                    help="sliding window w of orthros/orthros_noso/swa (default: the arch's own); also sets the "
                         "near/far split at num_layers * (w - 1) for every arch")
+    p.add_argument("--tie-embeddings", action="store_true",
+                   help="share the input embedding and the output head (Zoology's models do; default: untied)")
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--vocab-size", type=int, default=8192)
     p.add_argument("--batch-size", type=int, default=64)
@@ -300,23 +356,32 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="autocast dtype (weights stay float32)")
     p.add_argument("--profile", default="smoke")
+    p.add_argument("--log-every", type=int, default=0, help="print the training loss every N steps (0: never)")
     p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
     if a.window is not None and a.window < 1:
         p.error(f"--window {a.window} must be >= 1")
+    try:
+        if a.train_kv is not None:
+            train_kv_per_seq_len(a.seq_len, a.train_kv)
+    except ValueError as err:
+        p.error(f"--train-kv: {err}")
     layers = None
     if a.arch == "llama":
+        if a.tie_embeddings:
+            p.error("--tie-embeddings: the built-in llama reference is untied")
         factory = llama_factory()
     else:
         from models.sizes import get_size
 
         layers = get_size(a.size).num_hidden_layers
-        factory = registry_factory(a.arch, a.size, **({"window_size": a.window}
-                                                      if a.window and a.arch in WINDOWED_ARCHS else {}))
+        overrides = {"window_size": a.window} if a.window and a.arch in WINDOWED_ARCHS else {}
+        factory = registry_factory(a.arch, a.size, **overrides, **({"tie_word_embeddings": True}
+                                                                  if a.tie_embeddings else {}))
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
                     seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window,
                     num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,
-                    weight_decay=a.weight_decay, num_test=a.num_test)
+                    weight_decay=a.weight_decay, num_test=a.num_test, log_every=a.log_every)
     write_csv(rows, a.out)
     for row in rows:
         print(row["seq_len"], row["num_kv_pairs"], row["accuracy"], row.get("accuracy_far"), row["status"])

@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from suite.eval.controls import invalid_reason
-from suite.provenance import read_csv, write_csv, write_text
+from suite.provenance import write_csv, write_text
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
-from suite.report.measured import read_result, scale_text, select
+from suite.report.measured import read_controls, read_result, scale_text, select
 from suite.report.schema import NUMBER, check_columns
 from suite.report.stats import NOISE_RULE, compare
 from suite.report.tables import to_markdown
@@ -261,12 +261,13 @@ def build_audit(results: str | Path | None, gpu_results: str | Path | None, repo
     """``(derived, audit)`` frames, writing nothing; ValueError on a bad claims file, formula id or results CSV."""
     derived = load_derived(reported_dir)
     return derived, audit_claims(load_claims(claims_path), derived, results, gpu_results, _controls(results),
-                                 _controls(gpu_results))
+                                 _controls(gpu_results, "gpu_controls"))
 
 
-def _controls(results: str | Path | None) -> pd.DataFrame | None:
+def _controls(results: str | Path | None, name: str = "controls") -> pd.DataFrame | None:
+    """``<results>/controls.csv`` through the one controls loader (``read_controls``), or None when absent."""
     path = Path(results) / "controls.csv" if results else None
-    return read_csv(path) if path is not None and path.exists() else None
+    return read_controls(path, name) if path is not None and path.exists() else None
 
 
 def save_audit(out_dir: str | Path, derived: pd.DataFrame, audit: pd.DataFrame) -> None:

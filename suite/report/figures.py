@@ -4,6 +4,8 @@ fig2: scaling + SO ablation. Left: reported Table 7 6-task averages vs model siz
       ablation metric vs n_params (results/<profile>/ablation.csv).
 fig3: NIAH heatmaps, paper layout (x = context length, y = needle depth, colour = accuracy), one panel per arch
       (results/<profile>/niah.csv). The paper's Fig. 3 is a Qwen3-8B converted + 20B ProLong at up to 128K.
+fig_mqar: MQAR accuracy vs key-value pairs, one panel per (size, seq_len) of the grid, a line per arch
+      (results/<profile>/mqar.csv; fig_mqar_gpu: results/gpu/mqar.csv), beside the paper's Table 3 recall averages.
 fig4: prefill latency (ms, log-log). Left: one GPU (reported 3.5x at 128K); right: 8 GPUs (reported 21.9x at 1M).
       Measured curves from results/gpu/prefill.csv (cost-model predictions dashed) and CPU curves from
       results/<profile>/prefill_cpu.csv.
@@ -22,7 +24,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.report.measured import _human, scale_text  # noqa: E402
+from suite.report.measured import _human, scale_text, sizes_by_params  # noqa: E402
 from suite.report.stats import mean_std  # noqa: E402
 
 SIZE_PARAMS = {"160M": 160e6, "360M": 360e6, "780M": 780e6, "1.3B": 1.3e9, "2.7B": 2.7e9, "6.8B": 6.8e9}
@@ -189,48 +191,89 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
     return _save(fig, Path(out_dir), name)
 
 
+def _mqar_panel(ax, rows: pd.DataFrame, title: str) -> None:
+    """One MQAR cell group: accuracy vs key-value pairs, one line per arch (solid: all answers; dotted: answers
+    beyond SWA's receptive field), chance dashed."""
+    for arch, g in rows.groupby("arch", sort=False):
+        g = g.sort_values("num_kv_pairs")
+        color = ARCH_COLOR.get(arch)
+        ax.plot(g["num_kv_pairs"], g["accuracy"], marker="o", color=color, label=f"{arch}")
+        if "accuracy_far" in g and g["accuracy_far"].notna().any():
+            ax.plot(g["num_kv_pairs"], g["accuracy_far"], marker="x", linestyle=":", color=color)
+    ax.axhline(float(rows["chance"].iloc[0]), color="gray", linestyle="--", linewidth=1, label="chance")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("key-value pairs", fontsize=8)
+    ax.set_ylabel("accuracy (solid: all; dotted: beyond SWA's field)", fontsize=7)
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=8)
+
+
+def _reported_recall(ax, table3: pd.DataFrame) -> None:
+    """The paper's Table 3 6-task recall averages as bars (a different task from MQAR)."""
+    avg = table3[table3["task"] == "avg6_recall"].sort_values("value")
+    ax.barh(avg["model"], avg["value"], color=[ARCH_COLOR.get(m, "gray") for m in avg["model"]])
+    for y, v in enumerate(avg["value"]):
+        ax.text(v, y, f" {v:.1f}", va="center", fontsize=7)
+    ax.set_xlabel("reported recall average (Table 3, %)")
+    ax.set_title("Reported (paper Table 3): 1.3B, 100B tokens, 6 recall tasks\n(not MQAR: a different task)",
+                 fontsize=8)
+    ax.grid(alpha=0.3, axis="x")
+
+
+def _training_cells(ok: pd.DataFrame) -> str:
+    """The training cells of measured MQAR rows, e.g. ``T=128: 8 pairs; T=256: 16/32/64 pairs`` (each row's
+    ``train_kv`` holds the pair counts trained at its seq_len, ``none`` if none); ``each cell`` without that column."""
+    if "train_kv" not in ok:
+        return "each cell"
+    per_len = {}
+    for seq_len, kv in ok[["seq_len", "train_kv"]].dropna().itertuples(index=False):
+        counts = [str(int(float(k))) for k in str(kv).split("+") if k != "none"]
+        if counts:
+            per_len.setdefault(int(seq_len), set()).add("/".join(counts))
+    return "; ".join(f"T={t}: {' or '.join(sorted(v))} pairs" for t, v in sorted(per_len.items())) or "no cell"
+
+
 def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Path, missing: str,
-             invalid: str | None = None) -> list[Path]:
-    """MQAR accuracy vs number of key-value pairs per arch (Zoology's figure), all answers and those beyond SWA's
-    receptive field, chance dashed; beside it the paper's Table 3 recall averages (reported, a different task)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1.6, 1]})
+             invalid: str | None = None, name: str = "fig_mqar", profile: str = "") -> list[Path]:
+    """MQAR accuracy vs key-value pairs (Zoology's figure), one panel per (size, seq_len) of the grid (rows: sizes,
+    smallest first; columns: seq_len), a line per arch (solid: all answers, dotted: answers beyond SWA's receptive
+    field), chance dashed; an arch with no measured cell is listed with its status. Beside them the paper's Table 3
+    recall averages (reported, a different task). ``invalid``: a failed MQAR control, printed above the panels.
+    Written as ``<name>.png`` and ``<name>.pdf`` (``fig_mqar_gpu`` for the gpu profile's rows, ``profile`` naming it
+    in the title)."""
     ok = mqar[(mqar["status"] == "ok") & mqar["accuracy"].notna()] if mqar is not None else None
-    if ok is None or ok.empty:
+    sizes = sizes_by_params(ok) if ok is not None and len(ok) else []
+    seq_lens = sorted(int(t) for t in ok["seq_len"].unique()) if sizes else []
+    nrows, ncols = max(1, len(sizes)), max(1, len(seq_lens))
+    fig = plt.figure(figsize=(4.6 * ncols + 4.6, 3.8 * nrows + 0.8))
+    grid = fig.add_gridspec(nrows, ncols + 1, width_ratios=[1] * ncols + [0.9], hspace=0.45, wspace=0.35)
+    _reported_recall(fig.add_subplot(grid[0, ncols]), table3)
+    if not sizes:
         why = missing if mqar is None else "no measured value" if (mqar["status"] == "ok").any() else \
             str(mqar["status"].iloc[0])
-        _empty(left, "Measured: not run\n" + textwrap.fill(why, 50))
-    else:
-        for arch, g in ok.groupby("arch", sort=False):
-            g = g.sort_values("num_kv_pairs")
-            color = ARCH_COLOR.get(arch)
-            left.plot(g["num_kv_pairs"], g["accuracy"], marker="o", color=color, label=f"{arch}")
-            if "accuracy_far" in g and g["accuracy_far"].notna().any():
-                left.plot(g["num_kv_pairs"], g["accuracy_far"], marker="x", linestyle=":", color=color)
-        left.axhline(float(ok["chance"].iloc[0]), color="gray", linestyle="--", linewidth=1, label="chance")
-        left.set_xscale("log", base=2)
-        left.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        left.set_ylim(-0.02, 1.02)
-        left.set_xlabel("key-value pairs")
-        left.set_ylabel("accuracy (solid: all answers; dotted: beyond SWA's field)")
-        for arch in mqar["arch"].unique():
-            if arch not in set(ok["arch"]):
-                left.plot([], [], " ", label=f"{arch}: {mqar[mqar['arch'] == arch]['status'].iloc[0]}")
-        left.legend(fontsize=7)
-        left.grid(alpha=0.3)
-        trained = "/".join(sorted(set(ok["train_kv"].astype(str)))) if "train_kv" in ok else "each cell"
-        left.set_title(textwrap.fill(f"Measured MQAR (this suite), trained at {trained} pairs: {_scale(ok)}", 90)
-                       + (f"\n{textwrap.fill(invalid, 90)}" if invalid else ""), fontsize=8,
-                       color="tab:red" if invalid else "black")
-    avg = table3[table3["task"] == "avg6_recall"].sort_values("value")
-    right.barh(avg["model"], avg["value"], color=[ARCH_COLOR.get(m, "gray") for m in avg["model"]])
-    for y, v in enumerate(avg["value"]):
-        right.text(v, y, f" {v:.1f}", va="center", fontsize=7)
-    right.set_xlabel("reported recall average (Table 3, %)")
-    right.set_title("Reported (paper Table 3): 1.3B, 100B tokens, 6 recall tasks\n(not MQAR: a different task)",
-                    fontsize=8)
-    right.grid(alpha=0.3, axis="x")
+        _empty(fig.add_subplot(grid[0, 0]), "Measured: not run\n" + textwrap.fill(why, 50))
+        return _save(fig, Path(out_dir), name)
+    for i, size in enumerate(sizes):
+        for j, seq_len in enumerate(seq_lens):
+            ax = fig.add_subplot(grid[i, j])
+            rows = ok[(ok["size"].astype(str) == size) & (ok["seq_len"] == seq_len)]
+            if rows.empty:
+                _empty(ax, f"{size}, T={seq_len}: no measured cell")
+                continue
+            _mqar_panel(ax, rows, f"{size} ({_human(pd.to_numeric(rows['n_params']).max())} params), T={seq_len}")
+    fig.axes[1].legend(fontsize=7)
+    scale = _scale(ok, ("n_params", "seq_len"))
+    lines = [f"Measured MQAR{', ' + profile + ' profile' if profile else ''} (this suite): one model per arch and "
+             f"size, trained on {_training_cells(ok)}" + (f"; {scale}" if scale else "")]
+    lines += [f"{arch}: {mqar[mqar['arch'] == arch]['status'].iloc[0]}" for arch in mqar["arch"].unique()
+              if arch not in set(ok["arch"])]
+    fig.suptitle("\n".join([textwrap.fill(line, 150) for line in lines] + ([textwrap.fill(invalid, 150)]
+                                                                          if invalid else [])),
+                 fontsize=9, y=1.0 + 0.06 / nrows, color="tab:red" if invalid else "black")
     _foot(fig, _caption(ok, "Measured rows"))
-    return _save(fig, Path(out_dir), "fig_mqar")
+    return _save(fig, Path(out_dir), name)
 
 
 def _caption(frame: pd.DataFrame | None, what: str) -> str:

@@ -1,9 +1,10 @@
 """Measured results produced by this suite (never the paper's numbers), loaded for the renderers and the audit.
 
 File names follow the results conventions: ``results/<profile>/{quality,niah,mqar,ablation,conversion,prefill_cpu}.csv``
-and ``results/gpu/{prefill,e2e,niah}.csv``. A missing file is not an error here: it maps to ``None`` and the renderers
-print "not run: ..." cells. A corrupt file, or one without the columns and types ``suite.report.schema`` lists for it,
-raises ValueError naming the file (and the column and row).
+and ``results/gpu/{prefill,e2e,niah,mqar,seq_parallel,controls}.csv``. A missing file is not an error here: it maps to
+``None`` and the renderers print "not run: ..." cells. A corrupt file, or one without the columns and types
+``suite.report.schema`` lists for it, raises ValueError naming the file (and the column and row); a ``controls.csv``
+whose ``passed`` is neither true nor false too (:func:`read_controls`, its one loader).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from suite.provenance import read_csv
 from suite.report.schema import validate
 
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls"]
-GPU_FILES = ["prefill", "e2e", "niah", "seq_parallel", "controls"]
+GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls"]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
                  "gpus", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
 
@@ -25,14 +26,36 @@ def read_result(path: str | Path, name: str) -> pd.DataFrame:
     return validate(name, read_csv(path), path)
 
 
+CONTROL_FILES = {"controls", "gpu_controls"}
+
+
+def read_controls(path: str | Path, name: str = "controls") -> pd.DataFrame:
+    """A ``controls.csv`` (``suite.eval.controls``): checked against ``SCHEMAS[name]``, with its ``passed`` column
+    as bool. The one loader of that file, for the audit and the renderers alike.
+
+    Raises ValueError naming the file, the data row (1 = first row after the header) and the value when ``passed``
+    is not true or false (any case), and as :func:`read_result` does for a missing column or an empty cell.
+    """
+    frame = read_result(path, name)
+    text = frame["passed"].astype(str).str.strip().str.lower()
+    bad = ~text.isin(["true", "false"])
+    if bad.any():
+        i = int(bad.to_numpy().argmax())
+        raise ValueError(f"{path} row {i + 1}: column 'passed' holds {frame['passed'].iloc[i]!r}; a control either "
+                         "passed or failed: expected true or false")
+    return frame.assign(passed=text == "true")
+
+
 def load_measured(results: str | Path | None, gpu_results: str | Path | None) -> dict[str, pd.DataFrame | None]:
     """Map of result name (``quality``, ..., ``gpu_prefill``, ``gpu_e2e``) to its DataFrame, or None if absent.
-    Every present file is validated (``read_result``) before any is returned."""
+    Every present file is validated (``read_result``; controls files through ``read_controls``) before any is
+    returned."""
     out: dict[str, pd.DataFrame | None] = {}
     for folder, names, prefix in ((results, PROFILE_FILES, ""), (gpu_results, GPU_FILES, "gpu_")):
         for name in names:
             path = Path(folder) / f"{name}.csv" if folder else None
-            out[prefix + name] = read_result(path, prefix + name) if path is not None and path.exists() else None
+            reader = read_controls if prefix + name in CONTROL_FILES else read_result
+            out[prefix + name] = reader(path, prefix + name) if path is not None and path.exists() else None
     return out
 
 
@@ -85,3 +108,11 @@ def scale_text(rows: pd.DataFrame, label: str = "") -> str:
         else:
             parts.append(f"{col}={'/'.join(map(str, vals[:3]))}")
     return ", ".join(parts)
+
+
+def sizes_by_params(rows: pd.DataFrame) -> list[str]:
+    """The distinct ``size`` names of measured rows, smallest mean ``n_params`` first (first-seen order without
+    that column)."""
+    params = pd.to_numeric(rows["n_params"], errors="coerce") if "n_params" in rows else \
+        pd.Series(0.0, index=rows.index)
+    return list(params.groupby(rows["size"].astype(str), sort=False).mean().sort_values(kind="stable").index)

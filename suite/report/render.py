@@ -4,7 +4,8 @@
         --out-tables paper_tables --out-figures figures
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}`` and ``derived.csv`` into --out-tables and
-``fig{2,3,4}.{png,pdf}`` into --out-figures. Missing results folders/files are fine: their cells read "not run: ...".
+``fig{2,3,3_gpu,4,_mqar,_mqar_gpu}.{png,pdf}`` into --out-figures. Missing results folders/files are fine: their
+cells read "not run: ...".
 Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
 render with a ValueError naming the file, column and row, and leaves the previous outputs as they were.
 """
@@ -30,7 +31,9 @@ NOTES = {
     "table2": "The suite converts a small pretrained model, not Llama3.1-8B / Qwen3-8B; measured rows are matched on "
               "variant (base / base_cpt / conversion) only. Compare conversion with base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
-              "cells are in the notes. The suite measures MQAR / NIAH instead (proxies, not comparable).",
+              "cells are in the notes. The suite measures MQAR / NIAH instead (proxies, not comparable). A measured "
+              "row's scale is its measured parameter count; 'trials' are its held-out trials (MQAR: test sequences "
+              "of the cell, each asking every key once; NIAH: needles over the row's cells).",
     "table4": "Paper: 1x H100, SGLang + Triton attention, batch 2, seconds. Output throughput = batch x output / E2E "
               "(includes prefill). The printed decode-only throughputs at 128K/128 and 127K/1K do not follow from "
               "batch x output / (E2E - TTFT): see claims_audit.md. Measured cells come from results/gpu/e2e.csv: "
@@ -62,6 +65,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     res, gpu = results or "<no --results>", gpu_results or "<no --gpu-results>"
     invalid = {exp: invalid_reason(m["controls"], exp) for exp in ("lm", "mqar", "niah")}
     invalid["gpu_niah"] = invalid_reason(m["gpu_controls"], "niah")
+    invalid["gpu_mqar"] = invalid_reason(m["gpu_controls"], "mqar")
 
     def miss(name: str, why: str = "") -> str:
         return f"{res}/{name}.csv missing" + (f" ({why})" if why else "")
@@ -79,7 +83,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
                                 paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
-                                invalid=invalid, gpu_niah=m["gpu_niah"])),
+                                invalid=invalid, gpu_niah=m["gpu_niah"], gpu_mqar=m["gpu_mqar"])),
         "table4": ("Table 4: end-to-end inference",
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
@@ -102,8 +106,10 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
     written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
                                invalid["gpu_niah"], name="fig3_gpu", profile="gpu")
-    written["figures"] += fig_mqar(m["mqar"], reported[reported["table"] == "Table 3"], out_f, miss("mqar"),
-                                   invalid["mqar"])
+    table3 = reported[reported["table"] == "Table 3"]
+    written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"])
+    written["figures"] += fig_mqar(m["gpu_mqar"], table3, out_f, f"{gpu}/mqar.csv missing (the gpu profile's MQAR)",
+                                   invalid["gpu_mqar"], name="fig_mqar_gpu", profile="gpu")
     written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"), m["gpu_seq_parallel"])
     return written

@@ -32,6 +32,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
                  "status": TEXT},
 }
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
+SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 
 
 def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.report.measured import scale_text, select
+from suite.report.measured import _human, scale_text, select, sizes_by_params
 from suite.report.stats import mean_std
 
 TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds",
@@ -109,42 +109,102 @@ def _niah_views(niah: pd.DataFrame | None, name: str, suffix: str) -> list[tuple
              "accuracy")]
 
 
-def _recall_views(mqar: pd.DataFrame | None, niah: pd.DataFrame | None,
-                  gpu_niah: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame | None, str, str]]:
-    """(experiment, rows, label, column) of every measured recall view of Table 3; the gpu profile's NIAH
-    (experiment "gpu_niah") only where its CSV exists."""
-    views = []
-    if mqar is not None and "accuracy_far" in mqar:
-        ok = mqar[mqar["status"] == "ok"]
-        cell = ok[["seq_len", "train_kv"]].dropna().iloc[0] if len(ok) and "train_kv" in ok else None
-        if cell is not None:
-            kv = int(str(cell["train_kv"]).split("+")[0])
-            at = mqar[(mqar["seq_len"] == cell["seq_len"]) & (mqar["num_kv_pairs"] == kv)]
-            views.append(("mqar", at, f"MQAR accuracy (T={int(cell['seq_len'])}, {kv} pairs)", "accuracy"))
-            views.append(("mqar", at, f"MQAR accuracy, answers beyond SWA's receptive field (T={int(cell['seq_len'])}, "
-                                      f"{kv} pairs)", "accuracy_far"))
-    else:
-        views.append(("mqar", mqar, "MQAR accuracy (mean over seq_len x kv pairs)", "accuracy"))
+def _params_label(rows: pd.DataFrame) -> str:
+    """The measured parameter count of ``rows`` (their ``n_params``), human-readable: ``"272K"``, several distinct
+    values joined by ``/``; ``""`` when none is measured."""
+    if "n_params" not in rows:
+        return ""
+    values = pd.to_numeric(rows["n_params"], errors="coerce").dropna().unique()
+    return "/".join(_human(v) for v in sorted(values))
+
+
+def _trials(rows: pd.DataFrame) -> int | None:
+    """Held-out trials behind a measured cell: MQAR's test sequences (``num_test``) or NIAH's needles (``n_trials``),
+    summed over the rows; None when the rows do not say."""
+    for column in ("num_test", "n_trials"):
+        if column in rows:
+            values = pd.to_numeric(rows[column], errors="coerce").dropna()
+            if len(values):
+                return int(values.sum())
+    return None
+
+
+def _control_cell(ok: pd.DataFrame) -> tuple[int, int] | None:
+    """The MQAR control cell of measured rows: the shortest trained seq_len and its first training pair count
+    (``train_kv`` ``"16+32"`` -> 16), as ``suite.config.mqar_control_cell`` reads the config; None when no row
+    names its training pairs."""
+    if "train_kv" not in ok:
+        return None
+    trained = ok[ok["train_kv"].notna() & (ok["train_kv"].astype(str) != "none")]
+    if trained.empty:
+        return None
+    first = trained.sort_values("seq_len", kind="stable").iloc[0]
+    return int(first["seq_len"]), int(float(str(first["train_kv"]).split("+")[0]))  # a CSV may read "8" as 8.0
+
+
+def _mqar_views(mqar: pd.DataFrame | None, name: str,
+                suffix: str) -> list[tuple[str, pd.DataFrame | None, str, str]]:
+    """Table 3's MQAR views: accuracy at every measured (size, seq_len, pairs) cell, then the accuracy on answers
+    beyond SWA's receptive field at the control cell of each size. The size is named in the label only when the
+    rows hold several."""
+    ok = mqar[mqar["status"] == "ok"] if mqar is not None and "accuracy_far" in mqar else None
+    if ok is None or ok.empty:
+        return [(name, mqar, f"MQAR accuracy{suffix}", "accuracy")]
+    sizes = sizes_by_params(ok)
+    unmeasured = mqar[~mqar["arch"].isin(ok["arch"])]                # archs that did not run: their status, everywhere
+
+    def at(size: str, seq_len: int, kv: int) -> pd.DataFrame:
+        rows = mqar[mqar["size"].astype(str) == size] if len(sizes) > 1 else mqar
+        return pd.concat([rows[(rows["seq_len"] == seq_len) & (rows["num_kv_pairs"] == kv)], unmeasured])
+
+    views, control = [], _control_cell(ok)
+    for size in sizes:
+        label = f"{size}, " if len(sizes) > 1 else ""
+        cells = ok[ok["size"].astype(str) == size][["seq_len", "num_kv_pairs"]].drop_duplicates()
+        for seq_len, kv in sorted((int(t), int(k)) for t, k in cells.itertuples(index=False)):
+            views.append((name, at(size, seq_len, kv), f"MQAR accuracy ({label}T={seq_len}, {kv} pairs){suffix}",
+                          "accuracy"))
+    for size in sizes if control else []:
+        label = f"{size}, " if len(sizes) > 1 else ""
+        views.append((name, at(size, *control), f"MQAR accuracy, answers beyond SWA's receptive field ({label}"
+                                                f"T={control[0]}, {control[1]} pairs){suffix}", "accuracy_far"))
+    return views
+
+
+def _recall_views(mqar: pd.DataFrame | None, niah: pd.DataFrame | None, gpu_niah: pd.DataFrame | None = None,
+                  gpu_mqar: pd.DataFrame | None = None) -> list[tuple[str, pd.DataFrame | None, str, str]]:
+    """(experiment, rows, label, column) of every measured recall view of Table 3; the gpu profile's NIAH and MQAR
+    (experiments "gpu_niah", "gpu_mqar") only where their CSVs exist."""
+    views = _mqar_views(mqar, "mqar", "") if mqar is not None else \
+        [("mqar", None, "MQAR accuracy (mean over seq_len x kv pairs)", "accuracy")]
     views += _niah_views(niah, "niah", "")
     if gpu_niah is not None:
         views += _niah_views(gpu_niah, "gpu_niah", " (gpu profile)")
+    if gpu_mqar is not None:
+        views += _mqar_views(gpu_mqar, "gpu_mqar", " (gpu profile)")
     return views
+
+
+RECALL_COLUMNS = TABLE_COLUMNS[:TABLE_COLUMNS.index("n_seeds") + 1] + ["n_trials"] + \
+    TABLE_COLUMNS[TABLE_COLUMNS.index("n_seeds") + 1:]
 
 
 def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.DataFrame | None, *, paper_cond: str,
                  missing: str, invalid: dict[str, str | None] | None = None,
-                 gpu_niah: pd.DataFrame | None = None) -> pd.DataFrame:
+                 gpu_niah: pd.DataFrame | None = None, gpu_mqar: pd.DataFrame | None = None) -> pd.DataFrame:
     """Table 3: reported recall cells (never measured here: the 6 recall datasets are not available offline) plus
-    measured MQAR (the control cell, all answers and those beyond SWA's receptive field) and NIAH (within and beyond
-    the training length) per arch as 'measured only' rows, and the same NIAH rows of the gpu profile
-    (``gpu_niah``) where given. ``invalid`` maps an experiment ("mqar", "niah", "gpu_niah") to its
-    failed-control text (``suite.eval.controls.invalid_reason``), which replaces the status of its cells."""
+    measured MQAR (every (size, seq_len, pairs) cell, and answers beyond SWA's receptive field at the control cell)
+    and NIAH (within and beyond the training length) per arch as 'measured only' rows, and the same NIAH and MQAR rows
+    of the gpu profile (``gpu_niah``, ``gpu_mqar``) where given. ``invalid`` maps an experiment ("mqar", "niah",
+    "gpu_niah", "gpu_mqar") to its failed-control text (``suite.eval.controls.invalid_reason``), which replaces the
+    status of its cells. A measured row's ``scale`` is its measured parameter count (e.g. ``272K``), ``n_trials``
+    its held-out trials (MQAR test sequences, NIAH needles). Returns ``RECALL_COLUMNS`` rows."""
     invalid = invalid or {}
     rows = [dict(model=r.model, variant=r.variant, scale=r.scale, task=r.task_label, metric=r.metric, reported=r.value,
                  measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond, measured_scale_conditions="",
                  status="not run: recall datasets (DROP, NarrativeQA, SWDE, TriviaQA, FDA, SQuAD) unavailable offline")
             for r in reported.itertuples()]
-    for name, frame, label, column in _recall_views(mqar, niah, gpu_niah):
+    for name, frame, label, column in _recall_views(mqar, niah, gpu_niah, gpu_mqar):
         if frame is None:
             rows.append(dict(model="all", variant="", scale="", task=label, metric=column, reported=None,
                              measured=None, diff=None, unit="fraction", paper_scale_conditions="",
@@ -157,11 +217,12 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
                       else str(g["status"].iloc[0]))
             if len(ok) and invalid.get(name):
                 status = invalid[name]
-            rows.append(dict(model=arch, variant="", scale=_first(g, "size"), task=label,
-                             metric=column, reported=None, measured=value, n_seeds=1 if len(ok) else 0, diff=None,
+            rows.append(dict(model=arch, variant="", scale=_params_label(ok), task=label,
+                             metric=column, reported=None, measured=value, n_seeds=1 if len(ok) else 0,
+                             n_trials=_trials(ok) if len(ok) else None, diff=None,
                              unit="fraction", paper_scale_conditions="", measured_scale_conditions=scale_text(g, arch),
                              status=status))
-    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    return pd.DataFrame(rows, columns=RECALL_COLUMNS)
 
 
 TTFT_SPREAD = 0.25  # a run's TTFT per input token may differ this much from the model's median before it is flagged
@@ -243,9 +304,10 @@ def format_table(frame: pd.DataFrame, title: str, paper_cond: str, note: str = "
     """Markdown for one rendered table: title, the paper's scale/conditions line, an optional note, the table."""
     view = frame.drop(columns=["paper_scale_conditions"])  # printed once, above the table
     if "measured_std" in view:
-        view["measured"] = [_mean_std_text(m, s, n) for m, s, n in zip(view["measured"], view["measured_std"],
-                                                                      view["n_seeds"])]
-        view = view.drop(columns=["measured_std", "n_seeds"])
+        trials = view["n_trials"] if "n_trials" in view else [None] * len(view)
+        view["measured"] = [_mean_std_text(m, s, n, t) for m, s, n, t in zip(view["measured"], view["measured_std"],
+                                                                             view["n_seeds"], trials)]
+        view = view.drop(columns=["measured_std", "n_seeds", "n_trials"], errors="ignore")
     for col in ["reported", "diff"] + ([] if "measured_std" in frame else ["measured"]):
         view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v)
                                   else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
@@ -256,11 +318,13 @@ def format_table(frame: pd.DataFrame, title: str, paper_cond: str, note: str = "
     return "\n".join(parts) + "\n"
 
 
-def _mean_std_text(mean, std, n) -> str:
-    """``"5.012 +- 0.013 (3 seeds)"`` for a measured cell, ``""`` when nothing was measured."""
+def _mean_std_text(mean, std, n, trials=None) -> str:
+    """``"5.012 +- 0.013 (3 seeds)"`` for a measured cell, ``"0.997 (1 seed, 300 trials)"`` with held-out ``trials``,
+    ``""`` when nothing was measured."""
     if mean is None or pd.isna(mean):
         return ""
     n = 0 if n is None or pd.isna(n) else int(n)
+    of = "" if trials is None or pd.isna(trials) else f", {int(trials)} trials"
     if std is None or pd.isna(std):
-        return f"{mean:.6g}" + (f" ({n} seed)" if n == 1 else "")
-    return f"{mean:.6g} +- {std:.2g} ({n} seeds)"
+        return f"{mean:.6g}" + (f" ({n} seed{of})" if n == 1 else "")
+    return f"{mean:.6g} +- {std:.2g} ({n} seeds{of})"
