@@ -18,3 +18,15 @@ rule all:
     input:
         rules.render.output,
         GPU_EXTRA,
+
+
+onsuccess:
+    # where this profile's outputs are (printed after a run that executed jobs; not after a dry run or "Nothing to
+    # be done")
+    _where = [("results", RES), ("paper tables", f"{RENDER_PREFIX}paper_tables"),
+              ("figures", f"{RENDER_PREFIX}figures"), ("claims audit", f"{RENDER_PREFIX}paper_tables/claims_audit.md")]
+    print(f"\nOrthros study, profile {PROFILE}:")
+    for _label, _path in _where:
+        print(f"  {_label + ':':14}{_path}" + ("" if Path(_path).exists() else "  (not written yet)"))
+    print("  one page with every table and figure: snakemake --report report.html" + (
+        "" if CONFIG_ARG == "default" else f" --config profile={CONFIG_ARG}"))

@@ -1,11 +1,16 @@
 """Compare two results trees (e.g. the committed ``results/default`` and a clean clone's re-run of it) CSV by CSV.
 
 Every CSV under OLD must exist under NEW with the same columns and rows, and every value must be equal, except in
-the columns that a re-run changes by nature: the commit, wall-clock times and resident memory (``--ignore`` adds
-more). Prints one line per CSV that differs (which columns, how many rows, the largest difference) and exits 1 if
-any does, 0 otherwise.
+the columns that a re-run changes by nature: the provenance columns of ``suite.provenance.PROVENANCE_COLUMNS``
+(commit, device, backend, ...), wall-clock times and resident memory (``--ignore`` adds more). A cell that reads as a
+number on both sides is compared as a number: exactly by default, within ``|old - new| <= atol + rtol * |new|``
+(numpy's ``isclose``) with ``--rtol`` / ``--atol``, which a re-run on another CPU needs (float results differ in the
+last digits across CPUs); any other cell (text, booleans, an empty cell against a number) must be equal as text.
+Prints one line per CSV that differs (which columns, how many rows, the largest difference), then a summary line,
+and exits 1 if any differs, 0 otherwise.
 
-Usage: python scripts/compare_results.py results/default /tmp/clone/results/default [--ignore COL ...]
+Usage: python scripts/compare_results.py results/default /tmp/clone/results/default [--rtol 1e-4] [--atol 1e-6]
+       [--ignore COL ...]
 """
 from __future__ import annotations
 
@@ -16,8 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's suite/, also without an install
+from suite.provenance import PROVENANCE_COLUMNS  # noqa: E402
+
 # what a re-run changes by nature: provenance of the run, clocks, memory measurements
-VOLATILE = {"commit", "ms", "wall_s", "train_s", "peak_rss_gib", "rss_before_prefill_gib"}
+VOLATILE = set(PROVENANCE_COLUMNS) | {"ms", "train_s", "peak_rss_gib", "rss_before_prefill_gib"}
 VOLATILE_SUFFIXES = ("_ms", "_s", "tok_per_s")
 
 
@@ -25,8 +33,17 @@ def volatile(column: str, extra: set[str]) -> bool:
     return column in VOLATILE or column in extra or column.endswith(VOLATILE_SUFFIXES)
 
 
-def column_differences(old: pd.DataFrame, new: pd.DataFrame, extra: set[str] = frozenset()) -> list[str]:
-    """Human-readable differences between two frames of one CSV ([] when they agree outside volatile columns)."""
+def _numbers(s: pd.Series) -> np.ndarray:
+    """The cells of ``s`` as floats, NaN where a cell is empty or not a number (booleans count as text)."""
+    if pd.api.types.is_bool_dtype(s):
+        return np.full(len(s), np.nan)
+    return pd.to_numeric(s, errors="coerce").to_numpy(float)
+
+
+def column_differences(old: pd.DataFrame, new: pd.DataFrame, extra: set[str] = frozenset(), rtol: float = 0.0,
+                       atol: float = 0.0) -> list[str]:
+    """Human-readable differences between two frames of one CSV ([] when they agree outside volatile columns):
+    numeric cells within ``rtol`` / ``atol`` (0, 0: exactly), the others as text."""
     out = []
     only_old, only_new = sorted(set(old.columns) - set(new.columns)), sorted(set(new.columns) - set(old.columns))
     if only_old or only_new:  # then the shared columns are still compared
@@ -36,23 +53,26 @@ def column_differences(old: pd.DataFrame, new: pd.DataFrame, extra: set[str] = f
     for col in [c for c in old.columns if c in new.columns]:
         if volatile(col, extra):
             continue
-        a, b = old[col], new[col]
-        numeric = all(pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) for s in (a, b))
-        if numeric:
-            same = (a.isna() & b.isna()) | (a.to_numpy(float) == b.to_numpy(float))
-        else:
-            same = a.astype(str).where(a.notna(), "") == b.astype(str).where(b.notna(), "")
+        a, b = old[col].reset_index(drop=True), new[col].reset_index(drop=True)
+        x, y = _numbers(a), _numbers(b)
+        numeric = ~np.isnan(x) & ~np.isnan(y)
+        text_a, text_b = a.astype(str).where(a.notna(), ""), b.astype(str).where(b.notna(), "")
+        same = np.where(numeric, np.isclose(x, y, rtol=rtol, atol=atol), (text_a == text_b).to_numpy())
         if same.all():
             continue
-        where = ~np.asarray(same)
-        detail = f"max abs diff {np.nanmax(np.abs(a[where].to_numpy(float) - b[where].to_numpy(float))):.3g}" \
-            if numeric else f"e.g. {a[where].iloc[0]!r} -> {b[where].iloc[0]!r}"
+        where = ~same
+        if (where & numeric).any():
+            detail = f"max abs diff {np.max(np.abs(x[where & numeric] - y[where & numeric])):.3g}"
+        else:
+            detail = f"e.g. {a[where].tolist()[0]!r} -> {b[where].tolist()[0]!r}"  # Python values: False, not np.False_
         out.append(f"{col}: {int(where.sum())} rows ({detail})")
     return out
 
 
-def compare(old_dir: Path, new_dir: Path, extra: set[str] = frozenset()) -> dict[str, list[str]]:
-    """``{relative CSV path: differences}`` for every CSV under ``old_dir`` that differs from ``new_dir``'s.
+def compare(old_dir: Path, new_dir: Path, extra: set[str] = frozenset(), rtol: float = 0.0,
+            atol: float = 0.0) -> dict[str, list[str]]:
+    """``{relative CSV path: differences}`` for every CSV under ``old_dir`` that differs from ``new_dir``'s
+    (numbers within ``rtol`` / ``atol``).
 
     Raises ValueError when ``old_dir`` holds no CSV (a wrong path would otherwise compare nothing)."""
     paths = sorted(old_dir.rglob("*.csv"))
@@ -65,26 +85,43 @@ def compare(old_dir: Path, new_dir: Path, extra: set[str] = frozenset()) -> dict
         if not other.is_file():
             result[str(rel)] = ["missing in the re-run"]
             continue
-        diffs = column_differences(pd.read_csv(path), pd.read_csv(other), extra)
+        diffs = column_differences(pd.read_csv(path), pd.read_csv(other), extra, rtol, atol)
         if diffs:
             result[str(rel)] = diffs
     return result
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if not 0 <= value < np.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("old", type=Path, help="the committed results folder, e.g. results/default")
     p.add_argument("new", type=Path, help="the re-run's results folder")
+    p.add_argument("--rtol", type=_tolerance, default=0.0, help="relative tolerance of numeric cells (default 0)")
+    p.add_argument("--atol", type=_tolerance, default=0.0, help="absolute tolerance of numeric cells (default 0)")
     p.add_argument("--ignore", nargs="*", default=[], help="more columns to leave out of the comparison")
     a = p.parse_args(argv)
     for d in (a.old, a.new):
         if not d.is_dir():
             p.error(f"not a folder: {d}")
-    diffs = compare(a.old, a.new, set(a.ignore))
+    try:
+        diffs = compare(a.old, a.new, set(a.ignore), a.rtol, a.atol)
+    except ValueError as err:
+        p.error(str(err))
     n = len(list(a.old.rglob("*.csv")))
     for rel, items in diffs.items():
         print(f"{rel}: " + "; ".join(items))
-    print(f"{len(diffs)} of {n} CSVs differ outside the commit, clock and memory columns")
+    how = "exactly" if a.rtol == a.atol == 0 else f"within rtol={a.rtol:g}, atol={a.atol:g}"
+    print(f"{len(diffs)} of {n} CSVs differ, {n - len(diffs)} agree (numbers compared {how}; provenance, clock and "
+          "memory columns ignored)")
     return 1 if diffs else 0
 
 

@@ -1,6 +1,11 @@
 """Small helpers shared by the suite's training, evaluation and benchmark modules."""
 from __future__ import annotations
 
+import argparse
+import contextlib
+import os
+import sys
+
 import torch
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -55,3 +60,56 @@ def kernels_summary(fallback: str = "none") -> str:
     except ImportError:
         return fallback
     return "+".join(sorted(kernels_used())) or fallback
+
+
+@contextlib.contextmanager
+def usage_errors(parser: argparse.ArgumentParser, *kinds: type[Exception]):
+    """The command lines' one way to refuse bad input: inside the block, an exception of ``kinds`` (default
+    ValueError) stops the program as argparse does for a bad argument, with ``PROG: error: MESSAGE`` on stderr
+    (after the usage line), exit status 2 and no traceback. For a CLI ``main``'s checks of its arguments and input
+    files (an unknown size, a missing checkpoint or data folder, a damaged input CSV); the library functions it calls
+    keep raising, so a caller in Python still gets the exception."""
+    kinds = kinds or (ValueError,)
+    try:
+        yield
+    except kinds as err:
+        parser.error(str(err))
+
+
+def size_name(text: str) -> str:
+    """argparse ``type=`` of a ``--size`` option: ``text`` when it names a size of ``models.sizes.SIZES``, else
+    ``argparse.ArgumentTypeError`` listing the known sizes (argparse then exits 2 naming the option)."""
+    from models.sizes import get_size
+
+    try:
+        get_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def quiet_hf_progress_bars() -> list[str]:
+    """Turn off the Hugging Face libraries' progress bars (``--no-progress``): the documented switch of each of
+    ``huggingface_hub``, ``transformers`` and ``datasets`` that is imported already (none is imported for it), and
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` / ``HF_DATASETS_DISABLE_PROGRESS_BARS`` for one imported later (a variable the
+    user set wins; transformers follows huggingface_hub's). The ``tokenizers`` trainers take ``show_progress=False``
+    where the suite trains one. Returns the imported libraries switched off."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    done = []
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+        done.append("huggingface_hub")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        done.append("transformers")
+    if "datasets" in sys.modules:
+        import datasets
+
+        datasets.disable_progress_bars()
+        done.append("datasets")
+    return done

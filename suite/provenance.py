@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -51,13 +52,34 @@ def git_commit(repo: str | Path | None = None) -> str:
         return "unknown"
 
 
+# vendor marks and words that name no model, dropped from a CPU model name (cpu_model)
+CPU_NAME_NOISE = re.compile(r"\((?:R|TM|tm|r)\)|\b(?:CPU|Processor|\d+-Core)\b|@.*$")
+
+
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU model, shortened: the first ``model name`` of ``cpuinfo`` (Linux) without vendor marks, clock and
+    filler words (``Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz`` -> ``Intel Xeon Platinum 8480+``, ``AMD EPYC
+    7763 64-Core Processor`` -> ``AMD EPYC 7763``), else ``platform.processor()``; "" when neither names one."""
+    name = ""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
+            name = next((line.split(":", 1)[1] for line in fh if line.startswith("model name") and ":" in line), "")
+    except OSError:
+        pass
+    name = name.strip() or platform.processor()
+    return " ".join(CPU_NAME_NOISE.sub(" ", name).split())
+
+
 def device_name(device: str = "cpu") -> str:
-    """Human-readable device: the GPU name for CUDA devices, else the CPU model with its core count."""
+    """Human-readable device: the GPU name for CUDA devices, else ``cpu:<machine>x<cores>`` followed by the CPU
+    model where it is known: ``cpu:x86_64x2 (AMD EPYC 7763)`` (rows written before the model was added read
+    ``cpu:x86_64x2``)."""
     import torch
 
     if str(device).startswith("cuda") and torch.cuda.is_available():
         return torch.cuda.get_device_name(torch.device(device))
-    return f"cpu:{platform.processor() or platform.machine()}x{os.cpu_count()}"
+    machine, model = platform.machine() or "unknown", cpu_model()
+    return f"cpu:{machine}x{os.cpu_count()}" + (f" ({model})" if model and model != machine else "")
 
 
 def software_versions(device: str = "cpu") -> dict:

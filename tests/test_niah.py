@@ -471,3 +471,68 @@ def test_save_model_is_refused_for_a_checkpoint(capsys):
     with pytest.raises(SystemExit):
         niah.main(["--checkpoint", "x", "--haystack", "y", "--save-model", "m", "--out", "z.csv"])
     assert "--save-model" in capsys.readouterr().err
+
+
+def test_row_tokens_is_what_a_training_row_needs_besides_haystack(suite_data):
+    """Code format with one-token keys and values: every needle, question and answer has the same length, so a row
+    of q needles takes q times the tokens of one (counted here from the templates' text), and one more token of
+    haystack must fit."""
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
+    key, value = task.keys[0], task.values[0]
+    one = sum(len(tok.encode(text, add_special_tokens=False).ids)
+              for text in (f"\n {key} ={value}\n", f"\n {key} =", f"{value}\n"))
+    assert one == 10  # "\n", " key", " =", "v", "\n"; then "\n", " key", " ="; then "v", "\n"
+    for queries in (1, 3):
+        assert task.row_tokens(queries) == queries * one
+        rng = np.random.default_rng(queries)
+        assert task.training_sequence(rng, train, queries * one + 1, queries)[0].shape == (queries * one + 1,)
+        with pytest.raises(ValueError, match="too short"):
+            task.training_sequence(rng, train, queries * one, queries)
+
+
+def test_default_arguments_train_and_evaluate(suite_data, tmp_path, monkeypatch):
+    """Only the required arguments: the default --train-len holds the default --queries needles of the default
+    (ruler) format, and the default lengths evaluate. Only the step count, batch and trials are cut here (so the
+    test is short); every length, the format and the queries are the CLI's defaults."""
+    seen = {}
+    real_train, real_eval = niah.train_needle_model, niah.run_niah
+
+    def short_training(model, task, hay, **kw):
+        seen["train"] = (task.fmt, task.value_digits, kw["seq_len"], kw["n_queries"], kw["curriculum"])
+        return real_train(model, task, hay, **{**kw, "steps": 2, "batch_size": 2})
+
+    def short_evaluation(model, tokenizer, task, hay, lengths, depths, trials, **kw):
+        seen["eval"] = (lengths, depths, trials)
+        return real_eval(model, tokenizer, task, hay, lengths, [0.5], 1, **kw)
+
+    monkeypatch.setattr(niah, "train_needle_model", short_training)
+    monkeypatch.setattr(niah, "run_niah", short_evaluation)
+    out = tmp_path / "niah.csv"
+    niah.main(["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack",
+               str(suite_data / "test.txt"), "--no-progress", "--out", str(out)])
+    assert seen["train"] == ("ruler", 7, 512, 3, [])
+    assert seen["eval"] == ([1024, 4096], [0.0, 0.5, 1.0], 4)
+    rows = pd.read_csv(out)
+    assert list(rows["context_len"]) == [1024, 4096] and (rows["train_len"] == 512).all()
+    assert (rows["status"] == "ok").all(), rows["status"].tolist()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--train-len", "128"], r"--train-len 128 is too short for 3 needles and questions of the ruler format: they "
+                             r"take up to \d+ tokens with this tokenizer; give a length above \d+"),
+    (["--curriculum", "64:0.5:8:2"], r"--curriculum phase 64:0.5:8:2 is too short for 2 needles"),
+    (["--format", "code", "--value-digits", "1", "--train-len", "29"], r"--train-len 29 is too short .* above 30"),
+    (["--queries", "0"], r"--queries 0 must be >= 1"),
+])
+def test_lengths_too_short_for_the_needles_are_refused_before_training(suite_data, tmp_path, monkeypatch, capsys,
+                                                                       extra, message):
+    monkeypatch.setattr(niah, "train_needle_model", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(SystemExit) as stop:
+        niah.main(["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack",
+                   str(suite_data / "test.txt"), "--out", str(tmp_path / "n.csv"), *extra])
+    assert stop.value.code == 2
+    assert re.search(message, capsys.readouterr().err)

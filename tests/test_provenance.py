@@ -58,3 +58,26 @@ def test_checkout_at_project_root_records_its_commit(tmp_path, monkeypatch):
     assert copy.git_commit() == _git(root, "rev-parse", "--short=12", "HEAD")
     (root / "suite" / "provenance.py").write_text("# edited\n")
     assert copy.git_commit().endswith("-dirty")
+
+
+def test_cpu_model_is_read_from_cpuinfo_and_shortened(tmp_path, monkeypatch):
+    cpuinfo = tmp_path / "cpuinfo"
+    for line, model in [("model name\t: Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz", "Intel Xeon Platinum 8480+"),
+                        ("model name\t: AMD EPYC 7763 64-Core Processor", "AMD EPYC 7763"),
+                        ("model name\t: Intel(R) Core(TM) i7-8700K CPU @ 3.70GHz", "Intel Core i7-8700K")]:
+        cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: x\n{line}\nflags\t: fpu\n\nprocessor\t: 1\n{line}\n")
+        assert suite.provenance.cpu_model(cpuinfo) == model
+    monkeypatch.setattr(suite.provenance.platform, "processor", lambda: "arm")
+    cpuinfo.write_text("processor\t: 0\nBogoMIPS\t: 50.00\n")  # no model name (many ARM kernels)
+    assert suite.provenance.cpu_model(cpuinfo) == "arm"
+    assert suite.provenance.cpu_model(tmp_path / "absent") == "arm"
+
+
+def test_cpu_device_names_the_model_after_the_old_label(monkeypatch):
+    monkeypatch.setattr(suite.provenance.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(suite.provenance.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(suite.provenance, "cpu_model", lambda: "AMD EPYC 7763")
+    assert suite.provenance.device_name("cpu") == "cpu:x86_64x2 (AMD EPYC 7763)"
+    assert suite.provenance.provenance("p", 0, "float32", "torch")["device"] == "cpu:x86_64x2 (AMD EPYC 7763)"
+    monkeypatch.setattr(suite.provenance, "cpu_model", lambda: "")  # unknown model: the label rows had before
+    assert suite.provenance.device_name("cpu") == "cpu:x86_64x2"

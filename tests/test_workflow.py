@@ -1,4 +1,5 @@
-"""The study DAG: the ci profile end to end, the other profiles resolve, bad configs stop with a named key."""
+"""The study DAG: the ci profile end to end, the other profiles resolve, bad configs stop with a named key, a run names
+where its outputs are."""
 from __future__ import annotations
 
 import subprocess
@@ -96,3 +97,22 @@ def test_niah_lm_weight_key_reaches_the_rule(tmp_path, lm_weight):
     assert len(jobs) == 1
     assert ("--lm-weight" in jobs[0].shell) == (lm_weight > 0), jobs[0].shell
     assert ("--lm-weight 0.3 " in jobs[0].shell) == (lm_weight == 0.3), jobs[0].shell
+
+
+def test_a_dag_run_names_where_its_outputs_are(tmp_path):
+    """The Snakefile's onsuccess handler prints the profile's results folder, paper tables, figures and claims
+    audit (here after the corpus job of a ci study config whose folders are all in tmp_path)."""
+    from tests.dag import study_copy
+
+    work, res, render = tmp_path / "work", tmp_path / "res", tmp_path / "render"
+    config = study_copy(tmp_path / "study.yaml", work_dir=str(work), data__data_dir=str(work / "data"),
+                        results_dir=str(res), render_dir=str(render))
+    res.mkdir()
+    run = snakemake(work / "data" / "corpus.json", "--cores", "1", "--config", f"profile={config}", timeout=600)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    lines = run.stdout.splitlines()
+    assert "Orthros study, profile ci:" in lines
+    assert f"  results:      {res}" in lines  # present
+    assert f"  paper tables: {render}/paper_tables  (not written yet)" in lines
+    assert f"  figures:      {render}/figures  (not written yet)" in lines
+    assert f"  claims audit: {render}/paper_tables/claims_audit.md  (not written yet)" in lines

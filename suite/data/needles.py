@@ -180,11 +180,9 @@ class NeedleTask:
         start = int(rng.integers(0, len(hay) - n))
         return np.asarray(hay[start:start + n], dtype=np.int64)
 
-    def training_sequence(self, rng: np.random.Generator, hay: np.ndarray, seq_len: int,
-                          n_queries: int) -> tuple[np.ndarray, list[int]]:
-        """One training row: ``(ids int64 [seq_len], label_positions)``; position ``t`` in
-        ``label_positions`` predicts ``ids[t + 1]``, an answer token. Raises ValueError when ``seq_len``
-        cannot hold the needles and questions."""
+    def _row_parts(self, rng: np.random.Generator, n_queries: int) -> tuple[list[list[int]], list[int], list[int]]:
+        """``(needles, tail, labels)`` of one training row: the token ids of ``n_queries`` needles, the questions
+        with their answers in random order, and the answer positions in the tail (as ``training_sequence`` labels)."""
         pairs = self.draw(rng, n_queries)
         needles = [self.needle_ids(k, v)[0] for k, v in pairs]
         tail, labels = [], []
@@ -194,6 +192,26 @@ class NeedleTask:
             answer = self.answer_ids(value)
             labels += [len(tail) - 1 + j for j in range(len(answer))]
             tail += answer
+        return needles, tail, labels
+
+    def row_tokens(self, n_queries: int, draws: int = 256, seed: int = 0) -> int:
+        """Tokens that the needles, questions and answers of one training row of ``n_queries`` needles take: the most
+        over ``draws`` random rows (keys and values vary in length). A row of ``seq_len`` must exceed it, to leave
+        haystack around the needles: a CLI checks its lengths with this before training (the largest draw is not a
+        bound: a rarer, longer one can still fail ``training_sequence``)."""
+        rng = np.random.default_rng(seed)
+        most = 0
+        for _ in range(draws):
+            needles, tail, _ = self._row_parts(rng, n_queries)
+            most = max(most, len(tail) + sum(map(len, needles)))
+        return most
+
+    def training_sequence(self, rng: np.random.Generator, hay: np.ndarray, seq_len: int,
+                          n_queries: int) -> tuple[np.ndarray, list[int]]:
+        """One training row: ``(ids int64 [seq_len], label_positions)``; position ``t`` in
+        ``label_positions`` predicts ``ids[t + 1]``, an answer token. Raises ValueError when ``seq_len``
+        cannot hold the needles and questions."""
+        needles, tail, labels = self._row_parts(rng, n_queries)
         hay_len = seq_len - len(tail) - sum(map(len, needles))
         if hay_len < 1:
             raise ValueError(f"seq_len {seq_len} too short for {n_queries} needles and questions "

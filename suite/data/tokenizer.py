@@ -170,6 +170,28 @@ def load_tokens(data_dir: str | Path, split: str) -> np.ndarray:
         raise ValueError(f"corrupt token file {path}: {err}") from err
 
 
+def check_data_dir(data_dir: str | Path, splits: tuple[str, ...] = ("train",), *, tokenizer: bool = True,
+                   corpus: bool = False) -> Path:
+    """``data_dir`` as a Path when it holds what a training or evaluation CLI reads: the tokenizer files
+    (``TOKENIZER_FILES``, unless ``tokenizer`` is False), ``tokens/<split>.npy`` of each of ``splits`` and, with
+    ``corpus``, ``corpus.json``. Raises FileNotFoundError naming the folder (or the files it lacks) and how to make
+    them: the DAG's ``tokenizer`` rule (``snakemake --cores all tokenizer``, which runs the corpus rule first), or
+    the two modules by hand. Checked before a tokenizer load, which would take a missing local folder for a Hub id."""
+    data_dir = Path(data_dir)
+    make = ("the DAG's `tokenizer` rule makes a profile's data folder (`snakemake --cores all tokenizer`, "
+            "`--config profile=NAME` for another profile than default); for this folder by hand: "
+            f"python -m suite.data.corpus --data-dir {data_dir} && "
+            f"python -m suite.data.tokenizer --data-dir {data_dir}")
+    if not data_dir.is_dir():
+        raise FileNotFoundError(f"data folder {data_dir} not found: {make}")
+    needed = ([f"tokenizer/{name}" for name in TOKENIZER_FILES] if tokenizer else []) + \
+        [f"tokens/{split}.npy" for split in splits] + (["corpus.json"] if corpus else [])
+    missing = [name for name in needed if not (data_dir / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"data folder {data_dir} lacks {', '.join(missing)}: {make}")
+    return data_dir
+
+
 def prepare(data_dir: str | Path, kind: str = "bpe", vocab_size: int = 4096) -> Path:
     """Train (if needed) the tokenizer and encode all splits; return the tokenizer folder."""
     tok_dir = train_tokenizer(data_dir, kind, vocab_size)

@@ -34,8 +34,9 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from models.registry import register_auto_classes
+from suite.common import usage_errors
 from suite.provenance import provenance, write_csv
-from suite.train.checkpoint import check_folder
+from suite.train.checkpoint import check_folder, checkpoint_folder
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +353,11 @@ def main(argv: list[str] | None = None) -> None:
     if not len(a.checkpoint) == len(a.out) == len(seeds):
         p.error(f"give one --out and one --seed per --checkpoint (got {len(a.checkpoint)} checkpoints, "
                 f"{len(a.out)} outs, {len(seeds)} seeds)")
+    with usage_errors(p, FileNotFoundError, NotADirectoryError):  # not the Hub's "Repo id must be ..." later
+        for checkpoint in a.checkpoint:
+            checkpoint_folder(checkpoint)
+    if a.tokenizer and not Path(a.tokenizer).is_dir():
+        p.error(f"--tokenizer {a.tokenizer}: no such folder")
     limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
     for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,

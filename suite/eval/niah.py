@@ -41,10 +41,10 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.archs import ROPE_ARCHS
-from suite.common import autocast, number_list
+from suite.common import autocast, number_list, quiet_hf_progress_bars, size_name, usage_errors
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
-from suite.train.checkpoint import load_model
+from suite.train.checkpoint import checkpoint_folder, load_model
 
 NIAH_COLUMNS = ["arch", "size", "n_params", "context_len", "depth", "accuracy", "n_trials", "status", "train_len",
                 "distance_min", "distance_max", "format", "value_digits", "max_new_tokens"]
@@ -301,6 +301,26 @@ def _task(parser: argparse.ArgumentParser, a: argparse.Namespace, tokenizer, tra
         parser.error(f"--format {a.format}{digits}: {err}")
 
 
+def _check_lengths(parser: argparse.ArgumentParser, a: argparse.Namespace, task: NeedleTask) -> None:
+    """Refuse, before any training, a ``--train-len`` or ``--curriculum`` phase too short to hold its needles,
+    questions and answers (:meth:`NeedleTask.row_tokens` with the tokenizer in use) plus some haystack."""
+    checks = [(a.train_len, a.queries, f"--train-len {a.train_len}")]
+    for phase in a.curriculum:  # (len, frac, rows[, queries])
+        checks.append((phase[0], phase[3] if len(phase) == 4 else a.queries,
+                       "--curriculum phase " + ":".join(map(str, phase))))
+    need: dict[int, int] = {}
+    for length, queries, what in checks:
+        if queries not in need:
+            try:
+                need[queries] = task.row_tokens(queries)
+            except ValueError as err:  # more needles than the format has keys
+                parser.error(f"{what}: {queries} needles a row: {err}")
+        if length <= need[queries]:
+            parser.error(f"{what} is too short for {queries} needles and questions of the {a.format} format: they take "
+                         f"up to {need[queries]} tokens with this tokenizer; give a length above {need[queries]} "
+                         "(or fewer --queries)")
+
+
 TRAINING_ARGS = ("arch", "size", "config", "format", "value_digits", "train_len", "steps", "batch_size", "lr",
                  "queries", "curriculum", "lm_weight", "replay", "schedule", "rope_theta", "seed", "dtype")
 
@@ -342,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--arch", help="train a fresh model of this architecture (needs --size, --data-dir)")
     src.add_argument("--checkpoint", help="evaluate an HF checkpoint folder instead (no training)")
-    p.add_argument("--size", default=None)
+    p.add_argument("--size", type=size_name, default=None, help="model size name (models.sizes)")
     p.add_argument("--config", default=None, help="study config (profile name or YAML) for the model windows")
     p.add_argument("--data-dir", default=None, help="data folder: tokenizer/ and tokens/train.npy")
     p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: <data-dir>/tokenizer or the checkpoint)")
@@ -351,7 +371,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--value-digits", type=int, default=None,
                    help="digits of a needle's number (default 7; the rare format's values are word pieces: "
                         "not allowed)")
-    p.add_argument("--train-len", type=int, default=128, help="training length in tokens")
+    p.add_argument("--train-len", type=int, default=512,
+                   help="training length in tokens (default 512: room for 3 needles and questions of the ruler "
+                        "format with a BPE tokenizer; the code format needs far less, e.g. 128)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -388,6 +410,10 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.trials < 1:
         p.error(f"--trials {a.trials} must be >= 1")
+    if a.queries < 1:
+        p.error(f"--queries {a.queries} must be >= 1")
+    if a.no_progress:
+        quiet_hf_progress_bars()
     if a.checkpoint:
         given = [flag for flag, value in (("--rope-theta", a.rope_theta), ("--lm-weight", a.lm_weight or None),
                                           ("--replay", a.replay or None), ("--schedule", a.schedule))
@@ -416,7 +442,15 @@ def main(argv: list[str] | None = None) -> None:
             check_folder(a.save_model)
         except ValueError as err:
             p.error(str(err))
-    from suite.data.tokenizer import load_tokens
+    if a.tokenizer and not Path(a.tokenizer).is_dir():
+        p.error(f"--tokenizer {a.tokenizer}: no such folder")
+    from suite.data.tokenizer import check_data_dir, load_tokens
+
+    with usage_errors(p, FileNotFoundError, NotADirectoryError):  # before any load: name the missing folder
+        if a.checkpoint:
+            checkpoint_folder(a.checkpoint)
+        if a.data_dir:  # tokens/train.npy, and the tokenizer unless --tokenizer or the checkpoint gives it
+            check_data_dir(a.data_dir, tokenizer=not (a.checkpoint or a.tokenizer))
 
     torch.manual_seed(a.seed)
     extra = {}
@@ -435,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
         task = _task(p, a, tokenizer, train_tokens)
         if a.rope_theta is not None and not 0 < a.rope_theta < math.inf:
             p.error(f"--rope-theta {a.rope_theta} must be a finite number > 0")
+        _check_lengths(p, a, task)
         model, extra = _trained_model(a, task, tokenizer, train_tokens)
         arch, train_len = a.arch, a.train_len
     hay = haystack_ids(tokenizer, a.haystack)

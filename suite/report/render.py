@@ -7,7 +7,8 @@ Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}`` and ``derive
 ``fig{2,3,3_gpu,4,_mqar,_mqar_gpu}.{png,pdf}`` into --out-figures. Missing results folders/files are fine: their
 cells read "not run: ...".
 Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
-render with a ValueError naming the file, column and row, and leaves the previous outputs as they were.
+render with a ValueError naming the file, column and row, and leaves the previous outputs as they were; the command
+line prints that message (no traceback) and exits with status 2.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.common import usage_errors
 from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
 from suite.report.audit import build_audit, save_audit
@@ -126,8 +128,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for flag, value in [("--results", args.results), ("--gpu-results", args.gpu_results)]:
         if value is not None and Path(value).exists() and not Path(value).is_dir():
-            raise ValueError(f"{flag} {value!r} is not a folder")
-    written = render(args.results, args.gpu_results, args.out_tables, args.out_figures, args.reported, args.claims)
+            parser.error(f"{flag} {value!r} is not a folder")
+    with usage_errors(parser, ValueError, FileNotFoundError):  # a damaged input names its file: no traceback
+        written = render(args.results, args.gpu_results, args.out_tables, args.out_figures, args.reported,
+                         args.claims)
     for kind, paths in written.items():
         print(f"{kind}: " + ", ".join(str(p) for p in paths))
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -111,6 +112,23 @@ def read_info(ckpt: str | Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"corrupt checkpoint file {path}: {err}") from err
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # "name" or "owner/name", as the Hub spells them
+
+
+def checkpoint_folder(path: str | Path, *, hub_ids: bool = False) -> Path:
+    """``path`` as a Path when it is a folder: the check an evaluation CLI makes on ``--checkpoint`` before
+    loading. Raises FileNotFoundError ``checkpoint not found: PATH`` when nothing is there (NotADirectoryError
+    when it is a file), instead of the Hub's "Repo id must be in the form ..." that ``from_pretrained`` gives a
+    missing local path. ``hub_ids=True`` (lm-eval's own ``pretrained=``) lets a name that can only be a Hub
+    repository id (``name`` or ``owner/name``: no leading ``/``, ``.`` or ``~``) through to ``from_pretrained``."""
+    text, path = str(path), Path(path)
+    if path.is_dir() or (hub_ids and not path.exists() and HUB_ID.fullmatch(text) and ".." not in text):
+        return path
+    if path.exists():
+        raise NotADirectoryError(f"checkpoint {text} is a file, not a checkpoint folder")
+    raise FileNotFoundError(f"checkpoint not found: {text}")
 
 
 def check_folder(folder: str | Path) -> None:

@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from suite.common import DTYPES, int_list
+from suite.common import DTYPES, int_list, quiet_hf_progress_bars, size_name, usage_errors
 from suite.train import distributed
 from suite.train.loop import TrainingDivergedError, train
 from suite.train.model import window_overrides
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--arch", help="architecture name for models.registry.build (with --model: only a label)")
     ap.add_argument("--model", help="HF checkpoint folder to continue training (Base CPT)")
-    ap.add_argument("--size", help="model size name (models.sizes)")
+    ap.add_argument("--size", type=size_name, help="model size name (models.sizes)")
     ap.add_argument("--init-from", help="checkpoint folder whose weights initialise the built model (conversion)")
     ap.add_argument("--override", nargs="*", default=[], help="model config overrides KEY=VALUE")
     ap.add_argument("--recipe", choices=["train", "conversion"], default="train",
@@ -80,12 +80,18 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("give --arch (build a model) or --model (continue a checkpoint)")
     if args.model and args.override:
         ap.error("--override changes the config of a model built from --arch; it does not apply to --model")
+    if args.no_progress:
+        quiet_hf_progress_bars()
 
     cfg: dict = {}
     if args.config:
         from suite.config import load_config
 
         cfg = load_config(args.config)
+    from suite.data.tokenizer import check_data_dir
+
+    with usage_errors(ap, FileNotFoundError):  # before a tokenizer load or a model build: name the folder
+        check_data_dir(args.data_dir, ("train", "val"), corpus=True)
     hp = dict(cfg.get("train", {}))
     if args.recipe == "conversion":
         conv = cfg.get("conversion", {})

@@ -1,0 +1,195 @@
+"""Command lines refuse bad input with a message naming the argument, file or value and exit status 2 (no
+traceback): an unknown --size, a missing --checkpoint or --data-dir, a damaged CSV given to the renderer
+(suite.common.usage_errors); --no-progress also silences the Hugging Face progress bars."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite.common import usage_errors
+from suite.train.checkpoint import checkpoint_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures" / "results"
+
+
+def _refused(main, argv, capsys) -> str:
+    """stderr of ``main(argv)``, which must stop with exit status 2 (argparse's usage error)."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_usage_errors_turns_the_named_exceptions_into_exit_status_2(capsys):
+    parser = argparse.ArgumentParser(prog="tool")
+    with pytest.raises(SystemExit) as stop:
+        with usage_errors(parser):
+            raise ValueError("file x.csv: column 'ms' holds 'fast'")
+    assert stop.value.code == 2
+    assert "tool: error: file x.csv: column 'ms' holds 'fast'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        with usage_errors(parser, FileNotFoundError):
+            raise FileNotFoundError("checkpoint not found: c")
+    with pytest.raises(KeyError):  # other exceptions (a bug) keep their traceback
+        with usage_errors(parser, FileNotFoundError):
+            raise KeyError("k")
+
+
+def test_unknown_size_lists_the_known_ones(data_dir, tmp_path, capsys):
+    from suite.eval import niah
+    from suite.train import run
+
+    for main, argv in [(run.main, ["--arch", "orthros", "--size", "7Q", "--data-dir", str(data_dir),
+                                   "--out-dir", str(tmp_path / "o")]),
+                       (niah.main, ["--arch", "orthros", "--size", "7Q", "--data-dir", str(data_dir),
+                                    "--haystack", str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")])]:
+        err = _refused(main, argv, capsys)
+        assert "argument --size: unknown size '7Q'; known sizes: 0.5M, 1M, 1.5M" in err
+        assert "qwen3_8b" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
+
+
+def test_checkpoint_folder_names_a_missing_path(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "file").write_text("x")
+    assert checkpoint_folder(tmp_path / "ckpt") == tmp_path / "ckpt"
+    with pytest.raises(FileNotFoundError, match=f"checkpoint not found: {tmp_path / 'none'}$"):
+        checkpoint_folder(tmp_path / "none")
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        checkpoint_folder(tmp_path / "file")
+    assert checkpoint_folder("EleutherAI/pythia-14m", hub_ids=True) == Path("EleutherAI/pythia-14m")
+    for local in ("./none", "../none", "/none/x", "a/b/c"):  # a path, never a Hub id
+        with pytest.raises(FileNotFoundError, match=f"checkpoint not found: {local}$"):
+            checkpoint_folder(local, hub_ids=True)
+    with pytest.raises(FileNotFoundError):
+        checkpoint_folder("EleutherAI/pythia-14m")  # the suite's own CLIs take folders only
+
+
+def test_missing_checkpoint_is_named_by_the_eval_clis(tmp_path, capsys):
+    from suite.eval import harness, lm_eval_cli, niah
+
+    missing = tmp_path / "work_dirs" / "ci" / "train" / "none" / "checkpoint"
+    hay = tmp_path / "hay.txt"
+    hay.write_text("text\n")
+    err = _refused(harness.main, ["--checkpoint", str(missing), "--out", str(tmp_path / "q.csv")], capsys)
+    assert f"error: checkpoint not found: {missing}\n" in err and "Repo id" not in err
+    err = _refused(niah.main, ["--checkpoint", str(missing), "--haystack", str(hay), "--out", str(tmp_path / "n.csv")],
+                   capsys)
+    assert f"error: checkpoint not found: {missing}\n" in err and "Repo id" not in err
+    err = _refused(lm_eval_cli.check_model_paths,
+                   ["--model", "hf", "--model_args", f"pretrained={missing},dtype=float32", "--tasks", "arc_easy"],
+                   capsys)
+    assert f"error: --model_args pretrained: checkpoint not found: {missing}\n" in err
+    err = _refused(lm_eval_cli.check_model_paths, ["run", "--model_args", f"pretrained={tmp_path}",
+                                                   f"tokenizer={missing}"], capsys)
+    assert f"--model_args tokenizer: checkpoint not found: {missing}" in err
+    lm_eval_cli.check_model_paths(["--model", "hf", "--model_args", "pretrained=EleutherAI/pythia-14m"])  # a Hub id
+    lm_eval_cli.check_model_paths(["--model", "hf", "--model_args", f"pretrained={tmp_path}", "--tasks", "x"])
+    assert not list(tmp_path.glob("*.csv"))
+
+
+def test_missing_data_dir_names_the_folder_and_the_rule_that_makes_it(data_dir, tmp_path, capsys):
+    from suite.eval import niah
+    from suite.train import run
+
+    missing = tmp_path / "no_data"
+    err = _refused(run.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(missing), "--out-dir",
+                              str(tmp_path / "o")], capsys)
+    assert f"error: data folder {missing} not found: the DAG's `tokenizer` rule" in err
+    assert "snakemake --cores all tokenizer" in err and f"python -m suite.data.tokenizer --data-dir {missing}" in err
+    err = _refused(niah.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(missing), "--haystack",
+                               str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")], capsys)
+    assert f"error: data folder {missing} not found" in err and "Repo id" not in err
+    partial = tmp_path / "partial"
+    shutil.copytree(data_dir, partial)
+    (partial / "tokenizer" / "tokenizer_config.json").unlink()
+    (partial / "tokens" / "val.npy").unlink()
+    err = _refused(run.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(partial), "--out-dir",
+                              str(tmp_path / "o")], capsys)
+    assert f"error: data folder {partial} lacks tokenizer/tokenizer_config.json, tokens/val.npy: " in err
+    err = _refused(niah.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(partial), "--haystack",
+                               str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")], capsys)
+    assert "lacks tokenizer/tokenizer_config.json: " in err  # NIAH reads the train split only
+    assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
+
+
+def _results_copy(tmp_path: Path) -> tuple[Path, Path]:
+    shutil.copytree(FIX, tmp_path / "in")
+    return tmp_path / "in" / "default", tmp_path / "in" / "gpu"
+
+
+def test_render_cli_prints_a_schema_error_and_exits_2(tmp_path, capsys):
+    from suite.report import render
+
+    res, gpu = _results_copy(tmp_path)
+    pd.read_csv(res / "niah.csv").drop(columns="status").to_csv(res / "niah.csv", index=False)
+    args = ["--results", str(res), "--gpu-results", str(gpu), "--out-tables", str(tmp_path / "t"),
+            "--out-figures", str(tmp_path / "f")]
+    err = _refused(render.main, args, capsys)
+    assert f"error: {res / 'niah.csv'}: missing column(s) ['status']" in err
+    with pytest.raises(ValueError, match="missing column"):  # the library function still raises
+        render.render(res, gpu, tmp_path / "t", tmp_path / "f")
+    shutil.copy(FIX / "default" / "niah.csv", res / "niah.csv")
+    prefill = pd.read_csv(gpu / "prefill.csv", dtype=str)
+    prefill.loc[1, "ms"] = "fast"
+    prefill.to_csv(gpu / "prefill.csv", index=False)
+    err = _refused(render.main, args, capsys)
+    assert f"error: {gpu / 'prefill.csv'} row 2: column 'ms' holds 'fast', not a number" in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()
+
+
+PROGRESS_FLAGS = """
+import sys
+{before}
+from suite.common import quiet_hf_progress_bars
+done = {call}
+import datasets, huggingface_hub.utils, transformers.utils.logging
+print(done, huggingface_hub.utils.are_progress_bars_disabled(), datasets.is_progress_bar_enabled(),
+      transformers.utils.logging.is_progress_bar_enabled())
+"""
+
+
+def _clean_env() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.endswith("DISABLE_PROGRESS_BARS")}
+
+
+@pytest.mark.parametrize("before, call, expected", [
+    ("", "None", "None False True True"),  # the control: without the call the bars are on
+    ("", "quiet_hf_progress_bars()", "[] True False False"),  # none imported yet: the variables cover them
+    ("import datasets, transformers", "quiet_hf_progress_bars()",
+     "['huggingface_hub', 'transformers', 'datasets'] True False False"),  # imported already: their switches
+], ids=["control", "before-import", "after-import"])
+def test_hf_progress_bars_are_switched_off(before, call, expected):
+    code = PROGRESS_FLAGS.format(before=before, call=call)
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_clean_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == expected
+
+
+def test_no_progress_silences_the_checkpoint_loading_bar(tmp_path):
+    """`niah --checkpoint DIR --no-progress`: no "Loading weights" bar of transformers (shown without the flag)."""
+    from tests.tiny import make_tiny_checkpoint, stdlib_text
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", max_position_embeddings=256)
+    hay = tmp_path / "hay.txt"
+    hay.write_text("\n\n".join(stdlib_text(10)), encoding="utf-8")
+    base = [sys.executable, "-m", "suite.eval.niah", "--checkpoint", str(ckpt), "--haystack", str(hay),
+            "--lengths", "128", "--depths", "0.5", "--trials", "1"]
+    stderr = {}
+    for flag in ("", "--no-progress"):
+        run = subprocess.run(base + ["--out", str(tmp_path / f"n{flag}.csv")] + ([flag] if flag else []), cwd=ROOT,
+                             env=_clean_env(), capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        stderr[flag] = run.stderr
+    assert "Loading weights" in stderr[""]  # the control: the bar is there without the flag
+    assert "Loading weights" not in stderr["--no-progress"] and "it/s]" not in stderr["--no-progress"]
+
