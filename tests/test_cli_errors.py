@@ -44,11 +44,12 @@ def test_usage_errors_turns_the_named_exceptions_into_exit_status_2(capsys):
 
 
 def test_unknown_size_lists_the_known_ones(data_dir, tmp_path, capsys):
-    from suite.eval import niah
+    from suite.eval import mqar, niah
     from suite.train import run
 
     for main, argv in [(run.main, ["--arch", "orthros", "--size", "7Q", "--data-dir", str(data_dir),
                                    "--out-dir", str(tmp_path / "o")]),
+                       (mqar.main, ["--arch", "orthros", "--size", "7Q", "--out", str(tmp_path / "n.csv")]),
                        (niah.main, ["--arch", "orthros", "--size", "7Q", "--data-dir", str(data_dir),
                                     "--haystack", str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")])]:
         err = _refused(main, argv, capsys)

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.archs import WINDOWED_ARCHS
-from suite.common import autocast, int_list, kernels_summary
+from suite.common import autocast, int_list, kernels_summary, size_name
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--arch", required=True, help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or "
                                                  "'llama' for the built-in small Llama reference")
-    p.add_argument("--size", required=True, help="registry size name")
+    p.add_argument("--size", type=size_name, required=True, help="model size name (models.sizes)")
     p.add_argument("--seq-len", type=_int_list, default=[64, 128, 256])
     p.add_argument("--kv-pairs", type=_int_list, default=[4, 8, 16, 32, 64], help="pair counts evaluated")
     p.add_argument("--train-kv", type=kv_groups, default=None,
