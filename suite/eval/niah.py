@@ -438,10 +438,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.save_model:
         from suite.eval.niah_saved import check_folder
 
-        try:
+        with usage_errors(p):
             check_folder(a.save_model)
-        except ValueError as err:
-            p.error(str(err))
     if a.tokenizer and not Path(a.tokenizer).is_dir():
         p.error(f"--tokenizer {a.tokenizer}: no such folder")
     from suite.data.tokenizer import check_data_dir, load_tokens
