@@ -24,7 +24,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.report.measured import _human, scale_text, sizes_by_params  # noqa: E402
+from suite.report.measured import human_count, scale_text, sizes_by_params  # noqa: E402
 from suite.report.stats import mean_std  # noqa: E402
 
 SIZE_PARAMS = {"160M": 160e6, "360M": 360e6, "780M": 780e6, "1.3B": 1.3e9, "2.7B": 2.7e9, "6.8B": 6.8e9}
@@ -111,7 +111,7 @@ def fig2(table7: pd.DataFrame, ablation: pd.DataFrame | None, out_dir: str | Pat
             right.errorbar(n, mean, yerr=std, marker=marker, color=color, linestyle="--", capsize=3,
                            label=f"{label} (mean +- std, {seeds} seeds)")
         right.set_xscale("log")
-        right.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: _human(v)))
+        right.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: human_count(v)))
         right.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         right.set_xlabel("model size (n_params)")
         metric = ok["metric"].iloc[0]
@@ -175,7 +175,7 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
             trained = f"; trained at {tokens_label(train_len.iloc[0])}, dashed"
         ax.set_xlabel("context length (tokens)", fontsize=7)
         ax.set_ylabel("needle depth", fontsize=7)
-        params = _human(pd.to_numeric(ok["n_params"]).iloc[0]) if "n_params" in ok else "?"
+        params = human_count(pd.to_numeric(ok["n_params"]).iloc[0]) if "n_params" in ok else "?"
         ax.set_title(f"{arch} ({params} params{trained})", fontsize=8)
     if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), label="accuracy", shrink=0.8)
@@ -262,7 +262,7 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
             if rows.empty:
                 _empty(ax, f"{size}, T={seq_len}: no measured cell")
                 continue
-            _mqar_panel(ax, rows, f"{size} ({_human(pd.to_numeric(rows['n_params']).max())} params), T={seq_len}")
+            _mqar_panel(ax, rows, f"{size} ({human_count(pd.to_numeric(rows['n_params']).max())} params), T={seq_len}")
     fig.axes[1].legend(fontsize=7)
     scale = _scale(ok, ("n_params", "seq_len"))
     lines = [f"Measured MQAR{', ' + profile + ' profile' if profile else ''} (this suite): one model per arch and "
@@ -385,8 +385,8 @@ def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: p
         d.grid(alpha=0.3, which="both")
     d.set_xlabel("sequence length (tokens)")
     d.set_ylabel("prefill latency (ms)")
-    params = _human(pd.to_numeric(cpu_ok["n_params"]).median()) if cpu_ok is not None and "n_params" in cpu_ok and \
-        len(cpu_ok) else "?"
+    measured = cpu_ok is not None and "n_params" in cpu_ok and len(cpu_ok)
+    params = human_count(pd.to_numeric(cpu_ok["n_params"]).median()) if measured else "?"
     d.set_title(f"(d) CPU: the trained {params}-parameter models of this profile (not the 8B shape)", fontsize=9)
     captions = [_caption(ok, "GPU rows"), _caption(seq_parallel, "multi-GPU rows"), _caption(cpu_ok, "CPU rows"),
                 "Paper: Qwen3-8B vs Orthros-8B; 3.5x at 128K on one GPU and 21.9x at 1M on 8 GPUs (sequence parallel), "

@@ -76,7 +76,7 @@ def select(frame: pd.DataFrame, filters: dict | None) -> pd.DataFrame:
     return frame[mask]
 
 
-def _human(n: float) -> str:
+def human_count(n: float) -> str:
     for div, suffix in [(1e9, "B"), (1e6, "M"), (1e3, "K")]:
         if abs(n) >= div:
             return f"{n / div:.3g}{suffix}"
@@ -99,7 +99,7 @@ def scale_text(rows: pd.DataFrame, label: str = "") -> str:
             continue
         if col in ("n_params", "tokens", "tokens_extra"):
             num = pd.to_numeric(pd.Series(vals), errors="coerce").dropna()
-            text = "/".join(_human(v) for v in sorted(num)) if len(num) else "/".join(map(str, vals))
+            text = "/".join(human_count(v) for v in sorted(num)) if len(num) else "/".join(map(str, vals))
             parts.append(f"{text} {'params' if col == 'n_params' else col.replace('_', ' ')}")
         elif col in ("seq_len", "context_len", "input_len", "output_len"):
             nums = sorted(pd.to_numeric(pd.Series(vals), errors="coerce").dropna().astype(int))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.report.measured import _human, scale_text, select, sizes_by_params
+from suite.report.measured import human_count, scale_text, select, sizes_by_params
 from suite.report.stats import mean_std
 
 TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds",
@@ -115,7 +115,7 @@ def _params_label(rows: pd.DataFrame) -> str:
     if "n_params" not in rows:
         return ""
     values = pd.to_numeric(rows["n_params"], errors="coerce").dropna().unique()
-    return "/".join(_human(v) for v in sorted(values))
+    return "/".join(human_count(v) for v in sorted(values))
 
 
 def _trials(rows: pd.DataFrame) -> int | None:
