@@ -117,6 +117,7 @@ trap pack EXIT
 
 JIT_DIR=${JIT_DIR:-/tmp/jit}
 export TRITON_CACHE_DIR=$JIT_DIR/triton TILELANG_CACHE_DIR=$JIT_DIR/tilelang
+export TRITON_CACHE_AUTOTUNING=1  # autotuning results go to the cache too (Triton keeps them in memory only by default)
 mkdir -p "$TRITON_CACHE_DIR" "$TILELANG_CACHE_DIR"
 if [[ -f .jit_cache/jit_cache.tar.xz ]]; then
   tar -xJf .jit_cache/jit_cache.tar.xz -C "$JIT_DIR" \
