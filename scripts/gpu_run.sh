@@ -101,7 +101,8 @@ PY
   exit "$rc"
 }
 pack_jit() {  # this call's JIT caches -> $OUT/jit_cache.tar.xz, when there are any and they fit one returned file
-  [[ ${JIT_BACK:-1} == 1 && -d $JIT_DIR ]] && find "$JIT_DIR" -type f | grep -q . || return 0
+  # not `find | grep -q`: under pipefail, find dies of SIGPIPE once grep has quit, on any cache of real size
+  [[ ${JIT_BACK:-1} == 1 && -d $JIT_DIR && -n $(find "$JIT_DIR" -type f -print -quit) ]] || return 0
   local part="$OUT/jit_cache.tar.xz.part"
   if timeout 60 tar -cf - -C "$JIT_DIR" . | xz -T0 -6 > "$part" && (( $(stat -c %s "$part") <= 16 * 1024 * 1024 )); then
     mv "$part" "$OUT/jit_cache.tar.xz"
