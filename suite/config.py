@@ -176,7 +176,8 @@ def mqar_control_size(mqar: dict) -> str:
 def mqar_cli_args(mqar: dict) -> list[str]:
     """The ``python -m suite.eval.mqar`` options of a study config's recipe (all but --arch, --size, --seed,
     --device, --dtype, --profile, --out), as the DAG's ``mqar`` rule and ``scripts/gpu_niah_calibration.sh`` pass
-    them. A per-seq_len ``train_kv`` becomes ``--train-kv 16,32/32,64`` (one group per seq_len)."""
+    them. A per-seq_len ``train_kv`` becomes ``--train-kv 16,32/32,64`` (one group per seq_len); the loss is logged
+    every steps / 40 steps."""
     def csv(values):
         return ",".join(map(str, values))
 
@@ -186,7 +187,9 @@ def mqar_cli_args(mqar: dict) -> list[str]:
         args += ["--train-kv", "/".join(csv(g) for g in train) if isinstance(train[0], list) else csv(train)]
     args += ["--window", str(mqar["window"]), "--vocab-size", str(mqar["vocab_size"]), "--steps", str(mqar["steps"]),
              "--batch-size", str(mqar["batch_size"]), "--lr", str(mqar["lr"]),
-             "--weight-decay", str(mqar.get("weight_decay", 0.1)), "--num-test", str(mqar.get("num_test", 1000))]
+             "--weight-decay", str(mqar.get("weight_decay", 0.1)), "--num-test", str(mqar.get("num_test", 1000)),
+             # ~40 loss lines a job: a run that misses its control shows in its log whether it was still learning
+             "--log-every", str(max(1, mqar["steps"] // 40))]
     return args + (["--tie-embeddings"] if mqar.get("tie_embeddings") else [])
 
 

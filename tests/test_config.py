@@ -193,7 +193,8 @@ def test_mqar_helpers_on_both_forms():
     assert mqar_control_cell(grid) == (64, 4)
     assert mqar_cli_args(grid) == ["--seq-len", "64,128", "--kv-pairs", "4,8,16,32", "--train-kv", "4,8/8,16,32",
                                    "--window", "4", "--vocab-size", "128", "--steps", "10", "--batch-size", "16",
-                                   "--lr", "0.001", "--weight-decay", "0.1", "--num-test", "32", "--tie-embeddings"]
+                                   "--lr", "0.001", "--weight-decay", "0.1", "--num-test", "32", "--log-every", "1",
+                                   "--tie-embeddings"]
     single = load_config("ci")["mqar"]                               # the one-size form: seq_lens [32], train_kv [4]
     assert mqar_sizes(single) == ["1M"] and mqar_control_size(single) == "1M"
     assert mqar_control_cell(single) == (32, 4)
