@@ -88,6 +88,27 @@ def size_name(text: str) -> str:
     return text
 
 
+def arch_name(text: str, extra: tuple[str, ...] = ()) -> str:
+    """argparse ``type=`` of an ``--arch`` option: ``text`` when it names an architecture of
+    ``models.registry.ARCHS`` (or one of ``extra``, a CLI's own models), else ``argparse.ArgumentTypeError`` listing
+    the known ones (argparse then exits 2 naming the option)."""
+    from models.registry import ARCHS
+
+    known = sorted(ARCHS) + list(extra)
+    if text not in known:
+        raise argparse.ArgumentTypeError(f"unknown architecture {text!r}; known: {', '.join(known)}")
+    return text
+
+
+def arch_names(text: str) -> list[str]:
+    """argparse ``type=`` of an ``--archs`` option: ``"orthros,transformer"`` -> a list, each checked by
+    :func:`arch_name`."""
+    archs = [arch_name(a.strip()) for a in text.split(",") if a.strip()]
+    if not archs:
+        raise argparse.ArgumentTypeError(f"give at least one architecture, got {text!r}")
+    return archs
+
+
 def quiet_hf_progress_bars() -> list[str]:
     """Turn off the Hugging Face libraries' progress bars (``--no-progress``): the documented switch of each of
     ``huggingface_hub``, ``transformers`` and ``datasets`` that is imported already (none is imported for it), and

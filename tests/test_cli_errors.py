@@ -58,6 +58,25 @@ def test_unknown_size_lists_the_known_ones(data_dir, tmp_path, capsys):
     assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
 
 
+def test_unknown_arch_lists_the_known_ones(data_dir, tmp_path, capsys):
+    from suite.bench import prefill_cpu
+    from suite.eval import mqar, niah
+    from suite.train import run
+
+    for main, argv in [(run.main, ["--arch", "orthos", "--size", "1M", "--data-dir", str(data_dir),
+                                   "--out-dir", str(tmp_path / "o")]),
+                       (mqar.main, ["--arch", "orthos", "--size", "1M", "--out", str(tmp_path / "n.csv")]),
+                       (niah.main, ["--arch", "orthos", "--size", "1M", "--data-dir", str(data_dir),
+                                    "--haystack", str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")]),
+                       (prefill_cpu.main, ["--archs", "orthros,orthos", "--lengths", "32", "--repeats", "1",
+                                           "--out", str(tmp_path / "n.csv")])]:
+        err = _refused(main, argv, capsys)
+        assert "unknown architecture 'orthos'; known: gdn, gla, linear_hybrid, orthros, " in err
+        assert "Traceback" not in err
+    assert "swa, transformer, llama\n" in _refused(mqar.main, ["--arch", "x", "--size", "1M", "--out", "o.csv"], capsys)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
+
+
 def test_checkpoint_folder_names_a_missing_path(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "file").write_text("x")

@@ -31,6 +31,7 @@ A grid (the gpu profile): ``--size d64 --seq-len 128,256,512,1024 --kv-pairs 8,1
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import time
 from typing import Callable
@@ -40,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.archs import WINDOWED_ARCHS
-from suite.common import autocast, int_list, kernels_summary, size_name
+from suite.common import arch_name, autocast, int_list, kernels_summary, size_name
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -331,8 +332,9 @@ def _int_list(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--arch", required=True, help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or "
-                                                 "'llama' for the built-in small Llama reference")
+    p.add_argument("--arch", required=True, type=functools.partial(arch_name, extra=("llama",)),
+                   help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or 'llama' for the built-in "
+                        "small Llama reference")
     p.add_argument("--size", type=size_name, required=True, help="model size name (models.sizes)")
     p.add_argument("--seq-len", type=_int_list, default=[64, 128, 256])
     p.add_argument("--kv-pairs", type=_int_list, default=[4, 8, 16, 32, 64], help="pair counts evaluated")

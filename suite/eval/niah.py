@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.archs import ROPE_ARCHS
-from suite.common import autocast, number_list, quiet_hf_progress_bars, size_name, usage_errors
+from suite.common import arch_name, autocast, number_list, quiet_hf_progress_bars, size_name, usage_errors
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import checkpoint_folder, load_model
@@ -360,7 +360,8 @@ def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tok
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--arch", help="train a fresh model of this architecture (needs --size, --data-dir)")
+    src.add_argument("--arch", type=arch_name,
+                     help="train a fresh model of this architecture (needs --size, --data-dir)")
     src.add_argument("--checkpoint", help="evaluate an HF checkpoint folder instead (no training)")
     p.add_argument("--size", type=size_name, default=None, help="model size name (models.sizes)")
     p.add_argument("--config", default=None, help="study config (profile name or YAML) for the model windows")

@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from suite.common import DTYPES, int_list, quiet_hf_progress_bars, size_name, usage_errors
+from suite.common import DTYPES, arch_name, int_list, quiet_hf_progress_bars, size_name, usage_errors
 from suite.train import distributed
 from suite.train.loop import TrainingDivergedError, train
 from suite.train.model import window_overrides
@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("give --arch (build a model) or --model (continue a checkpoint)")
     if args.model and args.override:
         ap.error("--override changes the config of a model built from --arch; it does not apply to --model")
+    if not args.model:  # with --model, --arch is only a label
+        with usage_errors(ap, argparse.ArgumentTypeError):
+            arch_name(args.arch)
     if args.no_progress:
         quiet_hf_progress_bars()
 
