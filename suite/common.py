@@ -50,6 +50,23 @@ def int_list(text, name: str = "values", *, minimum: int | None = 1, allow_empty
     return number_list(text, int, name, minimum=minimum, allow_empty=allow_empty, error=error)
 
 
+def positive_int(text: str, minimum: int = 1) -> int:
+    """argparse ``type=`` of a count (steps, batch size): an integer >= ``minimum`` (default 1), else
+    ``argparse.ArgumentTypeError`` naming the value (argparse then exits 2 naming the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse ``type=`` of a count that may be 0 (warmup steps; a logging interval that 0 turns off)."""
+    return positive_int(text, minimum=0)
+
+
 def kernels_summary(fallback: str = "none") -> str:
     """The attention kernels ``models.kernels`` ran since its last ``reset_usage()``, sorted and joined with "+"
     (e.g. ``fla-window+sdpa-flash``), or ``fallback`` when none ran through it (transformers models, recurrent

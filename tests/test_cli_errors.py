@@ -77,6 +77,30 @@ def test_unknown_arch_lists_the_known_ones(data_dir, tmp_path, capsys):
     assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
 
 
+def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys):
+    from suite.eval import mqar, niah
+    from suite.train import run
+
+    train = ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--out-dir", str(tmp_path / "o")]
+    mqar_args = ["--arch", "orthros", "--size", "1M", "--out", str(tmp_path / "n.csv")]
+    niah_args = ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--haystack",
+                 str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")]
+    cases = [(run.main, train, "--steps", "0"), (run.main, train, "--batch-size", "-4"),
+             (mqar.main, mqar_args, "--steps", "0"), (mqar.main, mqar_args, "--steps", "-3"),
+             (mqar.main, mqar_args, "--batch-size", "0"), (mqar.main, mqar_args, "--num-test", "0"),
+             (niah.main, niah_args, "--steps", "0"), (niah.main, niah_args, "--batch-size", "-1")]
+    for main, argv, flag, value in cases:
+        err = _refused(main, argv + [flag, value], capsys)
+        assert f"argument {flag}: must be an integer >= 1, got {value}\n" in err and "Traceback" not in err
+    assert "argument --seq-len: values must be integers >= 1, got '64,0'" in \
+        _refused(mqar.main, mqar_args + ["--seq-len", "64,0"], capsys)
+    assert "argument --warmup: must be an integer >= 0, got -1" in \
+        _refused(run.main, train + ["--warmup", "-1"], capsys)
+    assert "error: give --steps, --batch-size, --seq-len or a --config whose train section sets them" in \
+        _refused(run.main, train, capsys)  # no --config: nothing gives them
+    assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
+
+
 def test_checkpoint_folder_names_a_missing_path(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "file").write_text("x")

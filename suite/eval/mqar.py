@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.archs import WINDOWED_ARCHS
-from suite.common import arch_name, autocast, int_list, kernels_summary, size_name
+from suite.common import arch_name, autocast, int_list, kernels_summary, nonnegative_int, positive_int, size_name
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -327,7 +327,7 @@ def kv_groups(text: str) -> list[int] | list[list[int]]:
 
 
 def _int_list(text: str) -> list[int]:
-    return int_list(text, minimum=None, allow_empty=True, error=argparse.ArgumentTypeError)
+    return int_list(text, allow_empty=True, error=argparse.ArgumentTypeError)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -347,18 +347,19 @@ def main(argv: list[str] | None = None) -> None:
                         "near/far split at num_layers * (w - 1) for every arch")
     p.add_argument("--tie-embeddings", action="store_true",
                    help="share the input embedding and the output head (Zoology's models do; default: untied)")
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--vocab-size", type=int, default=8192)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--steps", type=positive_int, default=2000)
+    p.add_argument("--vocab-size", type=positive_int, default=8192)
+    p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--num-test", type=int, default=1000)
+    p.add_argument("--num-test", type=positive_int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="autocast dtype (weights stay float32)")
     p.add_argument("--profile", default="smoke")
-    p.add_argument("--log-every", type=int, default=0, help="print the training loss every N steps (0: never)")
+    p.add_argument("--log-every", type=nonnegative_int, default=0,
+                   help="print the training loss every N steps (0: never)")
     p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
     if a.window is not None and a.window < 1:

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.archs import ROPE_ARCHS
-from suite.common import arch_name, autocast, number_list, quiet_hf_progress_bars, size_name, usage_errors
+from suite.common import arch_name, autocast, number_list, positive_int, quiet_hf_progress_bars, size_name, usage_errors
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import checkpoint_folder, load_model
@@ -372,11 +372,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--value-digits", type=int, default=None,
                    help="digits of a needle's number (default 7; the rare format's values are word pieces: "
                         "not allowed)")
-    p.add_argument("--train-len", type=int, default=512,
+    p.add_argument("--train-len", type=positive_int, default=512,
                    help="training length in tokens (default 512: room for 3 needles and questions of the ruler "
                         "format with a BPE tokenizer; the code format needs far less, e.g. 128)")
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--steps", type=positive_int, default=1000)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--queries", type=int, default=3, help="needles (and questions) per training row")
     p.add_argument("--curriculum", type=_phases, default=[],

@@ -23,7 +23,16 @@ import argparse
 import json
 from pathlib import Path
 
-from suite.common import DTYPES, arch_name, int_list, quiet_hf_progress_bars, size_name, usage_errors
+from suite.common import (
+    DTYPES,
+    arch_name,
+    int_list,
+    nonnegative_int,
+    positive_int,
+    quiet_hf_progress_bars,
+    size_name,
+    usage_errors,
+)
 from suite.train import distributed
 from suite.train.loop import TrainingDivergedError, train
 from suite.train.model import window_overrides
@@ -56,9 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--override", nargs="*", default=[], help="model config overrides KEY=VALUE")
     ap.add_argument("--recipe", choices=["train", "conversion"], default="train",
                     help="which config section gives the hyperparameters: train (Table 5) or conversion (Table 6)")
-    for name, typ in (("steps", int), ("batch-size", int), ("seq-len", int), ("lr", float), ("warmup", int),
-                      ("min-lr-ratio", float), ("weight-decay", float), ("save-every", int),
-                      ("val-batches", int), ("retrieval-fraction", float)):
+    for name, typ in (("steps", positive_int), ("batch-size", positive_int), ("seq-len", positive_int),
+                      ("lr", float), ("warmup", nonnegative_int), ("min-lr-ratio", float), ("weight-decay", float),
+                      ("save-every", positive_int), ("val-batches", positive_int), ("retrieval-fraction", float)):
         ap.add_argument(f"--{name}", type=typ)
     ap.add_argument("--seed", type=_seed_list, help="seed, or comma-separated seeds trained one after the other in "
                                                     "this process (then --out-dir holds '{seed}'); default: the "
@@ -66,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", help="cpu, cuda, cuda:N (default: the config's device)")
     ap.add_argument("--dtype", choices=list(DTYPES))
     ap.add_argument("--profile", help="profile label for the provenance columns (default: the config's)")
-    ap.add_argument("--data-offset", type=int,
+    ap.add_argument("--data-offset", type=nonnegative_int,
                     help="first batch index of the stream (default: conversion.base_steps with --recipe conversion)")
     ap.add_argument("--overwrite", action="store_true", help="delete a previous run in --out-dir and train afresh")
     ap.add_argument("--restart-if-changed", action="store_true",
@@ -103,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
             hp["steps"] = conv["extra_steps"]
     data_cfg = cfg.get("data", {})
     pick = lambda name, default=None: getattr(args, name) if getattr(args, name) is not None else hp.get(name, default)
+    missing = [f"--{name.replace('_', '-')}" for name in ("steps", "batch_size", "seq_len") if pick(name) is None]
+    if missing:
+        ap.error(f"give {', '.join(missing)} or a --config whose train section sets them")
     if not args.model:
         import functools
 
