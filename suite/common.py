@@ -5,6 +5,8 @@ import argparse
 import contextlib
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import torch
 
@@ -65,6 +67,43 @@ def positive_int(text: str, minimum: int = 1) -> int:
 def nonnegative_int(text: str) -> int:
     """argparse ``type=`` of a count that may be 0 (warmup steps; a logging interval that 0 turns off)."""
     return positive_int(text, minimum=0)
+
+
+def out_file(text: str) -> str:
+    """argparse ``type=`` of an output file option (``--out``): :func:`check_writable` as a usage error."""
+    return _writable(text, folder=False)
+
+
+def out_folder(text: str) -> str:
+    """argparse ``type=`` of an output folder option (``--out-dir``): :func:`check_writable` as a usage error."""
+    return _writable(text, folder=True)
+
+
+def _writable(text: str, folder: bool) -> str:
+    try:
+        check_writable(text, folder)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def check_writable(path: str | Path, folder: bool = False) -> None:
+    """Raise ValueError naming ``path`` unless a file (``folder``: a folder) can be written there: no folder (file)
+    of that name in the way, and the nearest existing folder on its path is a folder this process can create files
+    in (tried with a temporary file, removed at once). For a CLI's output option, checked before any work, so that a
+    bad path (``/proc/x.csv``, a path under a file) stops at once instead of after the training."""
+    path = Path(path)
+    if path.exists() and path.is_dir() != folder:
+        raise ValueError(f"cannot write {path}: it is a {'file' if folder else 'folder'}")
+    parent = path if path.is_dir() else path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {path}: {parent} is a file, not a folder")
+    try:
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as err:
+        raise ValueError(f"cannot write {path}: cannot create files in {parent} ({err.strerror})") from None
 
 
 def kernels_summary(fallback: str = "none") -> str:

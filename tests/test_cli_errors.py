@@ -101,6 +101,34 @@ def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys
     assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
 
 
+def test_unwritable_output_path_is_refused_before_any_work(data_dir, tmp_path, capsys):
+    from suite.bench import prefill_cpu
+    from suite.eval import harness, mqar, niah
+    from suite.train import run
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    under_file = a_file / "sub" / "x.csv"
+    niah_args = ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--haystack",
+                 str(data_dir / "test.txt"), "--steps", "2"]
+    clis = [(run.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--steps", "2"], "--out-dir"),
+            (mqar.main, ["--arch", "orthros", "--size", "1M", "--steps", "2"], "--out"),
+            (niah.main, niah_args, "--out"),
+            (harness.main, ["--checkpoint", str(tmp_path)], "--out"),
+            (prefill_cpu.main, ["--lengths", "32", "--repeats", "1"], "--out")]
+    for main, argv, flag in clis:
+        err = _refused(main, argv + [flag, str(under_file)], capsys)
+        assert f"argument {flag}: cannot write {under_file}: {a_file} is a file, not a folder" in err
+        err = _refused(main, argv + [flag, "/proc/x.csv"], capsys)
+        assert f"argument {flag}: cannot write /proc/x.csv: cannot create files in /proc" in err
+        assert "Traceback" not in err
+    assert "argument --out: cannot write " + f"{tmp_path}: it is a folder" in \
+        _refused(mqar.main, clis[1][1] + ["--out", str(tmp_path)], capsys)
+    assert f"argument --out-dir: cannot write {a_file}: it is a file" in \
+        _refused(run.main, clis[0][1] + ["--out-dir", str(a_file)], capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "x"
+
+
 def test_checkpoint_folder_names_a_missing_path(tmp_path):
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "file").write_text("x")

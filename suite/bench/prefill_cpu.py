@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from suite.archs import ORTHROS_ARCHS
-from suite.common import arch_names, int_list
+from suite.common import arch_names, int_list, out_file
 from suite.provenance import provenance, write_csv
 
 COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights"]  # then provenance
@@ -153,7 +153,7 @@ def main(argv=None) -> Path:
     ap.add_argument("--checkpoint", action="append", default=[], help="ARCH=FOLDER (HF checkpoint), repeatable")
     ap.add_argument("--seq-len", type=int, default=131072, help="128k mode: prompt length")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--out", default=None, help="CSV path (default by mode and profile)")
+    ap.add_argument("--out", type=out_file, default=None, help="CSV path (default by mode and profile)")
     args = ap.parse_args(argv)
     # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
     # transformers, through models), so they are set here and models is imported lazily (bench_model, sweep,

@@ -41,7 +41,16 @@ import torch
 import torch.nn.functional as F
 
 from suite.archs import WINDOWED_ARCHS
-from suite.common import arch_name, autocast, int_list, kernels_summary, nonnegative_int, positive_int, size_name
+from suite.common import (
+    arch_name,
+    autocast,
+    int_list,
+    kernels_summary,
+    nonnegative_int,
+    out_file,
+    positive_int,
+    size_name,
+)
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -360,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profile", default="smoke")
     p.add_argument("--log-every", type=nonnegative_int, default=0,
                    help="print the training loss every N steps (0: never)")
-    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
+    p.add_argument("--out", required=True, type=out_file,
+                   help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
     if a.window is not None and a.window < 1:
         p.error(f"--window {a.window} must be >= 1")

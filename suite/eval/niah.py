@@ -41,7 +41,16 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.archs import ROPE_ARCHS
-from suite.common import arch_name, autocast, number_list, positive_int, quiet_hf_progress_bars, size_name, usage_errors
+from suite.common import (
+    arch_name,
+    autocast,
+    number_list,
+    out_file,
+    positive_int,
+    quiet_hf_progress_bars,
+    size_name,
+    usage_errors,
+)
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import checkpoint_folder, load_model
@@ -407,7 +416,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="folder keeping the trained model; a rerun with the same training arguments and code loads "
                         "it instead of training (a fresh model only)")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
+    p.add_argument("--out", required=True, type=out_file,
+                   help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
     if a.trials < 1:
         p.error(f"--trials {a.trials} must be >= 1")

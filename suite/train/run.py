@@ -28,6 +28,7 @@ from suite.common import (
     arch_name,
     int_list,
     nonnegative_int,
+    out_folder,
     positive_int,
     quiet_hf_progress_bars,
     size_name,
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Train a causal LM on the suite's corpus.")
     ap.add_argument("--config", default=None, help="profile name or study-config path (defaults for the rest)")
     ap.add_argument("--data-dir", required=True)
-    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--out-dir", required=True, type=out_folder)
     ap.add_argument("--arch", help="architecture name for models.registry.build (with --model: only a label)")
     ap.add_argument("--model", help="HF checkpoint folder to continue training (Base CPT)")
     ap.add_argument("--size", type=size_name, help="model size name (models.sizes)")
