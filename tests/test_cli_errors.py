@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -127,6 +128,46 @@ def test_unwritable_output_path_is_refused_before_any_work(data_dir, tmp_path, c
     assert f"argument --out-dir: cannot write {a_file}: it is a file" in \
         _refused(run.main, clis[0][1] + ["--out-dir", str(a_file)], capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "x"
+
+
+def _parser_of(main, monkeypatch) -> argparse.ArgumentParser:
+    """The parser a CLI's ``main`` builds, caught at its ``parse_args`` call."""
+    class Built(Exception):
+        pass
+
+    def stop(self, *args, **kwargs):
+        raise Built(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", stop)
+    with pytest.raises(Built) as built:
+        main([])
+    monkeypatch.undo()
+    return built.value.args[0]
+
+
+def test_shell_scripts_call_the_clis_with_options_they_accept(monkeypatch):
+    """Every call of suite.eval.niah / suite.eval.mqar / suite.train.run in the repository's shell scripts names
+    options that CLI has, never two of one mutually exclusive group (niah's --arch and --checkpoint)."""
+    from suite.eval import mqar, niah
+    from suite.train import run
+
+    parsers = {name: _parser_of(main, monkeypatch) for name, main in
+               (("suite.eval.niah", niah.main), ("suite.eval.mqar", mqar.main), ("suite.train.run", run.main))}
+    scripts = subprocess.run(["git", "ls-files", "*.sh"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    calls = 0
+    for script in scripts:
+        text = (ROOT / script).read_text().replace("\\\n", " ")  # one logical line per command
+        for name, parser in parsers.items():
+            for call in re.findall(rf"{re.escape(name)}\b([^|;)>]*)", text):
+                calls += 1
+                flags = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", call))
+                unknown = flags - set(parser._option_string_actions)
+                assert not unknown, f"{script}: {name} has no option {sorted(unknown)}"
+                for group in parser._mutually_exclusive_groups:
+                    both = flags & {o for action in group._group_actions for o in action.option_strings}
+                    assert len(both) <= 1, f"{script}: {name} takes only one of {sorted(both)}"
+    assert calls >= 4  # gpu_niah_calibration.sh (niah, mqar), multi_gpu_all.sh (train.run twice)
 
 
 def test_checkpoint_folder_names_a_missing_path(tmp_path):
