@@ -5,6 +5,8 @@ import argparse
 import contextlib
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import torch
 
@@ -50,6 +52,60 @@ def int_list(text, name: str = "values", *, minimum: int | None = 1, allow_empty
     return number_list(text, int, name, minimum=minimum, allow_empty=allow_empty, error=error)
 
 
+def positive_int(text: str, minimum: int = 1) -> int:
+    """argparse ``type=`` of a count (steps, batch size): an integer >= ``minimum`` (default 1), else
+    ``argparse.ArgumentTypeError`` naming the value (argparse then exits 2 naming the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse ``type=`` of a count that may be 0 (warmup steps; a logging interval that 0 turns off)."""
+    return positive_int(text, minimum=0)
+
+
+def out_file(text: str) -> str:
+    """argparse ``type=`` of an output file option (``--out``): :func:`check_writable` as a usage error."""
+    return _writable(text, folder=False)
+
+
+def out_folder(text: str) -> str:
+    """argparse ``type=`` of an output folder option (``--out-dir``): :func:`check_writable` as a usage error."""
+    return _writable(text, folder=True)
+
+
+def _writable(text: str, folder: bool) -> str:
+    try:
+        check_writable(text, folder)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def check_writable(path: str | Path, folder: bool = False) -> None:
+    """Raise ValueError naming ``path`` unless a file (``folder``: a folder) can be written there: no folder (file)
+    of that name in the way, and the nearest existing folder on its path is a folder this process can create files
+    in (tried with a temporary file, removed at once). For a CLI's output option, checked before any work, so that a
+    bad path (``/proc/x.csv``, a path under a file) stops at once instead of after the training."""
+    path = Path(path)
+    if path.exists() and path.is_dir() != folder:
+        raise ValueError(f"cannot write {path}: it is a {'file' if folder else 'folder'}")
+    parent = path if path.is_dir() else path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {path}: {parent} is a file, not a folder")
+    try:
+        tempfile.TemporaryFile(dir=parent).close()
+    except OSError as err:
+        raise ValueError(f"cannot write {path}: cannot create files in {parent} ({err.strerror})") from None
+
+
 def kernels_summary(fallback: str = "none") -> str:
     """The attention kernels ``models.kernels`` ran since its last ``reset_usage()``, sorted and joined with "+"
     (e.g. ``fla-window+sdpa-flash``), or ``fallback`` when none ran through it (transformers models, recurrent
@@ -86,6 +142,27 @@ def size_name(text: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text
+
+
+def arch_name(text: str, extra: tuple[str, ...] = ()) -> str:
+    """argparse ``type=`` of an ``--arch`` option: ``text`` when it names an architecture of
+    ``models.registry.ARCHS`` (or one of ``extra``, a CLI's own models), else ``argparse.ArgumentTypeError`` listing
+    the known ones (argparse then exits 2 naming the option)."""
+    from models.registry import ARCHS
+
+    known = sorted(ARCHS) + list(extra)
+    if text not in known:
+        raise argparse.ArgumentTypeError(f"unknown architecture {text!r}; known: {', '.join(known)}")
+    return text
+
+
+def arch_names(text: str) -> list[str]:
+    """argparse ``type=`` of an ``--archs`` option: ``"orthros,transformer"`` -> a list, each checked by
+    :func:`arch_name`."""
+    archs = [arch_name(a.strip()) for a in text.split(",") if a.strip()]
+    if not archs:
+        raise argparse.ArgumentTypeError(f"give at least one architecture, got {text!r}")
+    return archs
 
 
 def quiet_hf_progress_bars() -> list[str]:

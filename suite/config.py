@@ -12,6 +12,7 @@ CLI: ``python -m suite.config default`` validates a profile and prints it as JSO
 """
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import re
@@ -239,6 +240,26 @@ def load_config(profile_or_path: str | Path) -> dict:
     if not isinstance(config, dict):
         raise ConfigError(f"{path} must hold a mapping, got {type(config).__name__}")
     return validate(config, str(path))
+
+
+WORKFLOW_KEYS = ("profile",)  # what Snakemake's --config / --configfile may set
+
+
+def workflow_profile(overrides: dict) -> str:
+    """The study config that Snakemake's ``config`` (``--config``, ``--configfile``, an executor profile's
+    ``config:``) names: its one key ``profile`` (a profile name or a YAML path; default ``default``).
+
+    ``--config`` selects a study config; it does not override the config's values (those live in the YAML, which
+    is validated as a whole). Raises ConfigError naming any other key, with the closest known key, so that a typo
+    (``profle=ci``) or a would-be override (``train.steps=5``) never runs the default study silently."""
+    unknown = [str(key) for key in overrides if key not in WORKFLOW_KEYS]
+    if unknown:
+        close = {key: difflib.get_close_matches(key, WORKFLOW_KEYS, 1) for key in unknown}
+        named = ", ".join(repr(key) + (f" (did you mean {m[0]!r}?)" if m else "") for key, m in close.items())
+        raise ConfigError(f"unknown Snakemake config key {named}: --config (or --configfile) takes only profile="
+                          f"NAME_OR_YAML (known keys: {list(WORKFLOW_KEYS)}). It selects a study config; to change a "
+                          "value, copy profiles/<name>.yaml and pass --config profile=path/to/copy.yaml")
+    return str(overrides.get("profile", "default"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,117 @@ def test_unknown_size_lists_the_known_ones(data_dir, tmp_path, capsys):
         assert "argument --size: unknown size '7Q'; known sizes: 0.5M, 1M, 1.5M" in err
         assert "qwen3_8b" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
+
+
+def test_unknown_arch_lists_the_known_ones(data_dir, tmp_path, capsys):
+    from suite.bench import prefill_cpu
+    from suite.eval import mqar, niah
+    from suite.train import run
+
+    for main, argv in [(run.main, ["--arch", "orthos", "--size", "1M", "--data-dir", str(data_dir),
+                                   "--out-dir", str(tmp_path / "o")]),
+                       (mqar.main, ["--arch", "orthos", "--size", "1M", "--out", str(tmp_path / "n.csv")]),
+                       (niah.main, ["--arch", "orthos", "--size", "1M", "--data-dir", str(data_dir),
+                                    "--haystack", str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")]),
+                       (prefill_cpu.main, ["--archs", "orthros,orthos", "--lengths", "32", "--repeats", "1",
+                                           "--out", str(tmp_path / "n.csv")])]:
+        err = _refused(main, argv, capsys)
+        assert "unknown architecture 'orthos'; known: gdn, gla, linear_hybrid, orthros, " in err
+        assert "Traceback" not in err
+    assert "swa, transformer, llama\n" in _refused(mqar.main, ["--arch", "x", "--size", "1M", "--out", "o.csv"], capsys)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
+
+
+def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys):
+    from suite.eval import mqar, niah
+    from suite.train import run
+
+    train = ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--out-dir", str(tmp_path / "o")]
+    mqar_args = ["--arch", "orthros", "--size", "1M", "--out", str(tmp_path / "n.csv")]
+    niah_args = ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--haystack",
+                 str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")]
+    cases = [(run.main, train, "--steps", "0"), (run.main, train, "--batch-size", "-4"),
+             (mqar.main, mqar_args, "--steps", "0"), (mqar.main, mqar_args, "--steps", "-3"),
+             (mqar.main, mqar_args, "--batch-size", "0"), (mqar.main, mqar_args, "--num-test", "0"),
+             (niah.main, niah_args, "--steps", "0"), (niah.main, niah_args, "--batch-size", "-1")]
+    for main, argv, flag, value in cases:
+        err = _refused(main, argv + [flag, value], capsys)
+        assert f"argument {flag}: must be an integer >= 1, got {value}\n" in err and "Traceback" not in err
+    assert "argument --seq-len: values must be integers >= 1, got '64,0'" in \
+        _refused(mqar.main, mqar_args + ["--seq-len", "64,0"], capsys)
+    assert "argument --warmup: must be an integer >= 0, got -1" in \
+        _refused(run.main, train + ["--warmup", "-1"], capsys)
+    assert "error: give --steps, --batch-size, --seq-len or a --config whose train section sets them" in \
+        _refused(run.main, train, capsys)  # no --config: nothing gives them
+    assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
+
+
+def test_unwritable_output_path_is_refused_before_any_work(data_dir, tmp_path, capsys):
+    from suite.bench import prefill_cpu
+    from suite.eval import harness, mqar, niah
+    from suite.train import run
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    under_file = a_file / "sub" / "x.csv"
+    niah_args = ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--haystack",
+                 str(data_dir / "test.txt"), "--steps", "2"]
+    clis = [(run.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--steps", "2"], "--out-dir"),
+            (mqar.main, ["--arch", "orthros", "--size", "1M", "--steps", "2"], "--out"),
+            (niah.main, niah_args, "--out"),
+            (harness.main, ["--checkpoint", str(tmp_path)], "--out"),
+            (prefill_cpu.main, ["--lengths", "32", "--repeats", "1"], "--out")]
+    for main, argv, flag in clis:
+        err = _refused(main, argv + [flag, str(under_file)], capsys)
+        assert f"argument {flag}: cannot write {under_file}: {a_file} is a file, not a folder" in err
+        err = _refused(main, argv + [flag, "/proc/x.csv"], capsys)
+        assert f"argument {flag}: cannot write /proc/x.csv: cannot create files in /proc" in err
+        assert "Traceback" not in err
+    assert "argument --out: cannot write " + f"{tmp_path}: it is a folder" in \
+        _refused(mqar.main, clis[1][1] + ["--out", str(tmp_path)], capsys)
+    assert f"argument --out-dir: cannot write {a_file}: it is a file" in \
+        _refused(run.main, clis[0][1] + ["--out-dir", str(a_file)], capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "x"
+
+
+def _parser_of(main, monkeypatch) -> argparse.ArgumentParser:
+    """The parser a CLI's ``main`` builds, caught at its ``parse_args`` call."""
+    class Built(Exception):
+        pass
+
+    def stop(self, *args, **kwargs):
+        raise Built(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", stop)
+    with pytest.raises(Built) as built:
+        main([])
+    monkeypatch.undo()
+    return built.value.args[0]
+
+
+def test_shell_scripts_call_the_clis_with_options_they_accept(monkeypatch):
+    """Every call of suite.eval.niah / suite.eval.mqar / suite.train.run in the repository's shell scripts names
+    options that CLI has, never two of one mutually exclusive group (niah's --arch and --checkpoint)."""
+    from suite.eval import mqar, niah
+    from suite.train import run
+
+    parsers = {name: _parser_of(main, monkeypatch) for name, main in
+               (("suite.eval.niah", niah.main), ("suite.eval.mqar", mqar.main), ("suite.train.run", run.main))}
+    scripts = subprocess.run(["git", "ls-files", "*.sh"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    calls = 0
+    for script in scripts:
+        text = (ROOT / script).read_text().replace("\\\n", " ")  # one logical line per command
+        for name, parser in parsers.items():
+            for call in re.findall(rf"{re.escape(name)}\b([^|;)>]*)", text):
+                calls += 1
+                flags = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", call))
+                unknown = flags - set(parser._option_string_actions)
+                assert not unknown, f"{script}: {name} has no option {sorted(unknown)}"
+                for group in parser._mutually_exclusive_groups:
+                    both = flags & {o for action in group._group_actions for o in action.option_strings}
+                    assert len(both) <= 1, f"{script}: {name} takes only one of {sorted(both)}"
+    assert calls >= 4  # gpu_niah_calibration.sh (niah, mqar), multi_gpu_all.sh (train.run twice)
 
 
 def test_checkpoint_folder_names_a_missing_path(tmp_path):

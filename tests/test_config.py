@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from suite.config import PROFILES_DIR, ROOT, ConfigError, load_config, validate
+from suite.config import PROFILES_DIR, ROOT, ConfigError, load_config, validate, workflow_profile
 
 PROFILES = ["default", "ci", "gpu", "slurm"]
 
@@ -111,6 +111,17 @@ def test_missing_profile_and_bad_yaml(tmp_path):
     bad.write_text("profile: [unclosed\n")
     with pytest.raises(ConfigError, match="bad YAML"):
         load_config(bad)
+
+
+def test_snakemake_config_takes_only_the_profile_key():
+    """Snakemake's --config selects a study config; any other key (a typo, a would-be override) is refused."""
+    assert workflow_profile({}) == "default"
+    assert workflow_profile({"profile": "ci"}) == "ci"
+    with pytest.raises(ConfigError, match=r"unknown Snakemake config key 'profle' \(did you mean 'profile'\?\).*"
+                                          r"known keys: \['profile'\]"):
+        workflow_profile({"profle": "ci"})
+    with pytest.raises(ConfigError, match=r"key 'nosuch': --config"):
+        workflow_profile({"profile": "ci", "nosuch": 1})
 
 
 def test_scientific_notation_reads_as_a_number(tmp_path):

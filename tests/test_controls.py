@@ -77,6 +77,25 @@ def test_lm_controls_and_unigram_baseline():
     assert ctl.lm_controls(quality, [6.0], 6.0, 4096, "1M")[1]["passed"] is False   # an 'untrained' loss far below ln V
 
 
+def test_controls_csv_writes_seed_and_world_size_as_integers(tmp_path):
+    """A results CSV with a blank seed or world_size (a not-run row) reads its whole numbers as floats (42.0);
+    controls.csv still writes 42 and 1, and blanks where a control has no rows."""
+    not_run = pd.DataFrame([{"arch": "orthros", "context_len": 4096, "status": "not run: x"}])
+    pd.concat([niah_rows().assign(world_size=1), not_run]).to_csv(tmp_path / "niah.csv", index=False)
+    assert pd.read_csv(tmp_path / "niah.csv")[["seed", "world_size"]].dtypes.tolist() == [float, float]  # the trap
+    mqar = mqar_rows().assign(world_size=1)
+    pd.concat([mqar, mqar.assign(seed=43.0)]).to_csv(tmp_path / "mqar.csv", index=False)   # two seeds
+    out = tmp_path / "controls.csv"
+    ctl.main(["--mqar", str(tmp_path / "mqar.csv"), "--mqar-cell", "64:4", "--niah", str(tmp_path / "niah.csv"),
+              "--out", str(out)])
+    written = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert written["seed"].tolist() == ["42+43", "42+43", "42", "42"]
+    assert written["world_size"].tolist() == ["1"] * 4
+    ctl.main(["--mqar", str(tmp_path / "mqar.csv"), "--mqar-cell", "128:4", "--out", str(out)])  # no rows there
+    written = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert written["seed"].tolist() == ["", ""] and written["world_size"].tolist() == ["", ""]
+
+
 def test_invalid_reason_names_the_failed_control():
     table = pd.DataFrame(ctl.mqar_controls(mqar_rows(transformer=0.5), 64, 4))
     reason = ctl.invalid_reason(table, "mqar")

@@ -54,6 +54,18 @@ def test_bad_config_stops_naming_the_key(tmp_path):
     assert "train.learning_rate: unknown key" in run.stdout + run.stderr
 
 
+@pytest.mark.parametrize("override", ["profle=ci", "nosuch=1"])
+def test_unknown_config_key_stops_with_one_message(override):
+    """A misspelled or unknown --config key is refused (not ignored, which ran the default study), in one message
+    without Snakemake's traceback lines."""
+    run = snakemake("-n", "--config", override, timeout=300)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0
+    key = override.split("=")[0]
+    assert f"error: unknown Snakemake config key '{key}'" in out and "known keys: ['profile']" in out
+    assert "File \"" not in out and "Traceback" not in out and "Building DAG" not in out
+
+
 def test_ci_profile_end_to_end(ci_run):  # the run itself: tests/conftest.py, shared with tests/test_dag.py
     res = ci_run / "results"
     archs = {"orthros", "transformer", "swa", "gdn", "gla", "retnet"}

@@ -11,12 +11,15 @@ import re
 import sys
 
 from suite.archs import ORTHROS_ARCHS
-from suite.config import (curriculum_arg, load_config, mqar_cli_args, mqar_control_cell, mqar_control_size,
-                          mqar_sizes, schema)
+from suite.config import (ConfigError, curriculum_arg, load_config, mqar_cli_args, mqar_control_cell,
+                          mqar_control_size, mqar_sizes, schema, workflow_profile)
 from suite.deps import module_files
 
-CONFIG_ARG = config.get("profile", "default")
-STUDY = load_config(CONFIG_ARG)          # stops with a message naming any bad key or value
+try:  # a bad --config key or study config stops with its message alone (sys.exit: no Snakemake traceback lines)
+    CONFIG_ARG = workflow_profile(config)
+    STUDY = load_config(CONFIG_ARG)
+except ConfigError as err:
+    sys.exit(f"error: {err}")
 PROFILE = STUDY["profile"]               # the study's own name, also when it was given as a YAML path
 SCHEMA = schema()
 WORK = STUDY["work_dir"]

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from suite.archs import ORTHROS_ARCHS
-from suite.common import int_list
+from suite.common import arch_names, int_list, out_file
 from suite.provenance import provenance, write_csv
 
 COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights"]  # then provenance
@@ -78,7 +78,7 @@ def sweep(args) -> Path:
     from models import kernels
     from models.sizes import count_parameters
 
-    archs = [a for a in args.archs.split(",") if a]
+    archs = args.archs
     lengths = int_list(args.lengths, "--lengths")
     checkpoints = dict(_pair(c) for c in args.checkpoint)
     unknown = set(checkpoints) - set(archs)
@@ -145,7 +145,7 @@ def main(argv=None) -> Path:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=["sweep", "128k"], default="sweep")
     ap.add_argument("--profile", default="ci", help="profile label of the rows (provenance column, default path)")
-    ap.add_argument("--archs", default="orthros,transformer")
+    ap.add_argument("--archs", type=arch_names, default="orthros,transformer", help="comma list of architectures")
     ap.add_argument("--size", default="1M")
     ap.add_argument("--lengths", default="256,1024,4096")
     ap.add_argument("--repeats", type=int, default=3)
@@ -153,7 +153,7 @@ def main(argv=None) -> Path:
     ap.add_argument("--checkpoint", action="append", default=[], help="ARCH=FOLDER (HF checkpoint), repeatable")
     ap.add_argument("--seq-len", type=int, default=131072, help="128k mode: prompt length")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--out", default=None, help="CSV path (default by mode and profile)")
+    ap.add_argument("--out", type=out_file, default=None, help="CSV path (default by mode and profile)")
     args = ap.parse_args(argv)
     # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
     # transformers, through models), so they are set here and models is imported lazily (bench_model, sweep,

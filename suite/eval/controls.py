@@ -53,11 +53,18 @@ def _row(experiment, control, arch, condition, metric, value, threshold, passed,
         first = source.iloc[0]
         prov.update({c: first[c] for c in PROVENANCE_COLUMNS if c in source.columns})
         prov["wall_s"] = None
-        if "seed" in source.columns and source["seed"].nunique() > 1:
-            prov["seed"] = "+".join(str(s) for s in sorted(source["seed"].unique()))
+        # a results CSV with a blank cell in a column reads its whole numbers as floats (42.0): written as integers
+        if "seed" in source.columns:
+            prov["seed"] = "+".join(str(_whole(s)) for s in sorted(source["seed"].dropna().unique())) or None
+        prov["world_size"] = _whole(prov["world_size"])
     value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
     return {"experiment": experiment, "control": control, "arch": arch, "condition": condition, "metric": metric,
             "value": value, "threshold": threshold, "passed": bool(passed) and value is not None, **prov}
+
+
+def _whole(value):
+    """A whole number read as a float (42.0) as the int it is; any other value unchanged."""
+    return int(value) if isinstance(value, (float, np.floating)) and float(value).is_integer() else value
 
 
 def _ok(frame: pd.DataFrame | None, arch: str) -> pd.DataFrame:
@@ -203,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
             unigram = unigram_cross_entropy(load_tokens(a.data_dir, "train"), load_tokens(a.data_dir, "val"), vocab)
         first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.first_loss]
         rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
-    frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS)
+    # seed: text ("42", "42+43"); world_size: a nullable integer, so a control without rows leaves it blank, not 1.0
+    frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS).astype({"world_size": "Int64"})
     write_csv(frame, a.out)
     print(frame[["experiment", "control", "arch", "value", "threshold", "passed"]].to_string(index=False))
 

@@ -34,7 +34,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from models.registry import register_auto_classes
-from suite.common import usage_errors
+from suite.common import out_file, usage_errors
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import check_folder, checkpoint_folder
 
@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", required=True, nargs="+", help="checkpoint dir(s); one --out (and --seed) each")
     p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: the checkpoint)")
     p.add_argument("--tasks", default="commonsense,recall", help="comma list: task names, commonsense, recall, val_ppl")
-    p.add_argument("--out", required=True, nargs="+", help="output CSV (quality rows), one per checkpoint")
+    p.add_argument("--out", required=True, nargs="+", type=out_file,
+                   help="output CSV (quality rows), one per checkpoint")
     p.add_argument("--limit", type=float, default=None, help="docs per task (>=1: count, <1: fraction)")
     p.add_argument("--ppl-data", default=None, help="held-out text/jsonl file for val_ppl")
     p.add_argument("--ppl-sample-by", default="paragraph", choices=["line", "paragraph", "document"])

@@ -31,6 +31,7 @@ A grid (the gpu profile): ``--size d64 --seq-len 128,256,512,1024 --kv-pairs 8,1
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import time
 from typing import Callable
@@ -40,7 +41,16 @@ import torch
 import torch.nn.functional as F
 
 from suite.archs import WINDOWED_ARCHS
-from suite.common import autocast, int_list, kernels_summary, size_name
+from suite.common import (
+    arch_name,
+    autocast,
+    int_list,
+    kernels_summary,
+    nonnegative_int,
+    out_file,
+    positive_int,
+    size_name,
+)
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -326,13 +336,14 @@ def kv_groups(text: str) -> list[int] | list[list[int]]:
 
 
 def _int_list(text: str) -> list[int]:
-    return int_list(text, minimum=None, allow_empty=True, error=argparse.ArgumentTypeError)
+    return int_list(text, allow_empty=True, error=argparse.ArgumentTypeError)
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--arch", required=True, help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or "
-                                                 "'llama' for the built-in small Llama reference")
+    p.add_argument("--arch", required=True, type=functools.partial(arch_name, extra=("llama",)),
+                   help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or 'llama' for the built-in "
+                        "small Llama reference")
     p.add_argument("--size", type=size_name, required=True, help="model size name (models.sizes)")
     p.add_argument("--seq-len", type=_int_list, default=[64, 128, 256])
     p.add_argument("--kv-pairs", type=_int_list, default=[4, 8, 16, 32, 64], help="pair counts evaluated")
@@ -345,19 +356,21 @@ def main(argv: list[str] | None = None) -> None:
                         "near/far split at num_layers * (w - 1) for every arch")
     p.add_argument("--tie-embeddings", action="store_true",
                    help="share the input embedding and the output head (Zoology's models do; default: untied)")
-    p.add_argument("--steps", type=int, default=2000)
-    p.add_argument("--vocab-size", type=int, default=8192)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--steps", type=positive_int, default=2000)
+    p.add_argument("--vocab-size", type=positive_int, default=8192)
+    p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--num-test", type=int, default=1000)
+    p.add_argument("--num-test", type=positive_int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="autocast dtype (weights stay float32)")
     p.add_argument("--profile", default="smoke")
-    p.add_argument("--log-every", type=int, default=0, help="print the training loss every N steps (0: never)")
-    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
+    p.add_argument("--log-every", type=nonnegative_int, default=0,
+                   help="print the training loss every N steps (0: never)")
+    p.add_argument("--out", required=True, type=out_file,
+                   help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
     if a.window is not None and a.window < 1:
         p.error(f"--window {a.window} must be >= 1")

@@ -41,7 +41,16 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.archs import ROPE_ARCHS
-from suite.common import autocast, number_list, quiet_hf_progress_bars, size_name, usage_errors
+from suite.common import (
+    arch_name,
+    autocast,
+    number_list,
+    out_file,
+    positive_int,
+    quiet_hf_progress_bars,
+    size_name,
+    usage_errors,
+)
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import checkpoint_folder, load_model
@@ -360,7 +369,8 @@ def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tok
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--arch", help="train a fresh model of this architecture (needs --size, --data-dir)")
+    src.add_argument("--arch", type=arch_name,
+                     help="train a fresh model of this architecture (needs --size, --data-dir)")
     src.add_argument("--checkpoint", help="evaluate an HF checkpoint folder instead (no training)")
     p.add_argument("--size", type=size_name, default=None, help="model size name (models.sizes)")
     p.add_argument("--config", default=None, help="study config (profile name or YAML) for the model windows")
@@ -371,11 +381,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--value-digits", type=int, default=None,
                    help="digits of a needle's number (default 7; the rare format's values are word pieces: "
                         "not allowed)")
-    p.add_argument("--train-len", type=int, default=512,
+    p.add_argument("--train-len", type=positive_int, default=512,
                    help="training length in tokens (default 512: room for 3 needles and questions of the ruler "
                         "format with a BPE tokenizer; the code format needs far less, e.g. 128)")
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--steps", type=positive_int, default=1000)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--queries", type=int, default=3, help="needles (and questions) per training row")
     p.add_argument("--curriculum", type=_phases, default=[],
@@ -406,7 +416,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="folder keeping the trained model; a rerun with the same training arguments and code loads "
                         "it instead of training (a fresh model only)")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--out", required=True, help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
+    p.add_argument("--out", required=True, type=out_file,
+                   help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
     if a.trials < 1:
         p.error(f"--trials {a.trials} must be >= 1")

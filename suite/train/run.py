@@ -23,7 +23,17 @@ import argparse
 import json
 from pathlib import Path
 
-from suite.common import DTYPES, int_list, quiet_hf_progress_bars, size_name, usage_errors
+from suite.common import (
+    DTYPES,
+    arch_name,
+    int_list,
+    nonnegative_int,
+    out_folder,
+    positive_int,
+    quiet_hf_progress_bars,
+    size_name,
+    usage_errors,
+)
 from suite.train import distributed
 from suite.train.loop import TrainingDivergedError, train
 from suite.train.model import window_overrides
@@ -48,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Train a causal LM on the suite's corpus.")
     ap.add_argument("--config", default=None, help="profile name or study-config path (defaults for the rest)")
     ap.add_argument("--data-dir", required=True)
-    ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--out-dir", required=True, type=out_folder)
     ap.add_argument("--arch", help="architecture name for models.registry.build (with --model: only a label)")
     ap.add_argument("--model", help="HF checkpoint folder to continue training (Base CPT)")
     ap.add_argument("--size", type=size_name, help="model size name (models.sizes)")
@@ -56,9 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--override", nargs="*", default=[], help="model config overrides KEY=VALUE")
     ap.add_argument("--recipe", choices=["train", "conversion"], default="train",
                     help="which config section gives the hyperparameters: train (Table 5) or conversion (Table 6)")
-    for name, typ in (("steps", int), ("batch-size", int), ("seq-len", int), ("lr", float), ("warmup", int),
-                      ("min-lr-ratio", float), ("weight-decay", float), ("save-every", int),
-                      ("val-batches", int), ("retrieval-fraction", float)):
+    for name, typ in (("steps", positive_int), ("batch-size", positive_int), ("seq-len", positive_int),
+                      ("lr", float), ("warmup", nonnegative_int), ("min-lr-ratio", float), ("weight-decay", float),
+                      ("save-every", positive_int), ("val-batches", positive_int), ("retrieval-fraction", float)):
         ap.add_argument(f"--{name}", type=typ)
     ap.add_argument("--seed", type=_seed_list, help="seed, or comma-separated seeds trained one after the other in "
                                                     "this process (then --out-dir holds '{seed}'); default: the "
@@ -66,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", help="cpu, cuda, cuda:N (default: the config's device)")
     ap.add_argument("--dtype", choices=list(DTYPES))
     ap.add_argument("--profile", help="profile label for the provenance columns (default: the config's)")
-    ap.add_argument("--data-offset", type=int,
+    ap.add_argument("--data-offset", type=nonnegative_int,
                     help="first batch index of the stream (default: conversion.base_steps with --recipe conversion)")
     ap.add_argument("--overwrite", action="store_true", help="delete a previous run in --out-dir and train afresh")
     ap.add_argument("--restart-if-changed", action="store_true",
@@ -80,6 +90,9 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("give --arch (build a model) or --model (continue a checkpoint)")
     if args.model and args.override:
         ap.error("--override changes the config of a model built from --arch; it does not apply to --model")
+    if not args.model:  # with --model, --arch is only a label
+        with usage_errors(ap, argparse.ArgumentTypeError):
+            arch_name(args.arch)
     if args.no_progress:
         quiet_hf_progress_bars()
 
@@ -100,6 +113,9 @@ def main(argv: list[str] | None = None) -> None:
             hp["steps"] = conv["extra_steps"]
     data_cfg = cfg.get("data", {})
     pick = lambda name, default=None: getattr(args, name) if getattr(args, name) is not None else hp.get(name, default)
+    missing = [f"--{name.replace('_', '-')}" for name in ("steps", "batch_size", "seq_len") if pick(name) is None]
+    if missing:
+        ap.error(f"give {', '.join(missing)} or a --config whose train section sets them")
     if not args.model:
         import functools
 
