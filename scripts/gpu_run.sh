@@ -3,12 +3,13 @@
 # it produced packed into ONE archive, $OUT/gpu_results.tar.gz, for the trip back (scripts/gpu_unpack.sh; README:
 # GPU runs). One device call each, <= 10 minutes:
 #   PART=train   training (6 archs at 12M and the SO ablation at 3M/6M/12M, 3 seeds each), the conversion
-#                experiment, lm-eval of every run; then the CPU prefill sweeps alone  -> quality/ablation/conversion.csv
+#                experiment, lm-eval of every run                                      -> quality/ablation/conversion.csv
 #   PART=recall  NIAH (3.7M, trained to 32K, tested to 128K) and MQAR (Zoology's grid), a training run per arch (and
 #                MQAR size) each; then controls.csv, and the paper tables and figures, when the train part's CSVs are
 #                already in results/gpu (unpacked from its archive)
-#   PART=bench   system benchmarks, one at a time on an otherwise idle GPU: suite/bench/gpu_all.sh (PART=main of it:
-#                prefill, E2E, cost model), then the FLA cross-check; on >= 2 GPUs then seq_parallel.csv
+#   PART=bench   system benchmarks, one at a time on an otherwise idle machine: suite/bench/gpu_all.sh (PART=main of
+#                it: prefill, E2E, cost model), then the FLA cross-check, on >= 2 GPUs seq_parallel.csv, then the CPU
+#                prefill sweeps (random weights: prefill_cpu.weights)
 #   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs
 #                those rules even where their outputs exist
 #                (e.g. FORCE=fla_crosscheck TARGETS=results/gpu/fla_crosscheck.csv)
@@ -206,7 +207,7 @@ PY
 # -- 3. file times: results of earlier calls (unpacked, then carried here) count as up to date ------------------------
 # Ageing hides changed code and config from snakemake's mtime check; its records (.snakemake/metadata, packed by the
 # last call and unpacked by scripts/gpu_unpack.sh) still show them, so a stale result re-runs when they are carried.
-if [[ -d $RES ]] && find "$RES" -type f -name '*.csv' | grep -q . && ! compgen -G ".snakemake/metadata/*" > /dev/null; then
+if [[ -d $RES ]] && [[ -n $(find "$RES" -type f -name '*.csv' -print -quit) ]] && ! compgen -G ".snakemake/metadata/*" > /dev/null; then
   echo "== WARNING: results/gpu holds results but .snakemake/metadata was not carried: a result made with other" \
     "settings or code counts as up to date (carry .snakemake/metadata, README: GPU runs)"
 fi
@@ -222,7 +223,7 @@ AGE=${AGE:-$(( DRY ? 0 : 1 ))}
 
 # -- 4. snakemake ---------------------------------------------------------------------------------------------------
 # jobs that read a checkpoint of another job (checkpoints stay on the machine that trained them)
-CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros prefill_cpu)
+CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros)
 # Every GPU rule declares `resources: gpu=N` itself (workflows/*.smk, tests/test_gpu_resources.py); --resources gpu=
 # below says how many of them share the GPU. `bench` is this script's own: the timing benchmarks (GPU and CPU) hold
 # it, and each runs in a step of its own (nothing else running), one at a time.
@@ -254,7 +255,8 @@ smk() {  # smk NAME GPU_SLOTS MIN_S [snakemake args ...]: one invocation, capped
 
 exists_all() { local f; for f in "$@"; do [[ -e $f ]] || return 1; done; }
 
-TRAIN_T=("$RES/quality.csv" "$RES/ablation.csv" "$RES/conversion.csv" "$RES/prefill_cpu.csv" "$RES/prefill_128k.csv")
+TRAIN_T=("$RES/quality.csv" "$RES/ablation.csv" "$RES/conversion.csv")
+PREFILL_CPU_T=("$RES/prefill_cpu.csv" "$RES/prefill_128k.csv")
 RECALL_T=("$RES/niah.csv" "$RES/mqar.csv")
 SLOTS=$GPU_JOBS
 
@@ -280,14 +282,11 @@ case $WHAT in
       force+=("${more[@]}")
     done
     (( ${#force[@]} )) && echo "== re-training, its checkpoints stayed on an earlier machine: ${force[*]}"
-    # training, conversion and lm-eval first; then the CPU prefill sweeps (timing) alone on the machine, in the same
-    # call (they read the checkpoints just trained), holding no GPU slot
-    omit=(--omit-from prefill_cpu prefill_cpu_128k)
-    if (( DRY )); then  # the last plan was the dry run of everything; the two steps' own plans:
-      smk train "$SLOTS" 1 "${omit[@]}" ${force[@]:+--forcerun "${force[@]}"} -- "${TRAIN_T[@]}"
-    elif (( ${#force[@]} )); then smk train "$SLOTS" 60 "${omit[@]}" --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
-    else smk train "$SLOTS" 60 "${omit[@]}" -- "${TRAIN_T[@]}"; fi
-    (( DRY )) || smk prefill_cpu 0 60 --allowed-rules prefill_cpu prefill_cpu_128k -- "${TRAIN_T[@]:3}"
+    # training, conversion and lm-eval (the CPU prefill sweeps time random weights, in the bench part)
+    if (( DRY )); then  # the last plan was the dry run of everything; the step's own plan:
+      smk train "$SLOTS" 1 ${force[@]:+--forcerun "${force[@]}"} -- "${TRAIN_T[@]}"
+    elif (( ${#force[@]} )); then smk train "$SLOTS" 60 --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
+    else smk train "$SLOTS" 60 -- "${TRAIN_T[@]}"; fi
     ;;
   recall)
     data_prep
@@ -297,7 +296,7 @@ case $WHAT in
       --prioritize "$RES/niah.csv" -- "${RECALL_T[@]}"  # the long NIAH runs start first
     if exists_all "$RES/quality.csv" "${RECALL_T[@]}"; then
       final=("$RES/controls.csv")
-      exists_all "${TRAIN_T[@]}" && final+=(render)
+      exists_all "${TRAIN_T[@]}" "${PREFILL_CPU_T[@]}" && final+=(render)
       smk final "$SLOTS" 30 --allowed-rules controls render collect_niah collect_mqar -- "${final[@]}"
     else
       echo "== controls and render skipped: they need quality.csv (PART=train) and niah/mqar.csv"
@@ -311,6 +310,9 @@ case $WHAT in
     if (( NGPU >= 2 )); then
       smk seq_parallel "$NGPU" 240 --allowed-rules seq_parallel --forcerun seq_parallel -- "$RES/seq_parallel.csv"
     fi
+    # CPU latency of the small models (random weights, gpu.yaml prefill_cpu.weights), alone on the machine
+    smk prefill_cpu 0 60 --allowed-rules prefill_cpu prefill_cpu_128k --forcerun prefill_cpu prefill_cpu_128k \
+      -- "${PREFILL_CPU_T[@]}"
     ;;
   targets)
     read -r -a targets <<< "$TARGETS"

@@ -191,7 +191,10 @@ def mqar_cli_args(mqar: dict) -> list[str]:
              "--weight-decay", str(mqar.get("weight_decay", 0.1)), "--num-test", str(mqar.get("num_test", 1000)),
              # ~40 loss lines a job: a run that misses its control shows in its log whether it was still learning
              "--log-every", str(max(1, mqar["steps"] // 40))]
-    return args + (["--tie-embeddings"] if mqar.get("tie_embeddings") else [])
+    if mqar.get("first_cell_frac"):
+        args += ["--first-cell-frac", str(mqar["first_cell_frac"])]
+    return args + (["--tie-embeddings"] if mqar.get("tie_embeddings") else []) + \
+        (["--constant-tokens"] if mqar.get("constant_tokens") else [])
 
 
 def _size_names() -> list[str] | None:

@@ -206,6 +206,10 @@ def test_mqar_helpers_on_both_forms():
                                    "--window", "4", "--vocab-size", "128", "--steps", "10", "--batch-size", "16",
                                    "--lr", "0.001", "--weight-decay", "0.1", "--num-test", "32", "--log-every", "1",
                                    "--tie-embeddings"]
+    curriculum = validate(_grid(first_cell_frac=0.4, constant_tokens=True))["mqar"]
+    assert mqar_cli_args(curriculum)[-5:] == ["--log-every", "1", "--first-cell-frac", "0.4", "--constant-tokens"]
+    with pytest.raises(ConfigError, match=r"mqar\.first_cell_frac"):
+        validate(_grid(first_cell_frac=1.0))
     single = load_config("ci")["mqar"]                               # the one-size form: seq_lens [32], train_kv [4]
     assert mqar_sizes(single) == ["1M"] and mqar_control_size(single) == "1M"
     assert mqar_control_cell(single) == (32, 4)

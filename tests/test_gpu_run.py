@@ -46,6 +46,12 @@ def test_train_plan_retrains_what_an_earlier_call_left_without_checkpoints(repo,
         (data / f).parent.mkdir(parents=True, exist_ok=True)
         (data / f).write_text("x\n")
     # ... and an earlier call trained the 12M Transformer (its CSVs came back), but its lm-eval and conversion did not
+    # (the committed train part's results are not in this copy: its plan starts from nothing else)
+    res = repo / "results" / "gpu"
+    for done in ("train", "eval/quality", "conversion"):
+        shutil.rmtree(res / done, ignore_errors=True)
+    for done in ("quality.csv", "ablation.csv", "conversion.csv"):
+        (res / done).unlink(missing_ok=True)
     for seed in (42, 43, 44):
         d = repo / "results" / "gpu" / "train" / "transformer" / "12M" / f"seed{seed}"
         d.mkdir(parents=True)

@@ -192,3 +192,40 @@ def test_cli_refuses_train_kv_groups_that_do_not_match_seq_lens(capsys):
         main(["--arch", "transformer", "--size", "1M", "--seq-len", "64,128", "--train-kv", "4/8/16",
               "--out", "/tmp/never.csv"])
     assert "--train-kv: train_kv has 3 per-seq_len lists for 2 seq_lens" in capsys.readouterr().err
+
+
+def test_curriculum_and_constant_tokens_schedule(monkeypatch):
+    """first_cell_frac: the first round(frac * steps) steps on mixture[0] alone, then the mixture in turn;
+    constant_tokens: batch_size * T_min // T rows at T; num_train counts the rows actually drawn."""
+    from suite.eval import mqar
+
+    drawn = []
+    real = mqar.mqar_data
+
+    def recording(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs):
+        if num_examples != 16 and num_examples != 1:                # not the held-out sets nor the fail-fast probes
+            drawn.append((seq_len, num_kv_pairs, num_examples))
+        return real(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs)
+
+    monkeypatch.setattr(mqar, "mqar_data", recording)
+    rows = run_grid(mqar.registry_factory("transformer", "1M"), [16, 32, 64], [2], steps=8, arch="transformer",
+                    size="1M", profile="test", train_kv=[[2], [2], [4]], vocab_size=64, batch_size=8, num_test=16,
+                    first_cell_frac=0.25, constant_tokens=True)
+    assert drawn == [(16, 2, 8), (16, 2, 8),                                  # 2 of 8 steps on the first cell
+                     (16, 2, 8), (32, 2, 4), (64, 4, 2), (16, 2, 8), (32, 2, 4), (64, 4, 2)]
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert ok and {r["num_train"] for r in ok} == {8 + 8 + 8 + 4 + 2 + 8 + 4 + 2}
+    assert {(r["first_cell_frac"], r["constant_tokens"]) for r in ok} == {(0.25, True)}
+
+
+@pytest.mark.parametrize("frac", [1.0, -0.1])
+def test_first_cell_frac_outside_unit_interval_is_refused(frac, capsys):
+    from suite.eval.mqar import main, train_and_eval
+
+    with pytest.raises(ValueError, match=rf"first_cell_frac={frac} must be in \[0, 1\)"):
+        train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=2,
+                       vocab_size=64, batch_size=4, num_test=4, first_cell_frac=frac)
+    with pytest.raises(SystemExit):
+        main(["--arch", "transformer", "--size", "1M", "--seq-len", "64", "--first-cell-frac", str(frac),
+              "--out", "/tmp/never.csv"])
+    assert f"--first-cell-frac {frac} must be in [0, 1)" in capsys.readouterr().err

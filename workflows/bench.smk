@@ -1,14 +1,19 @@
-# Benchmarks: the CPU prefill-latency sweep of the trained small models, a 128K-token CPU Prefill of a tiny
-# Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose committed CSVs in results/gpu/
-# feed the renderers in every profile.
+# Benchmarks: the CPU prefill-latency sweep of the small models (trained, or random weights: prefill_cpu.weights),
+# a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose
+# committed CSVs in results/gpu/ feed the renderers in every profile.
 
 PREFILL_CODE = sources("suite.bench.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
 
 
+# prefill_cpu.weights: trained (the main-size checkpoints) or random (no checkpoint: latency does not depend on the
+# weights' values, so the sweep runs without the training, e.g. in the gpu profile's bench part on a fresh machine)
+PREFILL_TRAINED = PREFILL.get("weights", "trained") == "trained"
+
+
 rule prefill_cpu:
     input:
-        runs=[METRICS.format(arch=a, size=MAIN, seed=SEED) for a in ARCHS],
+        runs=[METRICS.format(arch=a, size=MAIN, seed=SEED) for a in ARCHS] if PREFILL_TRAINED else [],
         code=PREFILL_CODE,
     output:
         RES + "/prefill_cpu.csv",
@@ -17,7 +22,7 @@ rule prefill_cpu:
         WORK + "/logs/prefill_cpu.log",
     params:
         cfg=rule_config("prefill_cpu"),
-        checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in ARCHS),
+        checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in ARCHS) if PREFILL_TRAINED else "",
         lengths=",".join(str(n) for n in PREFILL["lengths"]),
     shell:
         "{PY} suite.bench.prefill_cpu --mode sweep --profile {PROFILE} --archs {ARCH_LIST} --size {MAIN} "

@@ -169,12 +169,17 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
                    vocab_size: int = 8192, batch_size: int = 64, lr: float = 1e-3, weight_decay: float = 0.1,
                    num_test: int = 1000, seed: int = 0, power_a: float = 0.01, eval_cells: list[Cell] | None = None,
                    far_distance: int | None = None, device: str = "cpu", dtype: str = "float32",
-                   shared_slots: bool = True, log_every: int = 0) -> dict:
+                   shared_slots: bool = True, log_every: int = 0, first_cell_frac: float = 0.0,
+                   constant_tokens: bool = False) -> dict:
     """Train a fresh model on a mixture of MQAR cells with AdamW (cosine LR decay); measure held-out accuracy.
 
     ``mixture``: the training cells ``(seq_len, num_kv_pairs)``; step ``s`` trains on ``batch_size`` fresh rows of
     cell ``mixture[s % len(mixture)]`` (Zoology's mixture, one cell a batch), drawn from ``(seed, s)``, whose rows
-    share query slots (no example repeats); loss: cross-entropy on answer positions only. ``model_factory(vocab_size,
+    share query slots (no example repeats); loss: cross-entropy on answer positions only. ``first_cell_frac``: the
+    first ``round(first_cell_frac * steps)`` steps train on ``mixture[0]`` alone (a curriculum: the easiest cell forms
+    the recall circuit before the long cells dilute it, as Zoology's mixtures weight their shortest cell), the rest
+    cycle through the mixture. ``constant_tokens``: a step at ``seq_len`` T draws ``max(1, batch_size * T0 // T)``
+    rows, T0 the mixture's shortest seq_len (the same tokens a step, as Zoology's batch sizes halve per doubling). ``model_factory(vocab_size,
     seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``) for sequences up to the longest ``seq_len`` of
     the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated cell (``eval_cells``,
     default the training cells) from other seeds.
@@ -184,6 +189,8 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     """
     if steps < 1 or batch_size < 1 or not mixture:
         raise ValueError(f"steps={steps}, batch_size={batch_size} must be >= 1 and the mixture non-empty ({mixture})")
+    if not 0.0 <= first_cell_frac < 1.0:
+        raise ValueError(f"first_cell_frac={first_cell_frac} must be in [0, 1)")
     eval_cells = eval_cells or list(mixture)
     for seq_len, kv in sorted(set(mixture) | set(eval_cells)):
         mqar_data(vocab_size, seq_len, kv, 1, 0, power_a)         # fail fast on a cell the generator cannot fill
@@ -192,10 +199,13 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
-    start, loss = time.perf_counter(), torch.tensor(float("nan"))
+    first_steps, shortest = round(first_cell_frac * steps), min(t for t, _ in mixture)
+    start, loss, num_train = time.perf_counter(), torch.tensor(float("nan")), 0
     for step in range(steps):
-        seq_len, kv = mixture[step % len(mixture)]
-        x, y = mqar_data(vocab_size, seq_len, kv, batch_size, seed * 1_000_003 + step, power_a,
+        seq_len, kv = mixture[0] if step < first_steps else mixture[(step - first_steps) % len(mixture)]
+        rows = max(1, batch_size * shortest // seq_len) if constant_tokens else batch_size
+        num_train += rows
+        x, y = mqar_data(vocab_size, seq_len, kv, rows, seed * 1_000_003 + step, power_a,
                          shared_slots=shared_slots)
         slots = (y != -100).any(0)
         with autocast(device, dtype):
@@ -206,7 +216,8 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
         opt.step()
         sched.step()
         if log_every and step % log_every == 0:
-            print(f"step {step} seq_len {seq_len} kv {kv} loss {loss.item():.4f}", flush=True)
+            print(f"step {step} seq_len {seq_len} kv {kv} rows {rows} loss {loss.item():.4f} "
+                  f"{time.perf_counter() - start:.0f}s", flush=True)
     train_s = time.perf_counter() - start
     by_cell = {}
     for seq_len, kv in eval_cells:
@@ -216,7 +227,7 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     from models.sizes import count_parameters  # after the timed training: the import is not part of train_s
 
     return {"by_cell": by_cell, "final_train_loss": float(loss.item()), "n_params": count_parameters(model),
-            "train_s": train_s, "num_train": steps * batch_size, "num_test": num_test}
+            "train_s": train_s, "num_train": num_train, "num_test": num_test}
 
 
 def llama_factory(hidden_size: int = 64, num_layers: int = 2,
@@ -310,6 +321,8 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
             base = {"arch": arch, "size": size, "seq_len": seq_len, "num_kv_pairs": kv, "steps": steps,
                     "vocab_size": vocab, "batch_size": train_kwargs.get("batch_size", 64),
                     "lr": train_kwargs.get("lr", 1e-3), "weight_decay": train_kwargs.get("weight_decay", 0.1),
+                    "first_cell_frac": train_kwargs.get("first_cell_frac", 0.0),
+                    "constant_tokens": train_kwargs.get("constant_tokens", False),
                     "window": window, "num_layers": num_layers,
                     "far_distance": far, "chance": 2 / vocab}
             if (seq_len, kv) not in results:
@@ -360,6 +373,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--vocab-size", type=positive_int, default=8192)
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--first-cell-frac", type=float, default=0.0,
+                   help="train the first FRAC of the steps on the mixture's first cell alone (its shortest seq_len, "
+                        "fewest pairs), then cycle through the mixture (default 0: the mixture from step 0)")
+    p.add_argument("--constant-tokens", action="store_true",
+                   help="rows a step scale as 1/seq_len: --batch-size rows at the mixture's shortest seq_len "
+                        "(Zoology's batch sizes); default: --batch-size rows at every seq_len")
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--num-test", type=positive_int, default=1000)
     p.add_argument("--seed", type=int, default=0)
@@ -374,6 +393,8 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.window is not None and a.window < 1:
         p.error(f"--window {a.window} must be >= 1")
+    if not 0.0 <= a.first_cell_frac < 1.0:
+        p.error(f"--first-cell-frac {a.first_cell_frac} must be in [0, 1)")
     try:
         if a.train_kv is not None:
             train_kv_per_seq_len(a.seq_len, a.train_kv)
@@ -394,7 +415,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
                     seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window,
                     num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,
-                    weight_decay=a.weight_decay, num_test=a.num_test, log_every=a.log_every)
+                    weight_decay=a.weight_decay, num_test=a.num_test, log_every=a.log_every,
+                    first_cell_frac=a.first_cell_frac, constant_tokens=a.constant_tokens)
     write_csv(rows, a.out)
     for row in rows:
         print(row["seq_len"], row["num_kv_pairs"], row["accuracy"], row.get("accuracy_far"), row["status"])
