@@ -179,10 +179,10 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     first ``round(first_cell_frac * steps)`` steps train on ``mixture[0]`` alone (a curriculum: the easiest cell forms
     the recall circuit before the long cells dilute it, as Zoology's mixtures weight their shortest cell), the rest
     cycle through the mixture. ``constant_tokens``: a step at ``seq_len`` T draws ``max(1, batch_size * T0 // T)``
-    rows, T0 the mixture's shortest seq_len (the same tokens a step, as Zoology's batch sizes halve per doubling). ``model_factory(vocab_size,
-    seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``) for sequences up to the longest ``seq_len`` of
-    the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated cell (``eval_cells``,
-    default the training cells) from other seeds.
+    rows, T0 the mixture's shortest seq_len (the same tokens a step, as Zoology's batch sizes halve per doubling).
+    ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``) for sequences up to
+    the longest ``seq_len`` of the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated
+    cell (``eval_cells``, default the training cells) from other seeds.
     Returns ``{"by_cell": {(seq_len, kv): mqar_accuracy dict}, "final_train_loss", "n_params", "train_s" (seconds),
     "num_train" (rows), "num_test"}``.
     Raises ValueError for an empty mixture, ``steps`` or ``batch_size`` < 1, or a cell the generator cannot fill.
