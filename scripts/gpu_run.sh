@@ -25,7 +25,8 @@
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
 #   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
-#   DRY): set file times so that results of earlier calls count as up to date; JIT_DIR (/tmp/jit) and JIT_BACK (1):
+#   DRY): set file times so that results of earlier calls count as up to date; DATA_PREP=1 (with TARGETS): corpus and
+#   tokenizer first (targets that read them, e.g. controls.csv); JIT_DIR (/tmp/jit) and JIT_BACK (1):
 #   the JIT caches below.
 # JIT caches: FLA's Triton kernels (with their autotuning results) and TileLang's compile on first use, which costs a
 # GDN run ~160 s before its first step and ~45 s at each new sequence length. TRITON_CACHE_DIR and TILELANG_CACHE_DIR
@@ -315,6 +316,7 @@ case $WHAT in
       -- "${PREFILL_CPU_T[@]}"
     ;;
   targets)
+    (( ${DATA_PREP:-0} )) && data_prep  # targets that read the corpus or tokenizer (e.g. controls.csv)
     read -r -a targets <<< "$TARGETS"
     read -r -a force <<< "${FORCE:-}"
     threads=(--set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS")  # as in the recall part
