@@ -264,3 +264,27 @@ def test_mqar_grid_figure_and_table_rows_of_the_gpu_profile(monkeypatch, tmp_pat
     ok = _row(pd.read_csv(tmp_path / "t0" / "table3.csv"), model="transformer",
               task="MQAR accuracy (d256, T=128, 8 pairs) (gpu profile)")
     assert ok["status"].startswith("measured only")
+
+
+def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
+    """Tables 1/7: results/gpu rows are measured-only rows marked '(gpu profile)', never averaged with a CPU cell of
+    the same size, and gated by the gpu profile's own controls."""
+    import pandas as pd
+
+    from suite.report.render import _with_gpu, gpu_profile_rows
+    from suite.report.tables import quality_table
+
+    def frame(values, device):
+        return pd.DataFrame([dict(variant="orthros", size="1M", task="val_ppl", metric="byte_perplexity", value=v,
+                                  unit="ppl", status="ok", seed=42 + i, n_params=1e6, device=device)
+                             for i, v in enumerate(values)])
+
+    empty = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
+    cpu = quality_table(empty, frame([6.0, 8.0], "cpu"), key="variant", paper_cond="", missing="", invalid=None)
+    gpu = gpu_profile_rows(frame([4.0, 4.0, 4.0], "NVIDIA H200"), key="variant", invalid="invalid: lm control failed")
+    both = _with_gpu(cpu, gpu).set_index("scale")
+    assert both.loc["1M", "measured"] == 7.0 and both.loc["1M", "n_seeds"] == 2
+    assert both.loc["1M (gpu profile)", "measured"] == 4.0 and both.loc["1M (gpu profile)", "n_seeds"] == 3
+    assert both.loc["1M (gpu profile)", "status"].startswith("invalid: lm control failed")
+    assert both.loc["1M", "status"].startswith("measured only")
+    assert gpu_profile_rows(None, key="variant", invalid=None).empty

@@ -1,10 +1,10 @@
 """Measured results produced by this suite (never the paper's numbers), loaded for the renderers and the audit.
 
 File names follow the results conventions: ``results/<profile>/{quality,niah,mqar,ablation,conversion,prefill_cpu}.csv``
-and ``results/gpu/{prefill,e2e,niah,mqar,seq_parallel,controls}.csv``. A missing file is not an error here: it maps to
-``None`` and the renderers print "not run: ..." cells. A corrupt file, or one without the columns and types
-``suite.report.schema`` lists for it, raises ValueError naming the file (and the column and row); a ``controls.csv``
-whose ``passed`` is neither true nor false too (:func:`read_controls`, its one loader).
+and ``results/gpu/{prefill,e2e,niah,mqar,seq_parallel,controls,quality,ablation}.csv``. A missing file is not an
+error here: it maps to ``None`` and the renderers print "not run: ..." cells. A corrupt file, or one without the
+columns and types ``suite.report.schema`` lists for it, raises ValueError naming the file (and the column and row); a
+``controls.csv`` whose ``passed`` is neither true nor false too (:func:`read_controls`, its one loader).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from suite.provenance import read_csv
 from suite.report.schema import validate
 
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls"]
-GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls"]
+GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation"]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
                  "gpus", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
 

@@ -29,7 +29,8 @@ from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tab
 
 NOTES = {
     "table1": "Measured cells appear only where this suite ran the same task for the same arch; rows with an empty "
-              "'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not comparable.",
+              "'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not comparable. Rows whose "
+              "scale ends in '(gpu profile)' come from results/gpu/quality.csv (one H200; gated by its own controls).",
     "table2": "The suite converts a small pretrained model, not Llama3.1-8B / Qwen3-8B; measured rows are matched on "
               "variant (base / base_cpt / conversion) only. Compare conversion with base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
@@ -43,8 +44,24 @@ NOTES = {
               "produce them; the gpu profile does). Compare the speedup rows, not absolute seconds. 'kernel' lists "
               "every kernel the model ran; 'backend' is the attention backend the run was configured with.",
     "table7": "10B tokens per model (NOT the 100B run of Table 1); averages are over 6 tasks (no SIQA). Per-task cells "
-              "exist only for 160M, 1.3B and 6.8B.",
+              "exist only for 160M, 1.3B and 6.8B. Rows whose scale ends in '(gpu profile)' come from "
+              "results/gpu/ablation.csv (one H200; gated by its own controls; the SO verdict there: claims_audit C31).",
 }
+
+
+def gpu_profile_rows(measured: pd.DataFrame | None, *, key: str, invalid: str | None) -> pd.DataFrame:
+    """The gpu profile's measured-only rows (``results/gpu/{quality,ablation}.csv``) for Tables 1 and 7: their sizes
+    marked "(gpu profile)", so they never merge with the other profile's cells nor match a reported one; ``invalid``:
+    the gpu profile's own lm controls (``results/gpu/controls.csv``)."""
+    if measured is None:
+        return pd.DataFrame()
+    marked = measured.assign(size=measured["size"].astype(str) + " (gpu profile)")
+    no_reported = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
+    return quality_table(no_reported, marked, key=key, paper_cond="", missing="", invalid=invalid)
+
+
+def _with_gpu(frame: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([frame, gpu], ignore_index=True) if len(gpu) else frame
 
 
 def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> None:
@@ -68,6 +85,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     invalid = {exp: invalid_reason(m["controls"], exp) for exp in ("lm", "mqar", "niah")}
     invalid["gpu_niah"] = invalid_reason(m["gpu_controls"], "niah")
     invalid["gpu_mqar"] = invalid_reason(m["gpu_controls"], "mqar")
+    invalid["gpu_lm"] = invalid_reason(m["gpu_controls"], "lm")
 
     def miss(name: str, why: str = "") -> str:
         return f"{res}/{name}.csv missing" + (f" ({why})" if why else "")
@@ -75,9 +93,10 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     gpu_miss = f"{gpu}/e2e.csv missing (needs a GPU; paper: 1x H100 + SGLang)"
     specs = {
         "table1": ("Table 1: 1.3B trained from scratch, commonsense accuracy",
-                   quality_table(reported[reported["table"] == "Table 1"], m["quality"], key="arch",
-                                 paper_cond=paper_conditions(cond, "Table 1"), missing=miss("quality"),
-                                 invalid=invalid["lm"])),
+                   _with_gpu(quality_table(reported[reported["table"] == "Table 1"], m["quality"], key="arch",
+                                           paper_cond=paper_conditions(cond, "Table 1"), missing=miss("quality"),
+                                           invalid=invalid["lm"]),
+                             gpu_profile_rows(m["gpu_quality"], key="arch", invalid=invalid["gpu_lm"]))),
         "table2": ("Table 2: conversion of 8B models",
                    quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
                                  paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
@@ -90,9 +109,10 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
         "table7": ("Table 7: scaling and scale-offset ablation",
-                   quality_table(reported[reported["table"] == "Table 7"], m["ablation"], key="variant",
-                                 paper_cond=paper_conditions(cond, "Table 7"), missing=miss("ablation"),
-                                 match_scale=True, invalid=invalid["lm"])),
+                   _with_gpu(quality_table(reported[reported["table"] == "Table 7"], m["ablation"], key="variant",
+                                           paper_cond=paper_conditions(cond, "Table 7"), missing=miss("ablation"),
+                                           match_scale=True, invalid=invalid["lm"]),
+                             gpu_profile_rows(m["gpu_ablation"], key="variant", invalid=invalid["gpu_lm"]))),
     }
     derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
     written: dict[str, list[Path]] = {"tables": [], "figures": []}

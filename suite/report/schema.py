@@ -33,6 +33,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
 }
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
+SCHEMAS["gpu_quality"] = SCHEMAS["quality"]
+SCHEMAS["gpu_ablation"] = SCHEMAS["ablation"]
 
 
 def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]) -> pd.DataFrame:
