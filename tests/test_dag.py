@@ -386,3 +386,20 @@ def test_no_data_file_is_read_without_being_declared(ci_run):
     declared = {o for job in all_jobs("ci") for o in job.output}
     written = {str(f.relative_to(ROOT)) for f in data.rglob("*") if f.is_file()}
     assert written and written <= declared, sorted(written - declared)
+
+
+def test_a_collected_csv_with_missing_inputs_is_reported_not_silently_up_to_date(tmp_path):
+    """Snakemake does not rebuild an existing file for a missing input (snakemake issue #2011): the Snakefile warns,
+    naming the file, a missing input and the --forcerun that rebuilds it."""
+    res = tmp_path / "results"
+    mine = study_copy(tmp_path / "gpu_copy.yaml", base="gpu", work_dir=str(tmp_path / "work"),
+                      data__data_dir=str(tmp_path / "data"), results_dir=str(res))
+    one = res / "eval" / "mqar" / "transformer" / "d256" / "seed42.csv"
+    one.parent.mkdir(parents=True)
+    one.write_text("x\n")
+    (res / "mqar.csv").write_text("x\n")                                # newer than its one existing input
+    run = snakemake("-n", "--config", f"profile={mine}", "--", res / "mqar.csv")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"WARNING: {res}/mqar.csv exists but 17 of the files it collects do not" in run.stderr
+    assert "add --forcerun collect_mqar" in run.stderr
+    assert "Nothing to be done" in run.stdout + run.stderr                # snakemake's own verdict, now not alone
