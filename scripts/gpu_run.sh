@@ -3,13 +3,15 @@
 # it produced packed into ONE archive, $OUT/gpu_results.tar.gz, for the trip back (scripts/gpu_unpack.sh; README:
 # GPU runs). One device call each, <= 10 minutes:
 #   PART=train   training (6 archs at 12M and the SO ablation at 3M/6M/12M, 3 seeds each), the conversion
-#                experiment, lm-eval of every run                                      -> quality/ablation/conversion.csv
+#                experiment, lm-eval of every run                                     -> quality/ablation/conversion.csv
 #   PART=recall  NIAH (3.7M, trained to 32K, tested to 128K) and MQAR (Zoology's grid), a training run per arch (and
-#                MQAR size) each; then controls.csv, and the paper tables and figures, when the train part's CSVs are
-#                already in results/gpu (unpacked from its archive)
+#                MQAR size) each; then controls.csv, and the paper tables and figures, when the train part's and the
+#                CPU prefill sweeps' CSVs are already in results/gpu (unpacked from earlier archives)
 #   PART=bench   system benchmarks, one at a time on an otherwise idle machine: suite/bench/gpu_all.sh (PART=main of
 #                it: prefill, E2E, cost model), then the FLA cross-check, on >= 2 GPUs seq_parallel.csv, then the CPU
-#                prefill sweeps (random weights: prefill_cpu.weights)
+#                prefill sweeps (random weights: prefill_cpu.weights), each step forced: more than one call; the CPU
+#                sweeps alone: TARGETS="results/gpu/prefill_cpu.csv results/gpu/prefill_128k.csv"
+#                FORCE="prefill_cpu prefill_cpu_128k" (124 s on the H200 machine)
 #   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs
 #                those rules even where their outputs exist
 #                (e.g. FORCE=fla_crosscheck TARGETS=results/gpu/fla_crosscheck.csv)
@@ -45,6 +47,10 @@ elif [[ ! "$WHAT" =~ ^(train|recall|bench)$ ]]; then
   exit 2
 fi
 DRY=${DRY:-0}
+DATA_PREP=${DATA_PREP:-0}
+for flag in DRY DATA_PREP; do
+  if [[ ! ${!flag} =~ ^[01]$ ]]; then echo "$flag must be 0 or 1, got '${!flag}'" >&2; exit 2; fi
+done
 TOTAL_S=${TOTAL_S:-560}
 PACK_S=${PACK_S:-25}
 KILL_S=${KILL_S:-10}           # a step past its cap gets TERM, then KILL this much later (its whole process group)
@@ -261,7 +267,7 @@ PREFILL_CPU_T=("$RES/prefill_cpu.csv" "$RES/prefill_128k.csv")
 RECALL_T=("$RES/niah.csv" "$RES/mqar.csv")
 SLOTS=$GPU_JOBS
 
-data_prep() {  # corpus + tokenizer (deterministic: the image's Python stdlib), then aged like the code
+data_prep() {  # corpus + tokenizer (deterministic: data.source on the image), then aged as code
   (( DRY )) && return 0
   smk data "$SLOTS" 60 -- tokenizer || return 1
   (( AGE )) && find work_dirs/gpu/data -type f -print0 | xargs -0 -r touch -h -d "@$OLD"
@@ -298,7 +304,8 @@ case $WHAT in
     if exists_all "$RES/quality.csv" "${RECALL_T[@]}"; then
       final=("$RES/controls.csv")
       exists_all "${TRAIN_T[@]}" "${PREFILL_CPU_T[@]}" && final+=(render)
-      smk final "$SLOTS" 30 --allowed-rules controls render collect_niah collect_mqar -- "${final[@]}"
+      # corpus/tokenizer: built by data_prep above (only a DRY run plans them here)
+      smk final "$SLOTS" 30 --allowed-rules controls render collect_niah collect_mqar corpus tokenizer -- "${final[@]}"
     else
       echo "== controls and render skipped: they need quality.csv (PART=train) and niah/mqar.csv"
     fi
@@ -312,11 +319,11 @@ case $WHAT in
       smk seq_parallel "$NGPU" 240 --allowed-rules seq_parallel --forcerun seq_parallel -- "$RES/seq_parallel.csv"
     fi
     # CPU latency of the small models (random weights, gpu.yaml prefill_cpu.weights), alone on the machine
-    smk prefill_cpu 0 60 --allowed-rules prefill_cpu prefill_cpu_128k --forcerun prefill_cpu prefill_cpu_128k \
+    smk prefill_cpu 0 150 --allowed-rules prefill_cpu prefill_cpu_128k --forcerun prefill_cpu prefill_cpu_128k \
       -- "${PREFILL_CPU_T[@]}"
     ;;
   targets)
-    (( ${DATA_PREP:-0} )) && data_prep  # targets that read the corpus or tokenizer (e.g. controls.csv)
+    (( DATA_PREP )) && data_prep  # targets that read the corpus or tokenizer (e.g. controls.csv)
     read -r -a targets <<< "$TARGETS"
     read -r -a force <<< "${FORCE:-}"
     threads=(--set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS")  # as in the recall part

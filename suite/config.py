@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -66,11 +67,25 @@ def validate(config: dict, source: str = "config") -> dict:
                                 f"(value {err.instance[key]!r}); allowed: {sorted(err.schema['properties'])}")
         else:
             problems.append(f"{path}: {err.message} (value {err.instance!r})")
+    problems += [f"{path}: not a finite number (value {value!r})" for path, value in _non_finite(config)]
     if not problems:
         problems = _cross_checks(config)
     if problems:
         raise ConfigError(f"invalid study config {source}:\n  " + "\n  ".join(problems))
     return config
+
+
+def _non_finite(node, path: str = ""):
+    """(dotted key path, value) of every NaN or infinite float (YAML's .nan / .inf), which JSON Schema's bounds let
+    through."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _non_finite(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _non_finite(value, f"{path}[{i}]")
+    elif isinstance(node, float) and not math.isfinite(node):
+        yield path, node
 
 
 def _cross_checks(config: dict) -> list[str]:

@@ -241,3 +241,12 @@ def test_bad_mqar_grid_is_named(edit, pattern):
     edit(cfg["mqar"])
     with pytest.raises(ConfigError, match=pattern):
         validate(cfg)
+
+
+@pytest.mark.parametrize("key,value", [("mqar.first_cell_frac", float("nan")), ("train.lr", float("inf"))])
+def test_non_finite_numbers_are_refused_by_key(key, value):
+    cfg = _grid() if key.startswith("mqar") else _base()
+    section, name = key.split(".")
+    cfg[section][name] = value
+    with pytest.raises(ConfigError, match=rf"{section}\.{name}: not a finite number \(value {value!r}\)"):
+        validate(cfg)

@@ -231,3 +231,22 @@ def test_jit_caches_come_back_and_are_unpacked_for_the_next_call(repo, tmp_path)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert (fresh / "triton" / "abc" / "kernel.cubin").read_bytes() == b"\x7fELF" + bytes(100)
     assert "JIT caches unpacked" in run.stdout and not (tmp_path / "out2" / "jit_cache.tar.xz").exists()
+
+
+def test_recall_dry_run_plans_controls_from_a_fresh_clone(repo, tmp_path):
+    """PART=recall on a machine without the corpus: the final step may plan corpus and tokenizer (data_prep builds
+    them first outside DRY), so the dry run of the README's command succeeds."""
+    shutil.rmtree(repo / "work_dirs", ignore_errors=True)
+    run = gpu_run(repo, tmp_path / "out", PART="recall")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    assert "== final: exit status 0" in log and "MissingInputException" not in log
+
+
+@pytest.mark.parametrize("env", [{"DATA_PREP": "yes", "TARGETS": "results/gpu/mqar.csv"},
+                                 {"DRY": "true", "PART": "train"}])
+def test_flags_other_than_0_or_1_are_refused_by_name(repo, tmp_path, env):
+    run = gpu_run(repo, tmp_path / "out", **env)
+    name, value = next((k, v) for k, v in env.items() if k not in ("TARGETS", "PART"))
+    assert run.returncode == 2 and f"{name} must be 0 or 1, got '{value}'" in run.stderr
+    assert not (tmp_path / "out").exists()

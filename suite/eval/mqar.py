@@ -176,10 +176,11 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     ``mixture``: the training cells ``(seq_len, num_kv_pairs)``; step ``s`` trains on ``batch_size`` fresh rows of
     cell ``mixture[s % len(mixture)]`` (Zoology's mixture, one cell a batch), drawn from ``(seed, s)``, whose rows
     share query slots (no example repeats); loss: cross-entropy on answer positions only. ``first_cell_frac``: the
-    first ``round(first_cell_frac * steps)`` steps train on ``mixture[0]`` alone (a curriculum: the easiest cell forms
-    the recall circuit before the long cells dilute it, as Zoology's mixtures weight their shortest cell), the rest
-    cycle through the mixture. ``constant_tokens``: a step at ``seq_len`` T draws ``max(1, batch_size * T0 // T)``
-    rows, T0 the mixture's shortest seq_len (the same tokens a step, as Zoology's batch sizes halve per doubling).
+    first ``round(first_cell_frac * steps)`` steps train on ``mixture[0]`` alone (a curriculum: the first cell, the
+    profiles' easiest, forms the recall circuit before the long cells dilute it, as Zoology's mixtures weight their
+    shortest cell), the rest cycle through the mixture. ``constant_tokens``: a step at ``seq_len`` T draws
+    ``max(1, batch_size * T0 // T)`` rows, T0 the mixture's shortest seq_len (the same tokens a step, as Zoology's
+    batch sizes halve per doubling).
     ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``) for sequences up to
     the longest ``seq_len`` of the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated
     cell (``eval_cells``, default the training cells) from other seeds.
@@ -374,8 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--first-cell-frac", type=float, default=0.0,
-                   help="train the first FRAC of the steps on the mixture's first cell alone (its shortest seq_len, "
-                        "fewest pairs), then cycle through the mixture (default 0: the mixture from step 0)")
+                   help="train the first FRAC of the steps on the mixture's first cell alone (the first --seq-len with "
+                        "its first --train-kv count: the controls' cell), then cycle through the mixture (default 0)")
     p.add_argument("--constant-tokens", action="store_true",
                    help="rows a step scale as 1/seq_len: --batch-size rows at the mixture's shortest seq_len "
                         "(Zoology's batch sizes); default: --batch-size rows at every seq_len")

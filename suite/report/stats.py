@@ -49,7 +49,7 @@ class Comparison:
         if self.pooled_std is None:
             return f"delta {self.delta:+.4g}; no seed-noise estimate ({self.n_a} vs {self.n_b} seeds)"
         verdict = "differs" if self.differs else "no difference"
-        return (f"{verdict}: |delta| {abs(self.delta):.4g} {'>' if self.differs else '<='} 2 x pooled std "
+        return (f"{verdict}: |delta| {abs(self.delta):.4g} {'>' if self.differs else '<='} 2 x pooled std = "
                 f"{2 * self.pooled_std:.4g} ({self.n_a} vs {self.n_b} seeds; {NOISE_RULE})")
 
 
