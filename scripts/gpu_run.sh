@@ -290,10 +290,7 @@ case $WHAT in
     done
     (( ${#force[@]} )) && echo "== re-training, its checkpoints stayed on an earlier machine: ${force[*]}"
     # training, conversion and lm-eval (the CPU prefill sweeps time random weights, in the bench part)
-    if (( DRY )); then  # the last plan was the dry run of everything; the step's own plan:
-      smk train "$SLOTS" 1 ${force[@]:+--forcerun "${force[@]}"} -- "${TRAIN_T[@]}"
-    elif (( ${#force[@]} )); then smk train "$SLOTS" 60 --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
-    else smk train "$SLOTS" 60 -- "${TRAIN_T[@]}"; fi
+    smk train "$SLOTS" $(( DRY ? 1 : 60 )) ${force[@]:+--forcerun "${force[@]}"} -- "${TRAIN_T[@]}"
     ;;
   recall)
     data_prep

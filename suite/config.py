@@ -208,8 +208,11 @@ def mqar_cli_args(mqar: dict) -> list[str]:
              "--log-every", str(max(1, mqar["steps"] // 40))]
     if mqar.get("first_cell_frac"):
         args += ["--first-cell-frac", str(mqar["first_cell_frac"])]
-    return args + (["--tie-embeddings"] if mqar.get("tie_embeddings") else []) + \
-        (["--constant-tokens"] if mqar.get("constant_tokens") else [])
+    if mqar.get("tie_embeddings"):
+        args.append("--tie-embeddings")
+    if mqar.get("constant_tokens"):
+        args.append("--constant-tokens")
+    return args
 
 
 def _size_names() -> list[str] | None:

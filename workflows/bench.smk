@@ -6,14 +6,15 @@ PREFILL_CODE = sources("suite.bench.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
 
 
-# prefill_cpu.weights: trained (the main-size checkpoints) or random (no checkpoint: latency does not depend on the
-# weights' values, so the sweep runs without the training, e.g. in the gpu profile's bench part on a fresh machine)
-PREFILL_TRAINED = PREFILL.get("weights", "trained") == "trained"
+# the archs whose main-size checkpoint the sweep loads: all (prefill_cpu.weights: trained) or none (random: latency
+# does not depend on the weights' values, so the sweep runs without the training, e.g. in the gpu profile's bench
+# part on a fresh machine)
+PREFILL_CHECKPOINTED = ARCHS if PREFILL.get("weights", "trained") == "trained" else []
 
 
 rule prefill_cpu:
     input:
-        runs=[METRICS.format(arch=a, size=MAIN, seed=SEED) for a in ARCHS] if PREFILL_TRAINED else [],
+        runs=[METRICS.format(arch=a, size=MAIN, seed=SEED) for a in PREFILL_CHECKPOINTED],
         code=PREFILL_CODE,
     output:
         RES + "/prefill_cpu.csv",
@@ -22,7 +23,7 @@ rule prefill_cpu:
         WORK + "/logs/prefill_cpu.log",
     params:
         cfg=rule_config("prefill_cpu"),
-        checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in ARCHS) if PREFILL_TRAINED else "",
+        checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in PREFILL_CHECKPOINTED),
         lengths=",".join(str(n) for n in PREFILL["lengths"]),
     shell:
         "{PY} suite.bench.prefill_cpu --mode sweep --profile {PROFILE} --archs {ARCH_LIST} --size {MAIN} "
