@@ -28,7 +28,6 @@ for _rule in workflow.rules:
 rule all:
     input:
         rules.render.output,
-        GPU_EXTRA,
 
 
 onsuccess:

@@ -4,14 +4,15 @@
 # GPU runs). One device call each, <= 10 minutes:
 #   PART=train   training (6 archs at 12M and the SO ablation at 3M/6M/12M, 3 seeds each), the conversion
 #                experiment, lm-eval of every run                                     -> quality/ablation/conversion.csv
-#   PART=recall  NIAH (3.7M, trained to 32K, tested to 128K) and MQAR (Zoology's grid), a training run per arch (and
-#                MQAR size) each; then controls.csv, and the paper tables and figures, when the train part's and the
-#                CPU prefill sweeps' CSVs are already in results/gpu (unpacked from earlier archives)
-#   PART=bench   system benchmarks, one at a time on an otherwise idle machine: suite/bench/gpu_all.sh (PART=main of
-#                it: prefill, E2E, cost model), then the FLA cross-check, on >= 2 GPUs seq_parallel.csv, then the CPU
-#                prefill sweeps (random weights: prefill_cpu.weights), each step forced: more than one call; the CPU
-#                sweeps alone: TARGETS="results/gpu/prefill_cpu.csv results/gpu/prefill_128k.csv"
-#                FORCE="prefill_cpu prefill_cpu_128k" (124 s on the H200 machine)
+#   PART=niah    NIAH: a 3.7M model per arch trained to 32K, tested to 128K                           -> niah.csv
+#   PART=mqar    MQAR on Zoology's grid: 18 small models at once (6 archs x d_model 64/128/256)      -> mqar.csv
+#                These three are the profile's `all`, each ending alike (`finish`): the CPU prefill sweeps (timing,
+#                random weights, alone on the machine) where missing and 150 s are left, then controls.csv and the
+#                paper tables and figures once every CSV they read is in results/gpu, so the last part run completes
+#                the DAG, whatever the order.
+#   PART=bench   the opt-in system benchmarks (not in `all`; the `benchmarks` target), one at a time on an otherwise
+#                idle machine: suite/bench/gpu_all.sh (PART=main of it: prefill, E2E, cost model), then the FLA
+#                cross-check, on >= 2 GPUs seq_parallel.csv, each step forced: more than one call
 #   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs
 #                those rules even where their outputs exist
 #                (e.g. FORCE=fla_crosscheck TARGETS=results/gpu/fla_crosscheck.csv)
@@ -20,10 +21,10 @@
 # Wheels (scripts/gpu_wheels.sh, here): .whl_xz/wheels.tar.xz (all of them, one solid xz) if carried, else .whl/*.whl
 # and .whl_tilelang/*.whl, installed into /tmp/site.
 # Env: TOTAL_S (560) caps the whole command, installing and packing included (PACK_S 25 s kept for packing, KILL_S
-#   10 s between a step's TERM and KILL); GPU_JOBS (4): GPU jobs of train/recall at once (--resources gpu=N; every
-#   GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 = one
-#   GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls); RECALL_JOBS (8): the same for the
-#   recall part's NIAH/MQAR runs, RECALL_THREADS (2) threads each; GPU_ALL_PART (main): gpu_all.sh's own
+#   10 s between a step's TERM and KILL); GPU_JOBS (4): GPU jobs of the train part at once (--resources gpu=N;
+#   every GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 =
+#   one GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls); RECALL_JOBS (8): the same for
+#   the niah part (and TARGETS), RECALL_THREADS (2) threads each; MQAR_JOBS (18): the mqar part's, one thread each; GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
 #   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
@@ -42,8 +43,8 @@ WHAT=${PART:-}
 unset PART  # suite/bench/gpu_all.sh reads its own PART from the environment
 if [[ -n "${TARGETS:-}" ]]; then
   WHAT=targets
-elif [[ ! "$WHAT" =~ ^(train|recall|bench)$ ]]; then
-  echo "PART must be train, recall or bench (or set TARGETS), got '$WHAT'" >&2
+elif [[ ! "$WHAT" =~ ^(train|niah|mqar|bench)$ ]]; then
+  echo "PART must be train, niah, mqar or bench (or set TARGETS), got '$WHAT'" >&2
   exit 2
 fi
 DRY=${DRY:-0}
@@ -57,6 +58,7 @@ KILL_S=${KILL_S:-10}           # a step past its cap gets TERM, then KILL this m
 GPU_JOBS=${GPU_JOBS:-4}
 RECALL_JOBS=${RECALL_JOBS:-8}
 RECALL_THREADS=${RECALL_THREADS:-2}
+MQAR_JOBS=${MQAR_JOBS:-18}
 GPU_ALL_PART=${GPU_ALL_PART:-main}
 OUT=${OUT:-work_dirs/gpu/out}
 RES=results/gpu
@@ -74,11 +76,8 @@ pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB)
   local rc=$? stage=/tmp/gpu_pack cap=1048576 f
   set +e
   rm -rf "$stage" && mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
+  # results/gpu, with the profile's rendered tables and figures (render_dir results/gpu/report)
   [[ -d $RES ]] && mkdir -p "$stage/results" && cp -a "$RES" "$stage/results/"
-  # the paper tables and figures, where this call rendered them
-  find paper_tables figures -type f -newer "$MARK" 2>/dev/null | while read -r f; do
-    mkdir -p "$stage/$(dirname "$f")" && cp -a "$f" "$stage/$f"
-  done
   # snakemake's records of results/gpu (params, code, inputs of the job that made each file): carried back in with
   # the next call (.snakemake/metadata), they let that call re-run what a change of config or code made stale
   "$PY" - "$stage/snakemake_metadata" <<'PY'
@@ -235,7 +234,8 @@ CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros)
 # below says how many of them share the GPU. `bench` is this script's own: the timing benchmarks (GPU and CPU) hold
 # it, and each runs in a step of its own (nothing else running), one at a time.
 BENCH_RULES=(gpu_benchmarks fla_crosscheck seq_parallel prefill_cpu prefill_cpu_128k)
-COMMON=(--cores all --config profile=gpu --keep-going --scheduler greedy --rerun-incomplete
+CORES=all
+COMMON=(--config profile=gpu --keep-going --scheduler greedy --rerun-incomplete
         --set-resources "${BENCH_RULES[@]/%/:bench=1}")
 (( DRY )) && COMMON+=(-n)
 FAILED=0
@@ -247,7 +247,7 @@ smk() {  # smk NAME GPU_SLOTS MIN_S [snakemake args ...]: one invocation, capped
   (( DRY )) && min=1
   (( cap >= min )) || { echo "== $name: skipped, ${cap}s left (it needs ${min}s)"; FAILED=1; return 1; }
   echo "== $name (${cap}s left): snakemake ${*}"
-  timeout -s TERM -k "$KILL_S" "$cap" env PART="$GPU_ALL_PART" "$PY" -m snakemake "${COMMON[@]}" \
+  timeout -s TERM -k "$KILL_S" "$cap" env PART="$GPU_ALL_PART" "$PY" -m snakemake --cores "$CORES" "${COMMON[@]}" \
     --resources gpu="$slots" bench=1 "$@" > "$RUN/$name.log" 2>&1
   rc=$?
   echo "   jobs: $(grep -E '^(local)?rule [a-z_0-9]+:$' "$RUN/$name.log" | awk '{sub(":", "", $2); print $2}' | sort \
@@ -264,14 +264,41 @@ exists_all() { local f; for f in "$@"; do [[ -e $f ]] || return 1; done; }
 
 TRAIN_T=("$RES/quality.csv" "$RES/ablation.csv" "$RES/conversion.csv")
 PREFILL_CPU_T=("$RES/prefill_cpu.csv" "$RES/prefill_128k.csv")
-RECALL_T=("$RES/niah.csv" "$RES/mqar.csv")
+NIAH_T=("$RES/niah.csv")
+MQAR_T=("$RES/mqar.csv")
 SLOTS=$GPU_JOBS
+# the FLA archs compile their Triton (and GDN's TileLang) kernels for minutes before their first step: their main-size
+# trainings start first
+read -r MAIN_SIZE SEED0 < <("$PY" -c "import yaml; c = yaml.safe_load(open('profiles/gpu.yaml'))
+print(c['main_size'], c['seeds'][0])")
+FLA_FIRST=()
+for arch in gdn gla retnet; do FLA_FIRST+=("$RES/train/$arch/$MAIN_SIZE/seed$SEED0/metrics.csv"); done
 
 data_prep() {  # corpus + tokenizer (deterministic: data.source on the image), then aged as code
   (( DRY )) && return 0
   smk data "$SLOTS" 60 -- tokenizer || return 1
   (( AGE )) && find work_dirs/gpu/data -type f -print0 | xargs -0 -r touch -h -d "@$OLD"
   return 0
+}
+
+finish() {  # the end of every part of `all`, so that whichever part runs last completes the DAG: the CPU prefill
+  # sweeps (timing, alone on the machine, where they are missing and 150 s are left), then controls.csv and the paper
+  # tables and figures once every CSV they read is in results/gpu
+  local missing=() f
+  if ! exists_all "${PREFILL_CPU_T[@]}"; then
+    if (( DRY || $(left) >= 150 )); then
+      smk prefill_cpu 0 150 --allowed-rules prefill_cpu prefill_cpu_128k -- "${PREFILL_CPU_T[@]}"
+    else
+      echo "== prefill_cpu: $(left)s left, it needs 150s: left to the next part"
+    fi
+  fi
+  for f in "${TRAIN_T[@]}" "${NIAH_T[@]}" "${MQAR_T[@]}" "${PREFILL_CPU_T[@]}"; do [[ -e $f ]] || missing+=("$f"); done
+  if (( ${#missing[@]} )); then
+    echo "== controls and render wait for another part's CSVs: ${missing[*]}"
+    return 0
+  fi
+  data_prep || return 1  # controls reads the corpus and tokenizer (a DRY run plans them in the final step instead)
+  smk final "$SLOTS" 30 --allowed-rules controls render corpus tokenizer -- "$RES/controls.csv" render
 }
 
 case $WHAT in
@@ -289,23 +316,22 @@ case $WHAT in
       force+=("${more[@]}")
     done
     (( ${#force[@]} )) && echo "== re-training, its checkpoints stayed on an earlier machine: ${force[*]}"
-    # training, conversion and lm-eval (the CPU prefill sweeps time random weights, in the bench part)
-    smk train "$SLOTS" $(( DRY ? 1 : 60 )) ${force[@]:+--forcerun "${force[@]}"} -- "${TRAIN_T[@]}"
+    # training, conversion and lm-eval, the FLA archs' trainings first
+    smk train "$SLOTS" $(( DRY ? 1 : 60 )) ${force[@]:+--forcerun "${force[@]}"} \
+      --prioritize "${FLA_FIRST[@]}" -- "${TRAIN_T[@]}"
+    finish
     ;;
-  recall)
+  niah)
     data_prep
-    # RECALL_JOBS retrieval runs at once (small models; --set-threads sets the cores each takes), NIAH first: the
-    # linear models' FLA/TileLang compilation then overlaps the attention models' training instead of following it
-    smk recall "$RECALL_JOBS" 60 --set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS" \
-      --prioritize "$RES/niah.csv" -- "${RECALL_T[@]}"  # the long NIAH runs start first
-    if exists_all "$RES/quality.csv" "${RECALL_T[@]}"; then
-      final=("$RES/controls.csv")
-      exists_all "${TRAIN_T[@]}" "${PREFILL_CPU_T[@]}" && final+=(render)
-      # corpus/tokenizer: built by data_prep above (only a DRY run plans them here)
-      smk final "$SLOTS" 30 --allowed-rules controls render collect_niah collect_mqar corpus tokenizer -- "${final[@]}"
-    else
-      echo "== controls and render skipped: they need quality.csv (PART=train) and niah/mqar.csv"
-    fi
+    smk niah "$RECALL_JOBS" 60 --set-threads niah="$RECALL_THREADS" -- "${NIAH_T[@]}"
+    finish
+    ;;
+  mqar)
+    # the whole grid at once (MQAR_JOBS, one core each): the FLA archs' compilation overlaps the others' training
+    CORES=$(( MQAR_JOBS > $(nproc) ? MQAR_JOBS : $(nproc) ))
+    smk mqar "$MQAR_JOBS" 60 --set-threads mqar=1 -- "${MQAR_T[@]}"
+    CORES=all
+    finish
     ;;
   bench)
     smk gpu_benchmarks "$NGPU" 300 --allowed-rules gpu_benchmarks --forcerun gpu_benchmarks \
@@ -315,15 +341,12 @@ case $WHAT in
     if (( NGPU >= 2 )); then
       smk seq_parallel "$NGPU" 240 --allowed-rules seq_parallel --forcerun seq_parallel -- "$RES/seq_parallel.csv"
     fi
-    # CPU latency of the small models (random weights, gpu.yaml prefill_cpu.weights), alone on the machine
-    smk prefill_cpu 0 150 --allowed-rules prefill_cpu prefill_cpu_128k --forcerun prefill_cpu prefill_cpu_128k \
-      -- "${PREFILL_CPU_T[@]}"
     ;;
   targets)
     (( DATA_PREP )) && data_prep  # targets that read the corpus or tokenizer (e.g. controls.csv)
     read -r -a targets <<< "$TARGETS"
     read -r -a force <<< "${FORCE:-}"
-    threads=(--set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS")  # as in the recall part
+    threads=(--set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS")  # as in the niah and mqar parts
     if (( ${#force[@]} )); then smk targets "$SLOTS" 30 "${threads[@]}" --forcerun "${force[@]}" -- "${targets[@]}"
     else smk targets "$SLOTS" 30 "${threads[@]}" -- "${targets[@]}"; fi
     ;;

@@ -103,7 +103,7 @@ def test_bench_runs_each_benchmark_alone_and_forced(repo, tmp_path):
 
 def test_bad_part_stops_before_anything(repo, tmp_path):
     run = gpu_run(repo, tmp_path / "out", PART="everything")
-    assert run.returncode == 2 and "PART must be train, recall or bench" in run.stderr
+    assert run.returncode == 2 and "PART must be train, niah, mqar or bench" in run.stderr
 
 
 def test_unpack_overlays_results_and_logs(repo, tmp_path):
@@ -233,14 +233,37 @@ def test_jit_caches_come_back_and_are_unpacked_for_the_next_call(repo, tmp_path)
     assert "JIT caches unpacked" in run.stdout and not (tmp_path / "out2" / "jit_cache.tar.xz").exists()
 
 
-def test_recall_dry_run_plans_controls_from_a_fresh_clone(repo, tmp_path):
-    """PART=recall on a machine without the corpus: the final step may plan corpus and tokenizer (data_prep builds
-    them first outside DRY), so the dry run of the README's command succeeds."""
+@pytest.mark.parametrize("part", ["niah", "mqar"])
+def test_a_part_run_last_completes_the_dag_from_a_fresh_clone(repo, tmp_path, part):
+    """With every other part's CSVs in results/gpu, a part ends with controls and render; on a machine without the
+    corpus the final step may plan corpus and tokenizer (data_prep builds them first outside DRY), so the dry run of
+    the README's command succeeds."""
     shutil.rmtree(repo / "work_dirs", ignore_errors=True)
-    run = gpu_run(repo, tmp_path / "out", PART="recall")
+    run = gpu_run(repo, tmp_path / "out", PART=part)
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-4000:]
-    assert "== final: exit status 0" in log and "MissingInputException" not in log
+    assert f"== {part}: exit status 0" in log and "== final: exit status 0" in log and "MissingInputException" not in log
+    with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
+        plan = tar.extractfile(f"./gpu_run/{part}.log").read().decode()
+    assert plan.count(f"rule {part}:") == {"niah": 4, "mqar": 18}[part]
+    assert "rule train:" not in plan and "rule render:" not in plan
+
+
+def test_a_part_leaves_controls_and_render_to_the_part_whose_csvs_are_missing(repo, tmp_path):
+    """The mqar part, run before the niah part: it runs the missing CPU prefill sweep alone, in a step of its own,
+    and plans no controls or render while niah.csv is missing."""
+    (repo / "results" / "gpu" / "niah.csv").unlink()
+    (repo / "results" / "gpu" / "prefill_cpu.csv").unlink()
+    run = gpu_run(repo, tmp_path / "out", PART="mqar")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    assert "controls and render wait for another part's CSVs: results/gpu/niah.csv results/gpu/prefill_cpu.csv" in log
+    assert "== final" not in log and "--set-threads mqar=1" in log
+    with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
+        prefill = tar.extractfile("./gpu_run/prefill_cpu.log").read().decode()
+        mqar = tar.extractfile("./gpu_run/mqar.log").read().decode()
+    rules = {line.split()[1].rstrip(":") for line in prefill.splitlines() if line.startswith(("rule ", "localrule "))}
+    assert "prefill_cpu" in rules <= {"prefill_cpu", "prefill_cpu_128k"} and "rule prefill_cpu" not in mqar
 
 
 @pytest.mark.parametrize("env", [{"DATA_PREP": "yes", "TARGETS": "results/gpu/mqar.csv"},

@@ -1,6 +1,8 @@
 # Benchmarks: the CPU prefill-latency sweep of the small models (trained, or random weights: prefill_cpu.weights),
 # a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose
-# committed CSVs in results/gpu/ feed the renderers in every profile.
+# committed CSVs in results/gpu/ feed the renderers in every profile. The system benchmarks are not part of `all`
+# (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: README, Performance): name the
+# `benchmarks` target, or scripts/gpu_run.sh's PART=bench, to run them.
 
 PREFILL_CODE = sources("suite.bench.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
@@ -79,6 +81,13 @@ rule fla_crosscheck:
         WORK + "/logs/fla_crosscheck.log",
     shell:
         "{PY} suite.bench.fla_vs_naive --out-dir {GPU_OUT} > {log} 2>&1"
+
+
+rule benchmarks:
+    """The gpu profile's system benchmarks (opt-in target: `snakemake --cores all --config profile=gpu benchmarks`)."""
+    input:
+        rules.gpu_benchmarks.output,
+        rules.fla_crosscheck.output,
 
 
 if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one host with >= 2 GPUs): name the CSV

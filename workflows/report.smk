@@ -1,8 +1,5 @@
 # Rendering: every paper table and figure, reported beside measured, with the diff and the measured scale.
 
-GPU_CSVS = [GPU_OUT + "/prefill.csv", GPU_OUT + "/e2e.csv"] if PROFILE == "gpu" else []
-# not rendered into a paper table (the paper has none for them), but part of the gpu profile's study
-GPU_EXTRA = [GPU_OUT + "/fla_crosscheck.csv", GPU_OUT + "/baseline_throughput.csv"] if PROFILE == "gpu" else []
 RENDER_PREFIX = "" if RENDER in (".", "./", "") else RENDER.rstrip("/") + "/"  # "./x" paths make snakemake warn
 TABLES = [f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
 FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu")
@@ -19,7 +16,6 @@ rule render:
         RES + "/prefill_cpu.csv",
         RES + "/prefill_128k.csv",
         RES + "/controls.csv",
-        GPU_CSVS,
         sources("suite.report.render"),
         "paper_tables/claims.yaml",
         "paper_tables/reported",
