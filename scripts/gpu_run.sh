@@ -5,11 +5,12 @@
 #   PART=train   training (6 archs at 12M and the SO ablation at 3M/6M/12M, 3 seeds each), the conversion
 #                experiment, lm-eval of every run                                     -> quality/ablation/conversion.csv
 #   PART=niah    NIAH: a 3.7M model per arch trained to 32K, tested to 128K                           -> niah.csv
-#   PART=mqar    MQAR on Zoology's grid: 18 small models at once (6 archs x d_model 64/128/256)      -> mqar.csv
-#                These three are the profile's `all`, each ending alike (`finish`): the CPU prefill sweeps (timing,
-#                random weights, alone on the machine) where missing and 150 s are left, then controls.csv and the
-#                paper tables and figures once every CSV they read is in results/gpu, so the last part run completes
-#                the DAG, whatever the order.
+#   PART=mqar    MQAR on Zoology's grid (6 archs x d_model 64/128/256), MQAR_JOBS models at once, a batch started
+#                only with MQAR_BATCH_S left: two calls (run it again and it goes on), then       -> mqar.csv
+#   PART=finish  the CPU prefill sweeps (timing, random weights, alone on the machine) where missing, then
+#                controls.csv and the paper tables and figures (render_dir results/gpu/report) once every CSV they
+#                read is in results/gpu. Every part above ends with it too (the prefill sweeps where 150 s are left),
+#                so the last part run completes the DAG when it has time left; otherwise run PART=finish.
 #   PART=bench   the opt-in system benchmarks (not in `all`; the `benchmarks` target), one at a time on an otherwise
 #                idle machine: suite/bench/gpu_all.sh (PART=main of it: prefill, E2E, cost model), then the FLA
 #                cross-check, on >= 2 GPUs seq_parallel.csv, each step forced: more than one call
@@ -17,14 +18,16 @@
 #                those rules even where their outputs exist
 #                (e.g. FORCE=fla_crosscheck TARGETS=results/gpu/fla_crosscheck.csv)
 # Results of earlier calls in results/gpu are kept: the part goes on where the last call stopped (a job that reads a
-# checkpoint re-runs the training it needs, since checkpoints do not come back; scripts/gpu_plan.py).
+# checkpoint re-runs the training it needs, since checkpoints do not come back, unless the machine was kept warm since
+# that training; scripts/gpu_plan.py).
 # Wheels (scripts/gpu_wheels.sh, here): .whl_xz/wheels.tar.xz (all of them, one solid xz) if carried, else .whl/*.whl
 # and .whl_tilelang/*.whl, installed into /tmp/site.
 # Env: TOTAL_S (560) caps the whole command, installing and packing included (PACK_S 25 s kept for packing, KILL_S
 #   10 s between a step's TERM and KILL); GPU_JOBS (4): GPU jobs of the train part at once (--resources gpu=N;
 #   every GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 =
 #   one GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls); RECALL_JOBS (8): the same for
-#   the niah part (and TARGETS), RECALL_THREADS (2) threads each; MQAR_JOBS (18): the mqar part's, one thread each; GPU_ALL_PART (main): gpu_all.sh's own
+#   the niah part (and TARGETS), RECALL_THREADS (2) threads each (MQAR's too); MQAR_JOBS (9) and MQAR_BATCH_S
+#   (400): the mqar part's batches; GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
 #   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
@@ -43,8 +46,8 @@ WHAT=${PART:-}
 unset PART  # suite/bench/gpu_all.sh reads its own PART from the environment
 if [[ -n "${TARGETS:-}" ]]; then
   WHAT=targets
-elif [[ ! "$WHAT" =~ ^(train|niah|mqar|bench)$ ]]; then
-  echo "PART must be train, niah, mqar or bench (or set TARGETS), got '$WHAT'" >&2
+elif [[ ! "$WHAT" =~ ^(train|niah|mqar|finish|bench)$ ]]; then
+  echo "PART must be train, niah, mqar, finish or bench (or set TARGETS), got '$WHAT'" >&2
   exit 2
 fi
 DRY=${DRY:-0}
@@ -58,7 +61,8 @@ KILL_S=${KILL_S:-10}           # a step past its cap gets TERM, then KILL this m
 GPU_JOBS=${GPU_JOBS:-4}
 RECALL_JOBS=${RECALL_JOBS:-8}
 RECALL_THREADS=${RECALL_THREADS:-2}
-MQAR_JOBS=${MQAR_JOBS:-18}
+MQAR_JOBS=${MQAR_JOBS:-9}
+MQAR_BATCH_S=${MQAR_BATCH_S:-400}
 GPU_ALL_PART=${GPU_ALL_PART:-main}
 OUT=${OUT:-work_dirs/gpu/out}
 RES=results/gpu
@@ -234,8 +238,7 @@ CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros)
 # below says how many of them share the GPU. `bench` is this script's own: the timing benchmarks (GPU and CPU) hold
 # it, and each runs in a step of its own (nothing else running), one at a time.
 BENCH_RULES=(gpu_benchmarks fla_crosscheck seq_parallel prefill_cpu prefill_cpu_128k)
-CORES=all
-COMMON=(--config profile=gpu --keep-going --scheduler greedy --rerun-incomplete
+COMMON=(--cores all --config profile=gpu --keep-going --scheduler greedy --rerun-incomplete
         --set-resources "${BENCH_RULES[@]/%/:bench=1}")
 (( DRY )) && COMMON+=(-n)
 FAILED=0
@@ -247,7 +250,7 @@ smk() {  # smk NAME GPU_SLOTS MIN_S [snakemake args ...]: one invocation, capped
   (( DRY )) && min=1
   (( cap >= min )) || { echo "== $name: skipped, ${cap}s left (it needs ${min}s)"; FAILED=1; return 1; }
   echo "== $name (${cap}s left): snakemake ${*}"
-  timeout -s TERM -k "$KILL_S" "$cap" env PART="$GPU_ALL_PART" "$PY" -m snakemake --cores "$CORES" "${COMMON[@]}" \
+  timeout -s TERM -k "$KILL_S" "$cap" env PART="$GPU_ALL_PART" "$PY" -m snakemake "${COMMON[@]}" \
     --resources gpu="$slots" bench=1 "$@" > "$RUN/$name.log" 2>&1
   rc=$?
   echo "   jobs: $(grep -E '^(local)?rule [a-z_0-9]+:$' "$RUN/$name.log" | awk '{sub(":", "", $2); print $2}' | sort \
@@ -311,6 +314,7 @@ case $WHAT in
       if (( ${#force[@]} )); then smk plan "$SLOTS" 1 -n --forcerun "${force[@]}" -- "${TRAIN_T[@]}"
       else smk plan "$SLOTS" 1 -n -- "${TRAIN_T[@]}"; fi
       mapfile -t more < <("$PY" scripts/gpu_plan.py orphans "$RUN/plan.log" --consumers "${CONSUMERS[@]}" \
+        --checkpoints "$RES/train/=work_dirs/gpu/runs/" "$RES/conversion/=work_dirs/gpu/conversion/" \
         | tr ' ' '\n' | grep . | grep -vxF -f <(printf '%s\n' "${force[@]}" | grep .))
       (( ${#more[@]} )) || break
       force+=("${more[@]}")
@@ -327,10 +331,26 @@ case $WHAT in
     finish
     ;;
   mqar)
-    # the whole grid at once (MQAR_JOBS, one core each): the FLA archs' compilation overlaps the others' training
-    CORES=$(( MQAR_JOBS > $(nproc) ? MQAR_JOBS : $(nproc) ))
-    smk mqar "$MQAR_JOBS" 60 --set-threads mqar=1 -- "${MQAR_T[@]}"
-    CORES=all
+    # MQAR_JOBS jobs at once, each batch started only with MQAR_BATCH_S left (a job cut by the cap loses its whole
+    # run: measured, 18 at once finished 12 in 500 s, 9 at once take ~420 s); widest models first (the controls')
+    smk mqar_plan "$MQAR_JOBS" 1 -n -- "${MQAR_T[@]}"
+    mapfile -t batches < <("$PY" scripts/gpu_plan.py batches "$RUN/mqar_plan.log" --rule mqar --size "$MQAR_JOBS")
+    for i in "${!batches[@]}"; do
+      read -r -a batch <<< "${batches[$i]}"
+      (( ${#batch[@]} )) || continue  # (no targets would make snakemake run `all`)
+      smk "mqar$(( i + 1 ))" "$MQAR_JOBS" "$MQAR_BATCH_S" --set-threads mqar="$RECALL_THREADS" -- "${batch[@]}" || break
+    done
+    if (( DRY )) || ! "$PY" -m snakemake "${COMMON[@]}" -n -- "${MQAR_T[@]}" 2>/dev/null \
+        | grep -qE '^(local)?rule mqar:$'; then
+      # (a DRY run made none of the batches' files: it plans them again here)
+      smk mqar_collect 1 30 --allowed-rules collect_mqar $( (( DRY )) && echo mqar) -- "${MQAR_T[@]}"
+    else
+      echo "== mqar: jobs of the grid are left; run PART=mqar again (it goes on where this call stopped)"
+      FAILED=1
+    fi
+    finish
+    ;;
+  finish)
     finish
     ;;
   bench)

@@ -1,6 +1,7 @@
 """scripts/gpu_run.sh in its CPU smoke mode (DRY=1: `snakemake -n` of each step), the archive it packs, and
 scripts/gpu_unpack.sh; scripts/gpu_plan.py's reading of a snakemake plan."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,7 +104,7 @@ def test_bench_runs_each_benchmark_alone_and_forced(repo, tmp_path):
 
 def test_bad_part_stops_before_anything(repo, tmp_path):
     run = gpu_run(repo, tmp_path / "out", PART="everything")
-    assert run.returncode == 2 and "PART must be train, niah, mqar or bench" in run.stderr
+    assert run.returncode == 2 and "PART must be train, niah, mqar, finish or bench" in run.stderr
 
 
 def test_unpack_overlays_results_and_logs(repo, tmp_path):
@@ -177,6 +178,12 @@ def test_plan_orphans(tmp_path):
     # gdn: made in an earlier call -> orphan; gla: trained in this plan; orthros: read by a rule without checkpoints
     assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path) == ["results/gpu/train/gdn/12M/seed42/metrics.csv"]
     assert gp.orphans(jobs, {"collect_quality"}, root=tmp_path) == ["results/gpu/train/orthros/12M/seed42/metrics.csv"]
+    # a machine kept warm between calls still has gdn's checkpoint: nothing to re-train
+    warm = {"results/gpu/train/": "work_dirs/gpu/runs/"}
+    assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path, checkpoints=warm) == [
+        "results/gpu/train/gdn/12M/seed42/metrics.csv"]
+    (tmp_path / "work_dirs/gpu/runs/gdn/12M/seed42/checkpoint").mkdir(parents=True)
+    assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path, checkpoints=warm) == []
     (tmp_path / "results/gpu/train/gdn/12M/seed42/metrics.csv").unlink()
     assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path) == []
 
@@ -233,7 +240,7 @@ def test_jit_caches_come_back_and_are_unpacked_for_the_next_call(repo, tmp_path)
     assert "JIT caches unpacked" in run.stdout and not (tmp_path / "out2" / "jit_cache.tar.xz").exists()
 
 
-@pytest.mark.parametrize("part", ["niah", "mqar"])
+@pytest.mark.parametrize("part", ["niah", "mqar", "finish"])
 def test_a_part_run_last_completes_the_dag_from_a_fresh_clone(repo, tmp_path, part):
     """With every other part's CSVs in results/gpu, a part ends with controls and render; on a machine without the
     corpus the final step may plan corpus and tokenizer (data_prep builds them first outside DRY), so the dry run of
@@ -242,28 +249,53 @@ def test_a_part_run_last_completes_the_dag_from_a_fresh_clone(repo, tmp_path, pa
     run = gpu_run(repo, tmp_path / "out", PART=part)
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-4000:]
-    assert f"== {part}: exit status 0" in log and "== final: exit status 0" in log and "MissingInputException" not in log
+    assert "== final: exit status 0" in log and "MissingInputException" not in log
     with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
-        plan = tar.extractfile(f"./gpu_run/{part}.log").read().decode()
-    assert plan.count(f"rule {part}:") == {"niah": 4, "mqar": 18}[part]
-    assert "rule train:" not in plan and "rule render:" not in plan
+        final = tar.extractfile("./gpu_run/final.log").read().decode()
+    assert "rule render:" in final and "rule controls:" in final and "rule train:" not in final
 
 
-def test_a_part_leaves_controls_and_render_to_the_part_whose_csvs_are_missing(repo, tmp_path):
-    """The mqar part, run before the niah part: it runs the missing CPU prefill sweep alone, in a step of its own,
-    and plans no controls or render while niah.csv is missing."""
-    (repo / "results" / "gpu" / "niah.csv").unlink()
-    (repo / "results" / "gpu" / "prefill_cpu.csv").unlink()
+def test_mqar_runs_the_grid_in_batches_widest_first(repo, tmp_path):
+    shutil.rmtree(repo / "results" / "gpu" / "eval" / "mqar")  # every job of the grid to do
+    (repo / "results" / "gpu" / "mqar.csv").unlink()
     run = gpu_run(repo, tmp_path / "out", PART="mqar")
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-4000:]
-    assert "controls and render wait for another part's CSVs: results/gpu/niah.csv results/gpu/prefill_cpu.csv" in log
-    assert "== final" not in log and "--set-threads mqar=1" in log
+    with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
+        first, second, collect = (tar.extractfile(f"./gpu_run/{n}.log").read().decode()
+                                  for n in ("mqar1", "mqar2", "mqar_collect"))
+    assert first.count("rule mqar:") == second.count("rule mqar:") == 9
+    # the first batch: every arch at d256 (the controls read it), then the attention archs at d128
+    made = set(re.findall(r"output: results/gpu/eval/mqar/(\w+)/(d\d+)/", first))
+    assert made == {(a, "d256") for a in ("orthros", "transformer", "swa", "gdn", "gla", "retnet")} | {
+        (a, "d128") for a in ("orthros", "transformer", "swa")}
+    assert "rule collect_mqar:" in collect and "== mqar_collect: exit status 0" in log
+
+
+def test_plan_batches():
+    plan = "".join(f"rule mqar:\n    output: results/gpu/eval/mqar/{arch}/{size}/seed42.csv\n"
+                   for size in ("d64", "d256", "d128") for arch in ("gdn", "orthros", "transformer"))
+    batches = gp.batches(gp.parse_plan(plan + "rule collect_mqar:\n    output: results/gpu/mqar.csv\n"), "mqar", 4)
+    names = [["/".join(p.split("/")[-3:-1]) for p in b] for b in batches]
+    assert names == [["transformer/d256", "orthros/d256", "gdn/d256", "transformer/d128"],
+                     ["orthros/d128", "gdn/d128", "transformer/d64", "orthros/d64"], ["gdn/d64"]]
+
+
+def test_a_part_leaves_controls_and_render_to_the_part_whose_csvs_are_missing(repo, tmp_path):
+    """The niah part, run before the mqar part: it runs the missing CPU prefill sweep alone, in a step of its own,
+    and plans no controls or render while mqar.csv is missing."""
+    (repo / "results" / "gpu" / "mqar.csv").unlink()
+    (repo / "results" / "gpu" / "prefill_cpu.csv").unlink()
+    run = gpu_run(repo, tmp_path / "out", PART="niah")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    assert "controls and render wait for another part's CSVs: results/gpu/mqar.csv results/gpu/prefill_cpu.csv" in log
+    assert "== final" not in log and "--set-threads niah=2" in log
     with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
         prefill = tar.extractfile("./gpu_run/prefill_cpu.log").read().decode()
-        mqar = tar.extractfile("./gpu_run/mqar.log").read().decode()
+        niah = tar.extractfile("./gpu_run/niah.log").read().decode()
     rules = {line.split()[1].rstrip(":") for line in prefill.splitlines() if line.startswith(("rule ", "localrule "))}
-    assert "prefill_cpu" in rules <= {"prefill_cpu", "prefill_cpu_128k"} and "rule prefill_cpu" not in mqar
+    assert "prefill_cpu" in rules <= {"prefill_cpu", "prefill_cpu_128k"} and "rule prefill_cpu" not in niah
 
 
 @pytest.mark.parametrize("env", [{"DATA_PREP": "yes", "TARGETS": "results/gpu/mqar.csv"},
