@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Retrieval recipe calibration on the lent H200, one device call (<= 10 min), run ON THE GPU MACHINE from the repository
 # root: builds the gpu profile's data (scripts/gpu_run.sh TARGETS=tokenizer), then trains the VARIANTS below side by
-# side on the one GPU while, with WITH_RECALL=1 (the default), the recall part of the DAG (scripts/gpu_run.sh
-# PART=recall: NIAH and MQAR of every arch with the profile's recipe, then controls.csv) runs beside them.
+# side on the one GPU while, with WITH_RECALL=1 (the default), the niah part of the DAG (scripts/gpu_run.sh
+# PART=niah: NIAH of every arch with the profile's recipe, then its finish step) runs beside them.
 # Archives for the trip back: $OUT/niah_calibration.tar.gz (results/gpu/calibration/{niah,mqar}/*.csv and the
 # variants' logs with their loss curves) and, with WITH_RECALL=1, $OUT/gpu_results.tar.gz; scripts/gpu_unpack.sh
 # unpacks either. Why: no NIAH recipe had passed the positive control on the H200 (results/gpu/calibration/README.md);
 # each variant changes one knob of the profile's recipe, so one call both runs the study and says which knob mattered.
 # Usage (run tool, carry [".whl_xz"]): SUITE_COMMIT=<sha> OUT=$OUT bash scripts/gpu_niah_calibration.sh
 # Env: TOTAL_S (570) caps the command; DATA_S (240) caps the data step; WITH_RECALL (1); RECALL_JOBS (6); OUT;
-# RECALL_TARGETS (e.g. results/gpu/niah.csv) runs those DAG targets instead of the recall part, RECALL_FORCE (e.g.
+# RECALL_TARGETS (e.g. results/gpu/niah.csv) runs those DAG targets instead of the niah part, RECALL_FORCE (e.g.
 # niah) re-runs those rules even where their outputs exist.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -73,11 +73,11 @@ for v in "${VARIANTS[@]}"; do
   OMP_NUM_THREADS=2 timeout -k 5 "$left" python3 -m "${args[@]}" --seed 42 $extra --device cuda --dtype bfloat16 \
     --profile gpu --out "$CAL/$study/${arch}_$name.csv" > "$LOGS/${study}_${arch}_$name.log" 2>&1 &
 done
-if (( WITH_RECALL )) && [[ -n ${RECALL_TARGETS:-} ]]; then  # those targets of the DAG instead of its recall part
+if (( WITH_RECALL )) && [[ -n ${RECALL_TARGETS:-} ]]; then  # those targets of the DAG instead of its niah part
   TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) TARGETS=$RECALL_TARGETS FORCE=${RECALL_FORCE:-} GPU_JOBS=${RECALL_JOBS:-6} \
     RECALL_THREADS=2 OUT=$OUT bash scripts/gpu_run.sh
 elif (( WITH_RECALL )); then
-  TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) PART=recall RECALL_JOBS=${RECALL_JOBS:-6} RECALL_THREADS=2 OUT=$OUT \
+  TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) PART=niah RECALL_JOBS=${RECALL_JOBS:-6} RECALL_THREADS=2 OUT=$OUT \
     bash scripts/gpu_run.sh
 fi
 wait

@@ -90,12 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoints", nargs="*", default=[], metavar="RESULTS_PREFIX=WORK_PREFIX",
                     help="where the checkpoint of a run's results/.../metrics.csv lies (.../checkpoint)")
     args = ap.parse_args(argv)
-    bad = [m for m in args.checkpoints if m.count("=") != 1]
+    bad = [m for m in args.checkpoints if m.count("=") != 1 or not all(m.split("="))]
     if bad:
-        ap.error(f"--checkpoints takes RESULTS_PREFIX=WORK_PREFIX, got {bad[0]!r}")
-    jobs = parse_plan(args.plan.read_text())
+        ap.error(f"--checkpoints takes RESULTS_PREFIX=WORK_PREFIX (both non-empty), got {bad[0]!r}")
     if args.size < 1:
         ap.error(f"--size must be >= 1, got {args.size}")
+    if not args.plan.is_file():
+        ap.error(f"no plan file {args.plan}")
+    jobs = parse_plan(args.plan.read_text())
     if args.command == "rules":
         print(" ".join(sorted({j.rule for j in jobs})))
     elif args.command == "batches":

@@ -12,8 +12,10 @@
 #                read is in results/gpu. Every part above ends with it too (the prefill sweeps where 150 s are left),
 #                so the last part run completes the DAG when it has time left; otherwise run PART=finish.
 #   PART=bench   the opt-in system benchmarks (not in `all`; the `benchmarks` target), one at a time on an otherwise
-#                idle machine: suite/bench/gpu_all.sh (PART=main of it: prefill, E2E, cost model), then the FLA
-#                cross-check, on >= 2 GPUs seq_parallel.csv, each step forced: more than one call
+#                idle machine: suite/bench/gpu_all.sh (PART=main of it: prefill, E2E, cost model; it overwrites the
+#                merged prefill/e2e/cost_model CSVs), then the FLA cross-check (300 s left; after gpu_all.sh's ~7
+#                minutes there are not: run it with FORCE=fla_crosscheck TARGETS=... below), on >= 2 GPUs
+#                seq_parallel.csv, each step forced
 #   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs
 #                those rules even where their outputs exist
 #                (e.g. FORCE=fla_crosscheck TARGETS=results/gpu/fla_crosscheck.csv)
@@ -26,8 +28,8 @@
 #   10 s between a step's TERM and KILL); GPU_JOBS (4): GPU jobs of the train part at once (--resources gpu=N;
 #   every GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 =
 #   one GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls); RECALL_JOBS (8): the same for
-#   the niah part (and TARGETS), RECALL_THREADS (2) threads each (MQAR's too); MQAR_JOBS (9) and MQAR_BATCH_S
-#   (400): the mqar part's batches; GPU_ALL_PART (main): gpu_all.sh's own
+#   the niah part, RECALL_THREADS (2) threads each (also TARGETS' NIAH and MQAR jobs, which share GPU_JOBS);
+#   MQAR_JOBS (9, one thread each) and MQAR_BATCH_S (420): the mqar part's batches; GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
 #   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
@@ -47,7 +49,8 @@ unset PART  # suite/bench/gpu_all.sh reads its own PART from the environment
 if [[ -n "${TARGETS:-}" ]]; then
   WHAT=targets
 elif [[ ! "$WHAT" =~ ^(train|niah|mqar|finish|bench)$ ]]; then
-  echo "PART must be train, niah, mqar, finish or bench (or set TARGETS), got '$WHAT'" >&2
+  echo "PART must be train, niah, mqar, finish or bench (or set TARGETS), got '$WHAT' (the old recall part is now" \
+    "niah and mqar)" >&2
   exit 2
 fi
 DRY=${DRY:-0}
@@ -62,7 +65,10 @@ GPU_JOBS=${GPU_JOBS:-4}
 RECALL_JOBS=${RECALL_JOBS:-8}
 RECALL_THREADS=${RECALL_THREADS:-2}
 MQAR_JOBS=${MQAR_JOBS:-9}
-MQAR_BATCH_S=${MQAR_BATCH_S:-400}
+MQAR_BATCH_S=${MQAR_BATCH_S:-420}
+for var in TOTAL_S PACK_S KILL_S GPU_JOBS RECALL_JOBS RECALL_THREADS MQAR_JOBS MQAR_BATCH_S; do
+  if [[ ! ${!var} =~ ^[1-9][0-9]*$ ]]; then echo "$var must be a whole number >= 1, got '${!var}'" >&2; exit 2; fi
+done
 GPU_ALL_PART=${GPU_ALL_PART:-main}
 OUT=${OUT:-work_dirs/gpu/out}
 RES=results/gpu
@@ -338,10 +344,12 @@ case $WHAT in
     for i in "${!batches[@]}"; do
       read -r -a batch <<< "${batches[$i]}"
       (( ${#batch[@]} )) || continue  # (no targets would make snakemake run `all`)
-      smk "mqar$(( i + 1 ))" "$MQAR_JOBS" "$MQAR_BATCH_S" --set-threads mqar="$RECALL_THREADS" -- "${batch[@]}" || break
+      # one thread a job: 9 jobs x 2 threads would ask for more than the machine's 16 cores and start one job late
+      smk "mqar$(( i + 1 ))" "$MQAR_JOBS" "$MQAR_BATCH_S" --set-threads mqar=1 -- "${batch[@]}"
     done
-    if (( DRY )) || ! "$PY" -m snakemake "${COMMON[@]}" -n -- "${MQAR_T[@]}" 2>/dev/null \
-        | grep -qE '^(local)?rule mqar:$'; then
+    # (the plan into a file first: `snakemake | grep -q` fails under pipefail once grep quits early)
+    (( DRY )) || "$PY" -m snakemake "${COMMON[@]}" -n -- "${MQAR_T[@]}" > "$RUN/mqar_left.log" 2>&1
+    if (( DRY )) || ! grep -qE '^(local)?rule mqar:$' "$RUN/mqar_left.log"; then
       # (a DRY run made none of the batches' files: it plans them again here)
       smk mqar_collect 1 30 --allowed-rules collect_mqar $( (( DRY )) && echo mqar) -- "${MQAR_T[@]}"
     else

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Unpack an archive that scripts/gpu_run.sh packed on the GPU machine into this repository, then show what changed:
 #   results/gpu/...            -> results/gpu/... (overlaid: files the call did not write stay as they are)
-#   paper_tables/, figures/    -> the same paths (only where that call rendered them)
+#   paper_tables/, figures/    -> the same paths (archives of older gpu_run.sh versions; the gpu profile now
+#                                 renders into results/gpu/report/)
 #   work_dirs/gpu/logs/*.log   -> work_dirs/gpu/logs/ (git-ignored; the rules' logs)
 #   snakemake_metadata/        -> .snakemake/metadata/ (snakemake's records of those results; carry the folder to the
 #                                 next call so that it re-runs results that changed settings or code made stale)

@@ -305,3 +305,11 @@ def test_flags_other_than_0_or_1_are_refused_by_name(repo, tmp_path, env):
     name, value = next((k, v) for k, v in env.items() if k not in ("TARGETS", "PART"))
     assert run.returncode == 2 and f"{name} must be 0 or 1, got '{value}'" in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name,value", [("MQAR_JOBS", "0"), ("MQAR_BATCH_S", "abc"), ("TOTAL_S", "-5"),
+                                        ("RECALL_THREADS", "2.5")])
+def test_counts_and_seconds_other_than_whole_numbers_are_refused_by_name(repo, tmp_path, name, value):
+    run = gpu_run(repo, tmp_path / "out", PART="mqar", **{name: value})
+    assert run.returncode == 2 and f"{name} must be a whole number >= 1, got '{value}'" in run.stderr
+    assert not (tmp_path / "out").exists()

@@ -84,7 +84,8 @@ rule fla_crosscheck:
 
 
 rule benchmarks:
-    """The gpu profile's system benchmarks (opt-in target: `snakemake --cores all --config profile=gpu benchmarks`)."""
+    """The gpu profile's system benchmarks (opt-in target: `snakemake --cores all benchmarks --config profile=gpu`;
+    the target before --config, which takes every word after it)."""
     input:
         rules.gpu_benchmarks.output,
         rules.fla_crosscheck.output,
