@@ -269,19 +269,13 @@ smk() {  # smk NAME GPU_SLOTS MIN_S [snakemake args ...]: one invocation, capped
   return "$rc"
 }
 
-exists_all() { local f; for f in "$@"; do [[ -e $f ]] || return 1; done; }
+missing() { local f; for f in "$@"; do [[ -e $f ]] || echo "$f"; done; }  # the files of "$@" that do not exist
 
 TRAIN_T=("$RES/quality.csv" "$RES/ablation.csv" "$RES/conversion.csv")
 PREFILL_CPU_T=("$RES/prefill_cpu.csv" "$RES/prefill_128k.csv")
 NIAH_T=("$RES/niah.csv")
 MQAR_T=("$RES/mqar.csv")
 SLOTS=$GPU_JOBS
-# the FLA archs compile their Triton (and GDN's TileLang) kernels for minutes before their first step: their main-size
-# trainings start first
-read -r MAIN_SIZE SEED0 < <("$PY" -c "import yaml; c = yaml.safe_load(open('profiles/gpu.yaml'))
-print(c['main_size'], c['seeds'][0])")
-FLA_FIRST=()
-for arch in gdn gla retnet; do FLA_FIRST+=("$RES/train/$arch/$MAIN_SIZE/seed$SEED0/metrics.csv"); done
 
 data_prep() {  # corpus + tokenizer (deterministic: data.source on the image), then aged as code
   (( DRY )) && return 0
@@ -293,17 +287,17 @@ data_prep() {  # corpus + tokenizer (deterministic: data.source on the image), t
 finish() {  # the end of every part of `all`, so that whichever part runs last completes the DAG: the CPU prefill
   # sweeps (timing, alone on the machine, where they are missing and 150 s are left), then controls.csv and the paper
   # tables and figures once every CSV they read is in results/gpu
-  local missing=() f
-  if ! exists_all "${PREFILL_CPU_T[@]}"; then
+  local absent
+  if [[ -n $(missing "${PREFILL_CPU_T[@]}") ]]; then
     if (( DRY || $(left) >= 150 )); then
       smk prefill_cpu 0 150 --allowed-rules prefill_cpu prefill_cpu_128k -- "${PREFILL_CPU_T[@]}"
     else
       echo "== prefill_cpu: $(left)s left, it needs 150s: left to the next part"
     fi
   fi
-  for f in "${TRAIN_T[@]}" "${NIAH_T[@]}" "${MQAR_T[@]}" "${PREFILL_CPU_T[@]}"; do [[ -e $f ]] || missing+=("$f"); done
-  if (( ${#missing[@]} )); then
-    echo "== controls and render wait for another part's CSVs: ${missing[*]}"
+  absent=$(missing "${TRAIN_T[@]}" "${NIAH_T[@]}" "${MQAR_T[@]}" "${PREFILL_CPU_T[@]}")
+  if [[ -n $absent ]]; then
+    echo "== controls and render wait for another part's CSVs: ${absent//$'\n'/ }"
     return 0
   fi
   data_prep || return 1  # controls reads the corpus and tokenizer (a DRY run plans them in the final step instead)
@@ -326,9 +320,14 @@ case $WHAT in
       force+=("${more[@]}")
     done
     (( ${#force[@]} )) && echo "== re-training, its checkpoints stayed on an earlier machine: ${force[*]}"
-    # training, conversion and lm-eval, the FLA archs' trainings first
+    # training, conversion and lm-eval; the FLA archs compile their Triton (and GDN's TileLang) kernels for minutes
+    # before their first step, so their main-size trainings start first
+    read -r main_size seed0 < <("$PY" -c "import yaml; c = yaml.safe_load(open('profiles/gpu.yaml'))
+print(c['main_size'], c['seeds'][0])")
+    fla_first=()
+    for arch in gdn gla retnet; do fla_first+=("$RES/train/$arch/$main_size/seed$seed0/metrics.csv"); done
     smk train "$SLOTS" $(( DRY ? 1 : 60 )) ${force[@]:+--forcerun "${force[@]}"} \
-      --prioritize "${FLA_FIRST[@]}" -- "${TRAIN_T[@]}"
+      --prioritize "${fla_first[@]}" -- "${TRAIN_T[@]}"
     finish
     ;;
   niah)
@@ -347,8 +346,8 @@ case $WHAT in
       # one thread a job: 9 jobs x 2 threads would ask for more than the machine's 16 cores and start one job late
       smk "mqar$(( i + 1 ))" "$MQAR_JOBS" "$MQAR_BATCH_S" --set-threads mqar=1 -- "${batch[@]}"
     done
-    # (the plan into a file first: `snakemake | grep -q` fails under pipefail once grep quits early)
-    (( DRY )) || "$PY" -m snakemake "${COMMON[@]}" -n -- "${MQAR_T[@]}" > "$RUN/mqar_left.log" 2>&1
+    # what is left of the grid (the plan is read from its log: `snakemake | grep -q` fails under pipefail)
+    (( DRY )) || smk mqar_left "$MQAR_JOBS" 1 -n -- "${MQAR_T[@]}"
     if (( DRY )) || ! grep -qE '^(local)?rule mqar:$' "$RUN/mqar_left.log"; then
       # (a DRY run made none of the batches' files: it plans them again here)
       smk mqar_collect 1 30 --allowed-rules collect_mqar $( (( DRY )) && echo mqar) -- "${MQAR_T[@]}"
