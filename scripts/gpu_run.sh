@@ -25,9 +25,10 @@
 # Wheels (scripts/gpu_wheels.sh, here): .whl_xz/wheels.tar.xz (all of them, one solid xz) if carried, else .whl/*.whl
 # and .whl_tilelang/*.whl, installed into /tmp/site.
 # Env: TOTAL_S (560) caps the whole command, installing and packing included (PACK_S 25 s kept for packing, KILL_S
-#   10 s between a step's TERM and KILL); GPU_JOBS (4): GPU jobs of the train part at once (--resources gpu=N;
+#   10 s between a step's TERM and KILL); GPU_JOBS (8): GPU jobs of the train part at once (--resources gpu=N;
 #   every GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 =
-#   one GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls); RECALL_JOBS (8): the same for
+#   one GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls), TRAIN_THREADS (2) threads each
+#   (--set-threads: the profile's 4 a job would let only 16 / 4 of them run); RECALL_JOBS (8): the same for
 #   the niah part, RECALL_THREADS (2) threads each (also TARGETS' NIAH and MQAR jobs, which share GPU_JOBS);
 #   MQAR_JOBS (9, one thread each) and MQAR_BATCH_S (420): the mqar part's batches; GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
@@ -55,18 +56,21 @@ elif [[ ! "$WHAT" =~ ^(train|niah|mqar|finish|bench)$ ]]; then
 fi
 DRY=${DRY:-0}
 DATA_PREP=${DATA_PREP:-0}
-for flag in DRY DATA_PREP; do
+PROBE=${PROBE:-0}
+MPS=${MPS:-$([[ $WHAT == bench ]] && echo 0 || echo 1)}  # (section 2)
+for flag in DRY DATA_PREP PROBE MPS; do
   if [[ ! ${!flag} =~ ^[01]$ ]]; then echo "$flag must be 0 or 1, got '${!flag}'" >&2; exit 2; fi
 done
 TOTAL_S=${TOTAL_S:-560}
 PACK_S=${PACK_S:-25}
 KILL_S=${KILL_S:-10}           # a step past its cap gets TERM, then KILL this much later (its whole process group)
-GPU_JOBS=${GPU_JOBS:-4}
+GPU_JOBS=${GPU_JOBS:-8}
+TRAIN_THREADS=${TRAIN_THREADS:-2}
 RECALL_JOBS=${RECALL_JOBS:-8}
 RECALL_THREADS=${RECALL_THREADS:-2}
 MQAR_JOBS=${MQAR_JOBS:-9}
 MQAR_BATCH_S=${MQAR_BATCH_S:-420}
-for var in TOTAL_S PACK_S KILL_S GPU_JOBS RECALL_JOBS RECALL_THREADS MQAR_JOBS MQAR_BATCH_S; do
+for var in TOTAL_S PACK_S KILL_S GPU_JOBS TRAIN_THREADS RECALL_JOBS RECALL_THREADS MQAR_JOBS MQAR_BATCH_S; do
   if [[ ! ${!var} =~ ^[1-9][0-9]*$ ]]; then echo "$var must be a whole number >= 1, got '${!var}'" >&2; exit 2; fi
 done
 GPU_ALL_PART=${GPU_ALL_PART:-main}
@@ -190,9 +194,40 @@ else
   NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 fi
 
-# -- 2. environment record --------------------------------------------------------------------------------------------
+# -- 2. MPS: the GPU jobs' kernels run side by side ---------------------------------------------------------------------
+# Without it the GPU time-slices between processes, one context at a time, and the study's tiny models leave most of
+# it idle (measured: 18 MQAR jobs at once were no faster in all than 9). MPS (default on, MPS=0 off; off for
+# PART=bench, whose timings must not share the GPU) is a daemon of the driver's; where it is missing or a CUDA op
+# through it fails, the jobs time-share the GPU as before. It changes no result, only how kernels are scheduled.
+MPS_STATE=$( (( DRY )) && echo "off (dry run)" || echo "off (MPS=0)")
+start_mps() {
+  local ctl d
+  ctl=$(command -v nvidia-cuda-mps-control)
+  for d in /usr/local/nvidia/bin /usr/bin /usr/local/cuda/bin; do
+    [[ -z $ctl && -x $d/nvidia-cuda-mps-control ]] && ctl=$d/nvidia-cuda-mps-control
+  done
+  [[ -n $ctl ]] && export PATH="$(dirname "$ctl"):$PATH"  # the daemon starts nvidia-cuda-mps-server from there
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps CUDA_MPS_LOG_DIRECTORY=/tmp/nvidia-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if [[ -z $ctl ]]; then
+    MPS_STATE="off (nvidia-cuda-mps-control not on this machine)"
+  elif ! { echo get_server_list | "$ctl" > /dev/null 2>&1 || "$ctl" -d; }; then
+    MPS_STATE="off ($ctl -d failed)"
+  elif ! timeout 120 python3 -c "import torch; assert torch.ones(4, device='cuda').sum().item() == 4" 2>&1; then
+    echo quit | "$ctl"
+    MPS_STATE="off (a CUDA op through the MPS daemon failed: daemon stopped)"
+  else
+    MPS_STATE="on ($CUDA_MPS_PIPE_DIRECTORY)"
+    return 0
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+(( MPS && ! DRY )) && start_mps
+echo "== MPS: $MPS_STATE"
+
+# -- 3. environment record --------------------------------------------------------------------------------------------
 {
-  echo "part: $WHAT ${TARGETS:-}; commit $SUITE_COMMIT; $(date -u +%FT%TZ); $NGPU GPU(s)"
+  echo "part: $WHAT ${TARGETS:-}; commit $SUITE_COMMIT; $(date -u +%FT%TZ); $NGPU GPU(s); MPS $MPS_STATE"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
   "$PY" - "$DRY" <<'PY'
 import importlib, sys
@@ -220,7 +255,7 @@ PY
   (( DRY )) || python3 scripts/gpu_wheels.py check --installed
 } 2>&1 | grep -v "Warning" | tee "$RUN/env.log"
 
-# -- 3. file times: results of earlier calls (unpacked, then carried here) count as up to date ------------------------
+# -- 4. file times: results of earlier calls (unpacked, then carried here) count as up to date ------------------------
 # Ageing hides changed code and config from snakemake's mtime check; its records (.snakemake/metadata, packed by the
 # last call and unpacked by scripts/gpu_unpack.sh) still show them, so a stale result re-runs when they are carried.
 if [[ -d $RES ]] && [[ -n $(find "$RES" -type f -name '*.csv' -print -quit) ]] && ! compgen -G ".snakemake/metadata/*" > /dev/null; then
@@ -237,9 +272,10 @@ age() {
 AGE=${AGE:-$(( DRY ? 0 : 1 ))}
 (( AGE )) && age
 
-# -- 4. snakemake ---------------------------------------------------------------------------------------------------
+# -- 5. snakemake ---------------------------------------------------------------------------------------------------
 # jobs that read a checkpoint of another job (checkpoints stay on the machine that trained them)
 CONSUMERS=(lm_eval conversion_lm_eval conversion_cpt conversion_orthros)
+TRAIN_RULES=(train "${CONSUMERS[@]}")  # the train part's GPU rules
 # Every GPU rule declares `resources: gpu=N` itself (workflows/*.smk, tests/test_gpu_resources.py); --resources gpu=
 # below says how many of them share the GPU. `bench` is this script's own: the timing benchmarks (GPU and CPU) hold
 # it, and each runs in a step of its own (nothing else running), one at a time.
@@ -304,6 +340,13 @@ finish() {  # the end of every part of `all`, so that whichever part runs last c
   smk final "$SLOTS" 30 --allowed-rules controls render corpus tokenizer -- "$RES/controls.csv" render
 }
 
+if (( PROBE && ! DRY )); then  # how many GPU jobs at once pay (scripts/gpu_concurrency_probe.py), before the part
+  rounds=$([[ $MPS_STATE == on* ]] && echo timeslice:9,mps:9,mps:18 || echo timeslice:9,timeslice:18)
+  echo "== concurrency probe ($(left)s left): $rounds"
+  timeout 240 "$PY" scripts/gpu_concurrency_probe.py --rounds "$rounds" --out "$RUN/concurrency_probe.csv" 2>&1 \
+    | grep -v Warning | tail -n 6
+fi
+
 case $WHAT in
   train)
     data_prep
@@ -326,8 +369,10 @@ case $WHAT in
 print(c['main_size'], c['seeds'][0])")
     fla_first=()
     for arch in gdn gla retnet; do fla_first+=("$RES/train/$arch/$main_size/seed$seed0/metrics.csv"); done
+    # TRAIN_THREADS a job: at the profile's 4 threads, --cores 16 let only 4 jobs run however many GPU slots there
+    # were, and three of them compiled FLA kernels for minutes (measured at a46d38c: 25 of 33 steps in 470 s)
     smk train "$SLOTS" $(( DRY ? 1 : 60 )) ${force[@]:+--forcerun "${force[@]}"} \
-      --prioritize "${fla_first[@]}" -- "${TRAIN_T[@]}"
+      --set-threads "${TRAIN_RULES[@]/%/=$TRAIN_THREADS}" --prioritize "${fla_first[@]}" -- "${TRAIN_T[@]}"
     finish
     ;;
   niah)

@@ -87,6 +87,9 @@ def test_train_plan_retrains_what_an_earlier_call_left_without_checkpoints(repo,
                    if line.startswith(("rule ", "localrule "))}
     assert {"train", "lm_eval", "conversion_cpt"} <= train_rules
     assert not train_rules & {"prefill_cpu", "prefill_cpu_128k"}
+    # TRAIN_THREADS (2) a job, not the profile's 4: 8 jobs fit the H200 machine's 16 cores beside GPU_JOBS=8 slots
+    threads = set(re.findall(r"^\s+threads: (\d+)$", train, flags=re.M))
+    assert threads == {"2"} and "--set-threads train=2 lm_eval=2" in log and "MPS: off (dry run)" in log
 
 
 def test_bench_runs_each_benchmark_alone_and_forced(repo, tmp_path):
@@ -299,7 +302,8 @@ def test_a_part_leaves_controls_and_render_to_the_part_whose_csvs_are_missing(re
 
 
 @pytest.mark.parametrize("env", [{"DATA_PREP": "yes", "TARGETS": "results/gpu/mqar.csv"},
-                                 {"DRY": "true", "PART": "train"}])
+                                 {"DRY": "true", "PART": "train"}, {"PROBE": "2", "PART": "train"},
+                                 {"MPS": "on", "PART": "niah"}])
 def test_flags_other_than_0_or_1_are_refused_by_name(repo, tmp_path, env):
     run = gpu_run(repo, tmp_path / "out", **env)
     name, value = next((k, v) for k, v in env.items() if k not in ("TARGETS", "PART"))
@@ -308,8 +312,21 @@ def test_flags_other_than_0_or_1_are_refused_by_name(repo, tmp_path, env):
 
 
 @pytest.mark.parametrize("name,value", [("MQAR_JOBS", "0"), ("MQAR_BATCH_S", "abc"), ("TOTAL_S", "-5"),
-                                        ("RECALL_THREADS", "2.5")])
+                                        ("RECALL_THREADS", "2.5"), ("TRAIN_THREADS", "0")])
 def test_counts_and_seconds_other_than_whole_numbers_are_refused_by_name(repo, tmp_path, name, value):
     run = gpu_run(repo, tmp_path / "out", PART="mqar", **{name: value})
     assert run.returncode == 2 and f"{name} must be a whole number >= 1, got '{value}'" in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_concurrency_probe_refuses_bad_rounds_and_mps_without_its_daemon(tmp_path):
+    import gpu_concurrency_probe as probe
+
+    assert probe.parse_rounds("timeslice:9,mps:18") == [("timeslice", 9), ("mps", 18)]
+    for bad in ("mps", "mps:0", "gpu:4", "timeslice:x"):
+        with pytest.raises(ValueError, match=re.escape(repr(bad))):
+            probe.parse_rounds(bad)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_MPS_PIPE_DIRECTORY"}
+    run = subprocess.run([sys.executable, "scripts/gpu_concurrency_probe.py", "--rounds", "mps:2", "--out",
+                          str(tmp_path / "p.csv")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "CUDA_MPS_PIPE_DIRECTORY" in run.stderr and not (tmp_path / "p.csv").exists()
