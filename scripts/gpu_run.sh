@@ -32,7 +32,9 @@
 #   the niah part, RECALL_THREADS (2) threads each (also TARGETS' NIAH and MQAR jobs, which share GPU_JOBS);
 #   MQAR_JOBS (9, one thread each) and MQAR_BATCH_S (420): the mqar part's batches; GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
-#   (provenance: the copy on the device has no .git); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
+#   (provenance: the copy on the device has no .git); MPS (1; 0 for PART=bench): the MPS daemon, section 2; PROBE=1:
+#   scripts/gpu_concurrency_probe.py first (~75 s: 9 and 18 short MQAR trainings at once, with and without MPS, into
+#   gpu_run/concurrency_probe.csv); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
 #   DRY): set file times so that results of earlier calls count as up to date; DATA_PREP=1 (with TARGETS): corpus and
 #   tokenizer first (targets that read them, e.g. controls.csv); JIT_DIR (/tmp/jit) and JIT_BACK (1):
@@ -195,10 +197,10 @@ else
 fi
 
 # -- 2. MPS: the GPU jobs' kernels run side by side ---------------------------------------------------------------------
-# Without it the GPU time-slices between processes, one context at a time, and the study's tiny models leave most of
-# it idle (measured: 18 MQAR jobs at once were no faster in all than 9). MPS (default on, MPS=0 off; off for
+# Without it the GPU time-slices between processes, one context at a time. MPS (default on, MPS=0 off; off for
 # PART=bench, whose timings must not share the GPU) is a daemon of the driver's; where it is missing or a CUDA op
 # through it fails, the jobs time-share the GPU as before. It changes no result, only how kernels are scheduled.
+# Measured (b5b528b, PROBE=1): 9 MQAR trainings 211 steps/s in all time-sliced, 245 under MPS, 18 under MPS 274.
 MPS_STATE=$( (( DRY )) && echo "off (dry run)" || echo "off (MPS=0)")
 start_mps() {
   local ctl d
