@@ -230,15 +230,3 @@ def test_first_cell_frac_outside_unit_interval_is_refused(frac, capsys):
               "--out", "/tmp/never.csv"])
     assert f"--first-cell-frac {frac} must be in [0, 1)" in capsys.readouterr().err
 
-
-@pytest.mark.parametrize("n,k", [(64, 4), (40, 30)])  # the rejection branch (k * k <= n) and the sorting one
-def test_random_orders_are_distinct_and_uniform(n, k):
-    from suite.eval.mqar import _first_of_random_orders
-
-    draws = _first_of_random_orders(np.random.default_rng(0), 20000, n, k)
-    assert draws.shape == (20000, k) and draws.min() >= 0 and draws.max() < n
-    assert all(len(set(row)) == k for row in draws.tolist())
-    expected = 20000 / n  # every value equally likely at every slot: each count within 6 sigma of its mean
-    for slot in (0, k - 1):
-        counts = np.bincount(draws[:, slot], minlength=n)
-        assert np.abs(counts - expected).max() < 6 * expected ** 0.5, (slot, counts)

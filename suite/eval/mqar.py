@@ -85,33 +85,20 @@ def mqar_data(vocab_size: int, seq_len: int, num_kv_pairs: int, num_examples: in
 
     inputs = np.zeros((num_examples, seq_len), dtype=np.int64)
     labels = np.full((num_examples, seq_len), -100, dtype=np.int64)
-    # every row's distinct keys and values at once: the first num_kv_pairs of a random order of each half
-    keys = 1 + _first_of_random_orders(rng, num_examples, half - 1, num_kv_pairs)
-    values = half + _first_of_random_orders(rng, num_examples, vocab_size - half, num_kv_pairs)
-    inputs[:, 0:context:2], inputs[:, 1:context:2] = keys, values
-    if shared_slots:  # one set of slots, each row asking its keys there in its own order
-        shared = context + 2 * rng.choice(space, size=num_kv_pairs, replace=False, p=gap_p)
-        query_pos = shared[_first_of_random_orders(rng, num_examples, num_kv_pairs, num_kv_pairs)]
-    else:
-        query_pos = np.stack([context + 2 * rng.choice(space, size=num_kv_pairs, replace=False, p=gap_p)
-                              for _ in range(num_examples)])
-    rows = np.arange(num_examples)[:, None]
-    inputs[rows, query_pos], labels[rows, query_pos] = keys, values
+    shared = context + 2 * rng.choice(space, size=num_kv_pairs, replace=False, p=gap_p) if shared_slots else None
+    for row in range(num_examples):
+        keys = rng.choice(np.arange(1, half), size=num_kv_pairs, replace=False)
+        values = rng.choice(np.arange(half, vocab_size), size=num_kv_pairs, replace=False)
+        inputs[row, 0:context:2], inputs[row, 1:context:2] = keys, values
+        if shared is None:
+            query_pos = context + 2 * rng.choice(space, size=num_kv_pairs, replace=False, p=gap_p)
+        else:
+            query_pos = rng.permutation(shared)
+        inputs[row, query_pos], labels[row, query_pos] = keys, values
     if random_non_queries:
         filler = inputs == 0
         inputs[filler] = rng.integers(0, vocab_size, size=int(filler.sum()))
     return torch.from_numpy(inputs), torch.from_numpy(labels)
-
-
-def _first_of_random_orders(rng: np.random.Generator, rows: int, n: int, k: int) -> np.ndarray:
-    """int64 ``[rows, k]``: for each row, ``k`` distinct values of ``0 .. n - 1`` in a uniformly random order (as
-    ``rng.choice(n, k, replace=False)`` draws them, for every row in one call)."""
-    if k * k <= n:  # few collisions: draw with replacement, draw again the rows that repeat a value (rejection)
-        out = rng.integers(0, n, size=(rows, k))
-        while len(bad := np.flatnonzero((np.diff(np.sort(out, axis=1), axis=1) == 0).any(axis=1))):
-            out[bad] = rng.integers(0, n, size=(len(bad), k))
-        return out
-    return np.argsort(rng.random((rows, n)), axis=1)[:, :k]
 
 
 def _logits(model: torch.nn.Module, input_ids: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:
