@@ -3,9 +3,11 @@
 Each round starts ``jobs`` copies of one short MQAR training (``suite.eval.mqar``: the d256 Transformer at the
 controls' cell, T=128, 8 pairs, 256 rows a step, bf16) at once and reads each copy's training time (``wall_s`` of its
 row: the timed loop, without imports and evaluation). Modes: ``timeslice`` (the GPU switches between the processes'
-contexts, the default) and ``mps`` (clients of the MPS daemon whose pipe directory ``$CUDA_MPS_PIPE_DIRECTORY`` names;
+contexts: their ``$CUDA_MPS_PIPE_DIRECTORY`` names an empty folder, so that they do not find a daemon at CUDA's
+default pipe folder either) and ``mps`` (clients of the daemon whose pipe folder ``$CUDA_MPS_PIPE_DIRECTORY`` names;
 scripts/gpu_run.sh starts it). The throughput column, steps a second over all jobs, says whether more jobs at once
-buy anything. Rows go to ``--out`` (CSV); one line per round is printed.
+buy anything. Rows go to ``--out`` (CSV) as each round ends; one line per round is printed; the exit status is 1
+when a job failed (its last stderr line is in the row).
 
     python3 scripts/gpu_concurrency_probe.py --rounds timeslice:9,mps:9,mps:18 --steps 200 --out probe.csv
 
@@ -31,7 +33,7 @@ def parse_rounds(text: str) -> list[tuple[str, int]]:
     rounds = []
     for part in text.split(","):
         mode, _, jobs = part.partition(":")
-        if mode not in ("timeslice", "mps") or not jobs.isdigit() or int(jobs) < 1:
+        if mode not in ("timeslice", "mps") or not (jobs.isascii() and jobs.isdigit()) or int(jobs) < 1:
             raise ValueError(f"--rounds entry {part!r}: want MODE:JOBS, MODE timeslice or mps, JOBS >= 1")
         rounds.append((mode, int(jobs)))
     return rounds
@@ -40,21 +42,23 @@ def parse_rounds(text: str) -> list[tuple[str, int]]:
 def run_round(mode: str, jobs: int, steps: int, workdir: Path, device: str = "cuda") -> dict:
     """Start ``jobs`` trainings at once; wait for all; their training times (s) and the round's wall time (s)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    if mode == "timeslice":
-        env.pop("CUDA_MPS_PIPE_DIRECTORY", None)
-        env.pop("CUDA_MPS_LOG_DIRECTORY", None)
+    if mode == "timeslice":  # unset, the variable means CUDA's default folder, where a daemon may be listening
+        (workdir / "no_mps").mkdir(exist_ok=True)
+        env["CUDA_MPS_PIPE_DIRECTORY"] = str(workdir / "no_mps")
     outs = [workdir / f"{mode}_{jobs}_{i}.csv" for i in range(jobs)]
+    errs = [workdir / f"{mode}_{jobs}_{i}.err" for i in range(jobs)]
     cmd = [sys.executable, "-m", "suite.eval.mqar", "--arch", "transformer", "--size", "d256", "--seq-len", "128",
            "--kv-pairs", "8", "--train-kv", "8", "--vocab-size", "1024", "--tie-embeddings", "--batch-size", "256",
-           "--steps", str(steps), "--num-test", "64", "--device", device, "--dtype", "bfloat16" if device.startswith("cuda") else "float32",
-           "--profile", "probe"]
+           "--steps", str(steps), "--num-test", "64", "--device", device,
+           "--dtype", "bfloat16" if device.startswith("cuda") else "float32", "--profile", "probe"]
     start = time.perf_counter()
     procs = [subprocess.Popen([*cmd, "--seed", str(i), "--out", str(out)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i, out in enumerate(outs)]
-    errors = [p.communicate()[1] for p in procs]
+                              stdout=subprocess.DEVNULL, stderr=open(err, "w"))
+             for i, (out, err) in enumerate(zip(outs, errs))]
+    codes = [p.wait() for p in procs]
     wall = time.perf_counter() - start
-    failed = [e.strip().splitlines()[-1] if e.strip() else f"exit {p.returncode}"
-              for p, e in zip(procs, errors) if p.returncode]
+    failed = [(err.read_text().strip().splitlines() or [f"exit {code}"])[-1]
+              for code, err in zip(codes, errs) if code]
     train_s = [float(next(csv.DictReader(open(out)))["wall_s"]) for out in outs if out.exists()]
     return {"mode": mode, "jobs": jobs, "steps": steps, "failed": len(failed),
             "train_s_median": statistics.median(train_s) if train_s else None,
@@ -67,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", default="timeslice:9,mps:9,mps:18", help="MODE:JOBS,... (default %(default)s)")
     p.add_argument("--steps", type=int, default=200, help="training steps a job (default %(default)s)")
-    p.add_argument("--device", default="cuda", help="torch device of the jobs (default %(default)s; cpu: a float32 smoke test)")
+    p.add_argument("--device", default="cuda",
+                   help="torch device of the jobs (default %(default)s; cpu: a float32 smoke test)")
     p.add_argument("--out", required=True, type=Path, help="CSV of one row per round")
     a = p.parse_args(argv)
     try:
@@ -78,18 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         p.error("an mps round needs $CUDA_MPS_PIPE_DIRECTORY (the MPS daemon scripts/gpu_run.sh starts)")
     if a.steps < 1:
         p.error(f"--steps {a.steps} must be >= 1")
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for mode, jobs in rounds:
-            row = run_round(mode, jobs, a.steps, Path(tmp), a.device)
-            rows.append(row)
-            print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(a.out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return 0
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp, open(a.out, "w", newline="") as f:
+        writer = None
+        for mode, jobs in rounds:  # each row written as its round ends: a probe cut by a timeout keeps the rest
+            row = run_round(mode, jobs, a.steps, Path(tmp), a.device)
+            failed += row["failed"]
+            if writer is None:
+                writer = csv.DictWriter(f, fieldnames=list(row))
+                writer.writeheader()
+            writer.writerow(row)
+            f.flush()
+            print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -28,13 +28,15 @@
 #   10 s between a step's TERM and KILL); GPU_JOBS (8): GPU jobs of the train part at once (--resources gpu=N;
 #   every GPU rule declares gpu=1), all on the first GPU (small models; snakemake does not spread jobs over GPUs; 1 =
 #   one GPU job at a time, as a plain `snakemake --resources gpu=1`, in more calls), TRAIN_THREADS (2) threads each
-#   (--set-threads: the profile's 4 a job would let only 16 / 4 of them run); RECALL_JOBS (8): the same for
+#   for the scheduler (--set-threads: the profile's 4 a job would let only 16 / 4 of them run; the processes keep
+#   the profile's 4 torch threads); RECALL_JOBS (8): the same for
 #   the niah part, RECALL_THREADS (2) threads each (also TARGETS' NIAH and MQAR jobs, which share GPU_JOBS);
 #   MQAR_JOBS (9, one thread each) and MQAR_BATCH_S (420): the mqar part's batches; GPU_ALL_PART (main): gpu_all.sh's own
 #   PART in PART=bench; CROSSCHECK_MIN_S (300): the FLA cross-check starts only with that much left; SUITE_COMMIT
-#   (provenance: the copy on the device has no .git); MPS (1; 0 for PART=bench): the MPS daemon, section 2; PROBE=1:
-#   scripts/gpu_concurrency_probe.py first (~75 s: 9 and 18 short MQAR trainings at once, with and without MPS, into
-#   gpu_run/concurrency_probe.csv); OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
+#   (provenance: the copy on the device has no .git); MPS (1 for the train, niah and mqar parts, else 0): the MPS
+#   daemon, section 2; PROBE=1: scripts/gpu_concurrency_probe.py first (~2 min: rounds of 9 and 18 short MQAR
+#   trainings at once, with and without MPS, into gpu_run/concurrency_probe.csv; skipped with < 300 s left);
+#   OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
 #   DRY): set file times so that results of earlier calls count as up to date; DATA_PREP=1 (with TARGETS): corpus and
 #   tokenizer first (targets that read them, e.g. controls.csv); JIT_DIR (/tmp/jit) and JIT_BACK (1):
@@ -59,7 +61,7 @@ fi
 DRY=${DRY:-0}
 DATA_PREP=${DATA_PREP:-0}
 PROBE=${PROBE:-0}
-MPS=${MPS:-$([[ $WHAT == bench ]] && echo 0 || echo 1)}  # (section 2)
+MPS=${MPS:-$([[ $WHAT =~ ^(train|niah|mqar)$ ]] && echo 1 || echo 0)}  # (section 2)
 for flag in DRY DATA_PREP PROBE MPS; do
   if [[ ! ${!flag} =~ ^[01]$ ]]; then echo "$flag must be 0 or 1, got '${!flag}'" >&2; exit 2; fi
 done
@@ -196,11 +198,13 @@ else
   NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 fi
 
-# -- 2. MPS: the GPU jobs' kernels run side by side ---------------------------------------------------------------------
-# Without it the GPU time-slices between processes, one context at a time. MPS (default on, MPS=0 off; off for
-# PART=bench, whose timings must not share the GPU) is a daemon of the driver's; where it is missing or a CUDA op
-# through it fails, the jobs time-share the GPU as before. It changes no result, only how kernels are scheduled.
-# Measured (b5b528b, PROBE=1): 9 MQAR trainings 211 steps/s in all time-sliced, 245 under MPS, 18 under MPS 274.
+# -- 2. MPS: the GPU jobs' kernels run side by side -------------------------------------------------------------------
+# Without it the GPU time-slices between processes, one context at a time. MPS (MPS=1, the default of the train,
+# niah and mqar parts; 0 for the others and for TARGETS, which may name timing benchmarks) is a daemon of the
+# driver's, listening in its own pipe folder: every process of this call is pointed at that folder, or, with MPS off,
+# at an empty one, since CUDA's default folder (/tmp/nvidia-mps) is where a client looks when the variable is unset.
+# Where the daemon is missing or a CUDA op through it fails, the jobs time-share the GPU as before. It changes no
+# result, only how kernels are scheduled; but a fatal GPU fault in one client also ends the others.
 MPS_STATE=$( (( DRY )) && echo "off (dry run)" || echo "off (MPS=0)")
 start_mps() {
   local ctl d
@@ -209,22 +213,28 @@ start_mps() {
     [[ -z $ctl && -x $d/nvidia-cuda-mps-control ]] && ctl=$d/nvidia-cuda-mps-control
   done
   [[ -n $ctl ]] && export PATH="$(dirname "$ctl"):$PATH"  # the daemon starts nvidia-cuda-mps-server from there
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps CUDA_MPS_LOG_DIRECTORY=/tmp/nvidia-mps-log
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/suite-mps CUDA_MPS_LOG_DIRECTORY=/tmp/suite-mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if [[ -z $ctl ]]; then
     MPS_STATE="off (nvidia-cuda-mps-control not on this machine)"
   elif ! { echo get_server_list | "$ctl" > /dev/null 2>&1 || "$ctl" -d; }; then
     MPS_STATE="off ($ctl -d failed)"
-  elif ! timeout 120 python3 -c "import torch; assert torch.ones(4, device='cuda').sum().item() == 4" 2>&1; then
-    echo quit | "$ctl"
-    MPS_STATE="off (a CUDA op through the MPS daemon failed: daemon stopped)"
+  elif ! timeout 60 python3 -c "import torch; assert torch.ones(4, device='cuda').sum().item() == 4" 2>&1; then
+    echo quit | timeout 10 "$ctl"
+    cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$RUN/mps_control.log" 2>/dev/null
+    MPS_STATE="off (a CUDA op through the MPS daemon failed: daemon stopped, gpu_run/mps_control.log)"
   else
     MPS_STATE="on ($CUDA_MPS_PIPE_DIRECTORY)"
     return 0
   fi
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  no_mps
 }
-(( MPS && ! DRY )) && start_mps
+no_mps() {  # this call's processes time-slice the GPU, also where a daemon listens in CUDA's default pipe folder
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/suite-no-mps
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY"
+  unset CUDA_MPS_LOG_DIRECTORY
+}
+if (( MPS && ! DRY )); then start_mps; elif (( ! DRY )); then no_mps; fi
 echo "== MPS: $MPS_STATE"
 
 # -- 3. environment record --------------------------------------------------------------------------------------------
@@ -342,11 +352,16 @@ finish() {  # the end of every part of `all`, so that whichever part runs last c
   smk final "$SLOTS" 30 --allowed-rules controls render corpus tokenizer -- "$RES/controls.csv" render
 }
 
-if (( PROBE && ! DRY )); then  # how many GPU jobs at once pay (scripts/gpu_concurrency_probe.py), before the part
-  rounds=$([[ $MPS_STATE == on* ]] && echo timeslice:9,mps:9,mps:18 || echo timeslice:9,timeslice:18)
+if (( PROBE && DRY )); then
+  echo "== concurrency probe: skipped (dry run)"
+elif (( PROBE && $(left) < 300 )); then
+  echo "== concurrency probe: skipped, $(left)s left (it needs 300s)"
+elif (( PROBE )); then  # how many GPU jobs at once pay (scripts/gpu_concurrency_probe.py), before the part
+  rounds=$([[ $MPS_STATE == on* ]] && echo timeslice:9,mps:9,timeslice:9,mps:9,mps:18 || echo timeslice:9,timeslice:18)
   echo "== concurrency probe ($(left)s left): $rounds"
-  timeout 240 "$PY" scripts/gpu_concurrency_probe.py --rounds "$rounds" --out "$RUN/concurrency_probe.csv" 2>&1 \
-    | grep -v Warning | tail -n 6
+  timeout 200 "$PY" scripts/gpu_concurrency_probe.py --rounds "$rounds" --out "$RUN/concurrency_probe.csv" 2>&1 \
+    | grep -v Warning | tail -n 7
+  (( PIPESTATUS[0] )) && echo "== concurrency probe: exit status ${PIPESTATUS[0]} (a job failed or its cap ended it)"
 fi
 
 case $WHAT in
@@ -371,8 +386,9 @@ case $WHAT in
 print(c['main_size'], c['seeds'][0])")
     fla_first=()
     for arch in gdn gla retnet; do fla_first+=("$RES/train/$arch/$main_size/seed$seed0/metrics.csv"); done
-    # TRAIN_THREADS a job: at the profile's 4 threads, --cores 16 let only 4 jobs run however many GPU slots there
-    # were, and three of them compiled FLA kernels for minutes (measured at a46d38c: 25 of 33 steps in 470 s)
+    # TRAIN_THREADS a job for snakemake's scheduler: at the profile's 4, --cores 16 let only 4 jobs run however many
+    # GPU slots there were, and three of them compiled FLA kernels for minutes (a46d38c: 25 of 33 steps in 470 s).
+    # The jobs themselves still run the profile's 4 torch threads (OMP_NUM_THREADS, the run's config).
     smk train "$SLOTS" $(( DRY ? 1 : 60 )) ${force[@]:+--forcerun "${force[@]}"} \
       --set-threads "${TRAIN_RULES[@]/%/=$TRAIN_THREADS}" --prioritize "${fla_first[@]}" -- "${TRAIN_T[@]}"
     finish
@@ -420,7 +436,8 @@ print(c['main_size'], c['seeds'][0])")
     (( DATA_PREP )) && data_prep  # targets that read the corpus or tokenizer (e.g. controls.csv)
     read -r -a targets <<< "$TARGETS"
     read -r -a force <<< "${FORCE:-}"
-    threads=(--set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS")  # as in the niah and mqar parts
+    # as in the train, niah and mqar parts
+    threads=(--set-threads niah="$RECALL_THREADS" mqar="$RECALL_THREADS" "${TRAIN_RULES[@]/%/=$TRAIN_THREADS}")
     if (( ${#force[@]} )); then smk targets "$SLOTS" 30 "${threads[@]}" --forcerun "${force[@]}" -- "${targets[@]}"
     else smk targets "$SLOTS" 30 "${threads[@]}" -- "${targets[@]}"; fi
     ;;

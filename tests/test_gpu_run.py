@@ -330,3 +330,10 @@ def test_concurrency_probe_refuses_bad_rounds_and_mps_without_its_daemon(tmp_pat
     run = subprocess.run([sys.executable, "scripts/gpu_concurrency_probe.py", "--rounds", "mps:2", "--out",
                           str(tmp_path / "p.csv")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "CUDA_MPS_PIPE_DIRECTORY" in run.stderr and not (tmp_path / "p.csv").exists()
+
+
+def test_targets_schedule_the_train_rules_as_the_train_part_does(repo, tmp_path):
+    run = gpu_run(repo, tmp_path / "out", TARGETS="results/gpu/quality.csv", PROBE="1")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    assert "--set-threads niah=2 mqar=2 train=2 lm_eval=2" in log and "concurrency probe: skipped (dry run)" in log

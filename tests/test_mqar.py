@@ -229,4 +229,3 @@ def test_first_cell_frac_outside_unit_interval_is_refused(frac, capsys):
         main(["--arch", "transformer", "--size", "1M", "--seq-len", "64", "--first-cell-frac", str(frac),
               "--out", "/tmp/never.csv"])
     assert f"--first-cell-frac {frac} must be in [0, 1)" in capsys.readouterr().err
-
