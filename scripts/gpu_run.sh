@@ -91,9 +91,10 @@ exec > >(tee -a "$RUN/gpu_run.log") 2>&1
 left() { echo $(( TOTAL_S - PACK_S - KILL_S - SECONDS )); }  # a step's cap: it ends by then + KILL_S at the latest
 
 pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB), whatever happened before
-  local rc=$? stage=/tmp/gpu_pack cap=1048576 f
+  local rc=$? stage cap=1048576 f
   set +e
-  rm -rf "$stage" && mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
+  stage=$(mktemp -d /tmp/gpu_pack.XXXXXX)  # one of its own: two runs of this script on one machine must not collide
+  mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
   # results/gpu, with the profile's rendered tables and figures (render_dir results/gpu/report)
   [[ -d $RES ]] && mkdir -p "$stage/results" && cp -a "$RES" "$stage/results/"
   # snakemake's records of results/gpu (params, code, inputs of the job that made each file): carried back in with

@@ -126,11 +126,19 @@ def write_csv(rows: Iterable[Mapping] | pd.DataFrame, path: str | Path) -> Path:
     os.close(fd)
     try:
         frame.to_csv(tmp, index=False)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a result is as readable as any file written here
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _umask() -> int:
+    """The process's file-mode creation mask (reading it means setting it: set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text(text: str, path: str | Path) -> Path:

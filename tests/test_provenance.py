@@ -81,3 +81,15 @@ def test_cpu_device_names_the_model_after_the_old_label(monkeypatch):
     assert suite.provenance.provenance("p", 0, "float32", "torch")["device"] == "cpu:x86_64x2 (AMD EPYC 7763)"
     monkeypatch.setattr(suite.provenance, "cpu_model", lambda: "")  # unknown model: the label rows had before
     assert suite.provenance.device_name("cpu") == "cpu:x86_64x2"
+
+
+def test_write_csv_leaves_a_file_as_readable_as_a_plain_write(tmp_path):
+    import os
+
+    from suite.provenance import write_csv
+
+    plain = tmp_path / "plain.csv"
+    plain.write_text("a\n1\n")
+    written = write_csv([{"a": 1}], tmp_path / "out.csv")  # through mkstemp, which creates files 0600
+    assert (written.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777)
+    assert written.read_text() == "a\n1\n" and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
