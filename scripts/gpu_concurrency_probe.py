@@ -16,6 +16,7 @@ Raises SystemExit (2) for a malformed ``--rounds`` or an ``mps`` round without `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import statistics
@@ -52,14 +53,15 @@ def run_round(mode: str, jobs: int, steps: int, workdir: Path, device: str = "cu
            "--steps", str(steps), "--num-test", "64", "--device", device,
            "--dtype", "bfloat16" if device.startswith("cuda") else "float32", "--profile", "probe"]
     start = time.perf_counter()
-    procs = [subprocess.Popen([*cmd, "--seed", str(i), "--out", str(out)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=open(err, "w"))
-             for i, (out, err) in enumerate(zip(outs, errs))]
-    codes = [p.wait() for p in procs]
+    with contextlib.ExitStack() as files:
+        procs = [subprocess.Popen([*cmd, "--seed", str(i), "--out", str(out)], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=files.enter_context(open(err, "w")))
+                 for i, (out, err) in enumerate(zip(outs, errs))]
+        codes = [p.wait() for p in procs]
     wall = time.perf_counter() - start
     failed = [(err.read_text().strip().splitlines() or [f"exit {code}"])[-1]
               for code, err in zip(codes, errs) if code]
-    train_s = [float(next(csv.DictReader(open(out)))["wall_s"]) for out in outs if out.exists()]
+    train_s = [float(next(csv.DictReader(out.read_text().splitlines()))["wall_s"]) for out in outs if out.exists()]
     return {"mode": mode, "jobs": jobs, "steps": steps, "failed": len(failed),
             "train_s_median": statistics.median(train_s) if train_s else None,
             "train_s_max": max(train_s) if train_s else None,

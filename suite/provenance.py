@@ -11,7 +11,6 @@ import os
 import platform
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -122,23 +121,15 @@ def write_csv(rows: Iterable[Mapping] | pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
+    # a name of this process's own, created as any file is (mkstemp's would leave the result 0600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         frame.to_csv(tmp, index=False)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a result is as readable as any file written here
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
-
-
-def _umask() -> int:
-    """The process's file-mode creation mask (reading it means setting it: set back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_text(text: str, path: str | Path) -> Path:
