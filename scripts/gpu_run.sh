@@ -16,6 +16,7 @@
 #                merged prefill/e2e/cost_model CSVs), then the FLA cross-check (300 s left; after gpu_all.sh's ~7
 #                minutes there are not: run it with FORCE=fla_crosscheck TARGETS=... below), on >= 2 GPUs
 #                seq_parallel.csv, each step forced
+#   PART=none    nothing of the DAG: only what PROBE / MQAR_CONTROL below ask for (a calibration call)
 #   TARGETS="t1 t2 ..." (instead of PART): these snakemake targets (files or rule names); FORCE="rule ..." re-runs
 #                those rules even where their outputs exist
 #                (e.g. FORCE=fla_crosscheck TARGETS=results/gpu/fla_crosscheck.csv)
@@ -36,6 +37,9 @@
 #   (provenance: the copy on the device has no .git); MPS (1 for the train, niah and mqar parts, else 0): the MPS
 #   daemon, section 2; PROBE=1: scripts/gpu_concurrency_probe.py first (~2 min: rounds of 9 and 18 short MQAR
 #   trainings at once, with and without MPS, into gpu_run/concurrency_probe.csv; skipped with < 300 s left);
+#   MQAR_CONTROL=1: scripts/gpu_mqar_control.py first (MPS on): the MQAR positive control's first phase, the
+#   variants MQAR_CONTROL_VARIANTS (profile=: the recipe; "name=--opt v;...") at the seeds MQAR_CONTROL_SEEDS
+#   (42-47), all at once, into gpu_run/mqar_control.csv and gpu_run/mqar_control_*.log;
 #   OUT (default work_dirs/gpu/out); DRY=1: `snakemake -n` of every
 #   step instead (CPU smoke test: no wheels, no GPU; PYTHON picks the interpreter, NGPU the GPU count); AGE (1 unless
 #   DRY): set file times so that results of earlier calls count as up to date; DATA_PREP=1 (with TARGETS): corpus and
@@ -53,16 +57,17 @@ WHAT=${PART:-}
 unset PART  # suite/bench/gpu_all.sh reads its own PART from the environment
 if [[ -n "${TARGETS:-}" ]]; then
   WHAT=targets
-elif [[ ! "$WHAT" =~ ^(train|niah|mqar|finish|bench)$ ]]; then
-  echo "PART must be train, niah, mqar, finish or bench (or set TARGETS), got '$WHAT' (the old recall part is now" \
-    "niah and mqar)" >&2
+elif [[ ! "$WHAT" =~ ^(train|niah|mqar|finish|bench|none)$ ]]; then
+  echo "PART must be train, niah, mqar, finish, bench or none (or set TARGETS), got '$WHAT' (the old recall part is" \
+    "now niah and mqar)" >&2
   exit 2
 fi
 DRY=${DRY:-0}
 DATA_PREP=${DATA_PREP:-0}
 PROBE=${PROBE:-0}
-MPS=${MPS:-$([[ $WHAT =~ ^(train|niah|mqar)$ ]] && echo 1 || echo 0)}  # (section 2)
-for flag in DRY DATA_PREP PROBE MPS; do
+MQAR_CONTROL=${MQAR_CONTROL:-0}
+MPS=${MPS:-$([[ $WHAT =~ ^(train|niah|mqar)$ ]] || (( MQAR_CONTROL )) && echo 1 || echo 0)}  # (section 2)
+for flag in DRY DATA_PREP PROBE MQAR_CONTROL MPS; do
   if [[ ! ${!flag} =~ ^[01]$ ]]; then echo "$flag must be 0 or 1, got '${!flag}'" >&2; exit 2; fi
 done
 TOTAL_S=${TOTAL_S:-560}
@@ -78,6 +83,8 @@ for var in TOTAL_S PACK_S KILL_S GPU_JOBS TRAIN_THREADS RECALL_JOBS RECALL_THREA
   if [[ ! ${!var} =~ ^[1-9][0-9]*$ ]]; then echo "$var must be a whole number >= 1, got '${!var}'" >&2; exit 2; fi
 done
 GPU_ALL_PART=${GPU_ALL_PART:-main}
+MQAR_CONTROL_VARIANTS=${MQAR_CONTROL_VARIANTS:-profile=}
+MQAR_CONTROL_SEEDS=${MQAR_CONTROL_SEEDS:-42,43,44,45,46,47}
 OUT=${OUT:-work_dirs/gpu/out}
 RES=results/gpu
 RUN=work_dirs/gpu/run          # this call's own logs, packed under gpu_run/
@@ -365,7 +372,20 @@ elif (( PROBE )); then  # how many GPU jobs at once pay (scripts/gpu_concurrency
   (( PIPESTATUS[0] )) && echo "== concurrency probe: exit status ${PIPESTATUS[0]} (a job failed or its cap ended it)"
 fi
 
+if (( MQAR_CONTROL && DRY )); then
+  echo "== MQAR control calibration: skipped (dry run)"
+elif (( MQAR_CONTROL )); then  # the MQAR positive control's first phase at several seeds and schedules, before the part
+  echo "== MQAR control calibration ($(left)s left): variants '$MQAR_CONTROL_VARIANTS', seeds $MQAR_CONTROL_SEEDS"
+  "$PY" scripts/gpu_mqar_control.py --variants "$MQAR_CONTROL_VARIANTS" --seeds "$MQAR_CONTROL_SEEDS" \
+    --timeout "$(( $(left) > 60 ? $(left) - 30 : 30 ))" --out "$RUN/mqar_control.csv" --log-dir "$RUN" 2>&1 \
+    | grep -v Warning | tail -n 40
+  (( PIPESTATUS[0] )) && echo "== MQAR control calibration: exit status ${PIPESTATUS[0]} (a job failed or ran out of" \
+    "time)"
+fi
+
 case $WHAT in
+  none)  # only PROBE / MQAR_CONTROL above
+    ;;
   train)
     data_prep
     # plan first: a job that reads a checkpoint made in an earlier call re-runs that training (scripts/gpu_plan.py);

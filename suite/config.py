@@ -206,6 +206,8 @@ def mqar_cli_args(mqar: dict) -> list[str]:
              "--weight-decay", str(mqar.get("weight_decay", 0.1)), "--num-test", str(mqar.get("num_test", 1000)),
              # ~40 loss lines a job: a run that misses its control shows in its log whether it was still learning
              "--log-every", str(max(1, mqar["steps"] // 40))]
+    if mqar.get("warmup"):
+        args += ["--warmup", str(mqar["warmup"])]
     if mqar.get("first_cell_frac"):
         args += ["--first-cell-frac", str(mqar["first_cell_frac"])]
     if mqar.get("tie_embeddings"):

@@ -210,6 +210,11 @@ def test_mqar_helpers_on_both_forms():
     assert mqar_cli_args(curriculum)[-5:] == ["--log-every", "1", "--first-cell-frac", "0.4", "--constant-tokens"]
     with pytest.raises(ConfigError, match=r"mqar\.first_cell_frac"):
         validate(_grid(first_cell_frac=1.0))
+    warm = validate(_grid(warmup=200))["mqar"]                       # honoured: the rule passes it on
+    assert mqar_cli_args(warm)[mqar_cli_args(warm).index("--warmup") + 1] == "200"
+    assert "--warmup" not in mqar_cli_args(grid)                     # absent: no warmup, the CLI's default
+    with pytest.raises(ConfigError, match=r"mqar\.warmup"):
+        validate(_grid(warmup=-1))
     single = load_config("ci")["mqar"]                               # the one-size form: seq_lens [32], train_kv [4]
     assert mqar_sizes(single) == ["1M"] and mqar_control_size(single) == "1M"
     assert mqar_control_cell(single) == (32, 4)

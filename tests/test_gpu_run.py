@@ -337,3 +337,53 @@ def test_targets_schedule_the_train_rules_as_the_train_part_does(repo, tmp_path)
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-3000:]
     assert "--set-threads niah=2 mqar=2 train=2 lm_eval=2" in log and "concurrency probe: skipped (dry run)" in log
+
+
+def test_mqar_control_narrows_the_dag_recipe_to_the_control_phase():
+    """scripts/gpu_mqar_control.py: the DAG's mqar options for the gpu profile, then the controls' cell alone and
+    --stop-after the control-cell phase (argparse keeps the last of a repeated option)."""
+    import gpu_mqar_control as ctl
+
+    from suite.config import load_config, mqar_cli_args
+
+    mqar = load_config("gpu")["mqar"]
+    opts = ctl.control_options(mqar)
+    assert opts[:4] == ["--arch", "transformer", "--size", "d256"] and opts[4:-8] == mqar_cli_args(mqar)
+    assert opts[-8:] == ["--seq-len", "128", "--kv-pairs", "8", "--train-kv", "8", "--stop-after",
+                         str(round(mqar["first_cell_frac"] * mqar["steps"]))]
+    log = "step 0 seq_len 128 kv 8 rows 256 loss 6.98 1s\nstep 100 seq_len 128 kv 8 rows 256 loss 2.9 2s\n" \
+          "step 200 seq_len 128 kv 8 rows 256 loss 0.41 4s\nstep 300 seq_len 128 kv 8 rows 256 loss 0.2 5s\n"
+    assert ctl.crossed_step(log, 0.5) == 200 and ctl.crossed_step(log, 0.1) is None and ctl.last_step(log) == 300
+    assert ctl.parse_variants("profile=;no_warmup=--warmup 0") == [("profile", ""), ("no_warmup", "--warmup 0")]
+    for bad in ("profile", "a b=--lr 1", "x=;x=--lr 2", "=--lr 1"):
+        with pytest.raises(ValueError, match="--variants entry"):
+            ctl.parse_variants(bad)
+    assert ctl.parse_seeds("42,43") == [42, 43]
+    for bad in ("42,", "4x", "\u00b2"):
+        with pytest.raises(ValueError, match="--seeds entry"):
+            ctl.parse_seeds(bad)
+
+
+def test_mqar_control_runs_every_variant_at_every_seed_on_cpu(tmp_path):
+    """The ci profile's MQAR recipe on the CPU: one row a job, the variant's option honoured in the job's row."""
+    out = tmp_path / "control.csv"
+    run = subprocess.run([sys.executable, "scripts/gpu_mqar_control.py", "--profile", "ci", "--device", "cpu",
+                          "--variants", "profile=;warm=--warmup 3", "--seeds", "1", "--out", str(out),
+                          "--log-dir", str(tmp_path / "logs"), "--timeout", "240"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    import pandas as pd
+
+    rows = pd.read_csv(out)
+    assert list(rows["variant"]) == ["profile", "warm"] and set(rows["status"]) == {"ok"}
+    assert list(rows["warmup"]) == [0, 3] and list(rows["stop_after"]) == [10, 10]   # ci: no phase, all 10 steps
+    assert rows["accuracy"].between(0, 1).all() and (tmp_path / "logs" / "mqar_control_warm_seed1.log").is_file()
+
+
+def test_part_none_runs_only_the_calibrations(repo, tmp_path):
+    run = gpu_run(repo, tmp_path / "out", PART="none", MQAR_CONTROL="1", PROBE="1")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    assert "MQAR control calibration: skipped (dry run)" in log and "snakemake" not in log.split("dry run)")[-1]
+    bad = gpu_run(repo, tmp_path / "out2", PART="none", MQAR_CONTROL="yes")
+    assert bad.returncode == 2 and "MQAR_CONTROL must be 0 or 1, got 'yes'" in bad.stderr

@@ -229,3 +229,43 @@ def test_first_cell_frac_outside_unit_interval_is_refused(frac, capsys):
         main(["--arch", "transformer", "--size", "1M", "--seq-len", "64", "--first-cell-frac", str(frac),
               "--out", "/tmp/never.csv"])
     assert f"--first-cell-frac {frac} must be in [0, 1)" in capsys.readouterr().err
+
+
+def test_warmup_and_stop_after_follow_the_schedule(monkeypatch):
+    """The lr of each optimizer step is lr * (s + 1) / warmup during the warmup, times the cosine over all ``steps``
+    (written out here, not read from lr_factor); stop_after trains only the first steps of that schedule."""
+    import math
+
+    from suite.eval import mqar
+
+    lrs = []
+    real_step = torch.optim.AdamW.step
+
+    def recording_step(self, *args, **kwargs):
+        lrs.append(self.param_groups[0]["lr"])
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
+    out = mqar.train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=10,
+                              vocab_size=64, batch_size=4, num_test=4, lr=0.01, warmup=4, stop_after=6)
+    expected = [0.01 * min(1, (s + 1) / 4) * 0.5 * (1 + math.cos(math.pi * s / 10)) for s in range(6)]
+    assert lrs == pytest.approx(expected, rel=1e-12) and out["num_train"] == 6 * 4
+    lrs.clear()
+    mqar.train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=3,
+                        vocab_size=64, batch_size=4, num_test=4, lr=0.01)
+    assert lrs == pytest.approx([0.01, 0.0075, 0.0025], rel=1e-12)      # no warmup: the cosine alone
+
+
+@pytest.mark.parametrize("kwargs,message", [({"warmup": -1}, "warmup=-1 must be >= 0"),
+                                            ({"stop_after": 0}, r"stop_after=0 must be in \[1, steps=2\]"),
+                                            ({"stop_after": 3}, r"stop_after=3 must be in \[1, steps=2\]")])
+def test_bad_warmup_or_stop_after_is_refused(kwargs, message, capsys):
+    from suite.eval.mqar import main, train_and_eval
+
+    with pytest.raises(ValueError, match=message):
+        train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=2,
+                       vocab_size=64, batch_size=4, num_test=4, **kwargs)
+    with pytest.raises(SystemExit):
+        main(["--arch", "transformer", "--size", "1M", "--seq-len", "64", "--steps", "2", "--stop-after", "3",
+              "--out", "/tmp/never.csv"])
+    assert "--stop-after 3 must be <= --steps 2" in capsys.readouterr().err

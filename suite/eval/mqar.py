@@ -170,8 +170,9 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
                    num_test: int = 1000, seed: int = 0, power_a: float = 0.01, eval_cells: list[Cell] | None = None,
                    far_distance: int | None = None, device: str = "cpu", dtype: str = "float32",
                    shared_slots: bool = True, log_every: int = 0, first_cell_frac: float = 0.0,
-                   constant_tokens: bool = False) -> dict:
-    """Train a fresh model on a mixture of MQAR cells with AdamW (cosine LR decay); measure held-out accuracy.
+                   constant_tokens: bool = False, warmup: int = 0, stop_after: int | None = None) -> dict:
+    """Train a fresh model on a mixture of MQAR cells with AdamW (``lr_factor``: linear warmup over ``warmup``
+    steps, cosine decay over ``steps``); measure held-out accuracy.
 
     ``mixture``: the training cells ``(seq_len, num_kv_pairs)``; step ``s`` trains on ``batch_size`` fresh rows of
     cell ``mixture[s % len(mixture)]`` (Zoology's mixture, one cell a batch), drawn from ``(seed, s)``, whose rows
@@ -180,16 +181,22 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     profiles' easiest, forms the recall circuit before the long cells dilute it, as Zoology's mixtures weight their
     shortest cell), the rest cycle through the mixture. ``constant_tokens``: a step at ``seq_len`` T draws
     ``max(1, batch_size * T0 // T)`` rows, T0 the mixture's shortest seq_len (the same tokens a step, as Zoology's
-    batch sizes halve per doubling).
+    batch sizes halve per doubling). ``stop_after``: train only the first ``stop_after`` steps of that schedule, then
+    evaluate (a calibration of the schedule's early phase, scripts/gpu_mqar_control.py; default: all ``steps``).
     ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``) for sequences up to
     the longest ``seq_len`` of the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated
     cell (``eval_cells``, default the training cells) from other seeds.
     Returns ``{"by_cell": {(seq_len, kv): mqar_accuracy dict}, "final_train_loss", "n_params", "train_s" (seconds),
     "num_train" (rows), "num_test"}``.
-    Raises ValueError for an empty mixture, ``steps`` or ``batch_size`` < 1, or a cell the generator cannot fill.
+    Raises ValueError for an empty mixture, ``steps`` or ``batch_size`` < 1, ``warmup`` < 0, ``stop_after`` outside
+    [1, steps], or a cell the generator cannot fill.
     """
     if steps < 1 or batch_size < 1 or not mixture:
         raise ValueError(f"steps={steps}, batch_size={batch_size} must be >= 1 and the mixture non-empty ({mixture})")
+    if warmup < 0:
+        raise ValueError(f"warmup={warmup} must be >= 0")
+    if stop_after is not None and not 1 <= stop_after <= steps:
+        raise ValueError(f"stop_after={stop_after} must be in [1, steps={steps}]")
     if not 0.0 <= first_cell_frac < 1.0:
         raise ValueError(f"first_cell_frac={first_cell_frac} must be in [0, 1)")
     eval_cells = eval_cells or list(mixture)
@@ -201,10 +208,10 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     # fused on a GPU: one kernel a step instead of a few per parameter group (these models are launch-bound)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay,
                             fused=torch.device(device).type == "cuda")
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, warmup))
     first_steps, shortest = round(first_cell_frac * steps), min(t for t, _ in mixture)
     start, loss, num_train = time.perf_counter(), torch.tensor(float("nan")), 0
-    for step in range(steps):
+    for step in range(steps if stop_after is None else stop_after):
         seq_len, kv = mixture[0] if step < first_steps else mixture[(step - first_steps) % len(mixture)]
         rows = max(1, batch_size * shortest // seq_len) if constant_tokens else batch_size
         num_train += rows
@@ -231,6 +238,13 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
 
     return {"by_cell": by_cell, "final_train_loss": float(loss.item()), "n_params": count_parameters(model),
             "train_s": train_s, "num_train": num_train, "num_test": num_test}
+
+
+def lr_factor(step: int, steps: int, warmup: int = 0) -> float:
+    """The learning-rate multiplier of training step ``step`` (0-based): ``(step + 1) / warmup`` during the first
+    ``warmup`` steps (linear warmup; none at 0), times the cosine decay ``0.5 * (1 + cos(pi * step / steps))``."""
+    ramp = min(1.0, (step + 1) / warmup) if warmup else 1.0
+    return ramp * 0.5 * (1 + math.cos(math.pi * step / steps))
 
 
 def llama_factory(hidden_size: int = 64, num_layers: int = 2,
@@ -325,6 +339,7 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
                     "vocab_size": vocab, "batch_size": train_kwargs.get("batch_size", 64),
                     "lr": train_kwargs.get("lr", 1e-3), "weight_decay": train_kwargs.get("weight_decay", 0.1),
                     "first_cell_frac": train_kwargs.get("first_cell_frac", 0.0),
+                    "warmup": train_kwargs.get("warmup", 0), "stop_after": train_kwargs.get("stop_after"),
                     "constant_tokens": train_kwargs.get("constant_tokens", False),
                     "window": window, "num_layers": num_layers,
                     "far_distance": far, "chance": 2 / vocab}
@@ -383,6 +398,11 @@ def main(argv: list[str] | None = None) -> None:
                    help="rows a step scale as 1/seq_len: --batch-size rows at the mixture's shortest seq_len "
                         "(Zoology's batch sizes); default: --batch-size rows at every seq_len")
     p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--warmup", type=nonnegative_int, default=0,
+                   help="linear learning-rate warmup over the first N steps, then the cosine decay (default 0)")
+    p.add_argument("--stop-after", type=positive_int, default=None,
+                   help="train only the first N steps of the --steps schedule, then evaluate (calibration of the "
+                        "schedule's early phase; default: all --steps)")
     p.add_argument("--num-test", type=positive_int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
@@ -398,6 +418,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--window {a.window} must be >= 1")
     if not 0.0 <= a.first_cell_frac < 1.0:
         p.error(f"--first-cell-frac {a.first_cell_frac} must be in [0, 1)")
+    if a.stop_after is not None and a.stop_after > a.steps:
+        p.error(f"--stop-after {a.stop_after} must be <= --steps {a.steps}")
     try:
         if a.train_kv is not None:
             train_kv_per_seq_len(a.seq_len, a.train_kv)
@@ -419,7 +441,8 @@ def main(argv: list[str] | None = None) -> None:
                     seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window,
                     num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,
                     weight_decay=a.weight_decay, num_test=a.num_test, log_every=a.log_every,
-                    first_cell_frac=a.first_cell_frac, constant_tokens=a.constant_tokens)
+                    first_cell_frac=a.first_cell_frac, constant_tokens=a.constant_tokens, warmup=a.warmup,
+                    stop_after=a.stop_after)
     write_csv(rows, a.out)
     for row in rows:
         print(row["seq_len"], row["num_kv_pairs"], row["accuracy"], row.get("accuracy_far"), row["status"])
