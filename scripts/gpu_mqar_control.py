@@ -147,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(" ".join(f"{k}={row.get(k)}" for k in ("variant", "seed", "accuracy", "crossed_step", "train_s",
                                                        "status")), flush=True)
-    write_csv(rows, a.out)
+    import pandas as pd  # (the jobs import torch; this process only reads their rows)
+
+    frame = pd.DataFrame(rows).astype({"crossed_step": "Int64", "last_logged_step": "Int64"})  # steps, not floats
+    write_csv(frame, a.out)
     return 1 if bad else 0
 
 

@@ -53,18 +53,12 @@ read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
 # name|study|arch|extra arguments
 VARIANTS=(
-  # the MQAR positive control's robustness (calibration README, twelfth session): at b5b528b the d256 Transformer
-  # stayed on the plateau through the 1600 control-cell steps (0.1075 at T=128 / 8 pairs), where the earlier random
-  # stream had crossed (0.999). The profile's recipe as the DAG runs it now (seed 42) and at three more seeds, and a
-  # control-cell phase of 2400 steps (first_cell_frac 0.6), each trained on the whole mixture and tested at every
-  # cell as the DAG's mqar rule does
-  "seed42|mqar|transformer|"
-  "seed43|mqar|transformer|--seed 43"
-  "seed44|mqar|transformer|--seed 44"
-  "seed45|mqar|transformer|--seed 45"
-  "cell0.6_seed42|mqar|transformer|--first-cell-frac 0.6"
-  "cell0.6_seed43|mqar|transformer|--first-cell-frac 0.6 --seed 43"
-  "cell0.6_seed44|mqar|transformer|--first-cell-frac 0.6 --seed 44"
+  # the NIAH controls at the profile's recipe, unchanged (thirteenth session: the positive control's Transformer and
+  # the negative control's SWA, with Orthros, re-run within the training length at the current code; the MQAR
+  # control's seeds and schedules have their own script now, scripts/gpu_mqar_control.py)
+  "profile|niah|transformer|"
+  "profile|niah|swa|"
+  "profile|niah|orthros|"
 )
 
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false

@@ -93,6 +93,9 @@ OUT=$(cd "$OUT" && pwd)
 rm -f "$RUN"/*
 MARK=$RUN/.start
 touch "$MARK"
+# what results/gpu held when the call started: a result that is gone at the end (a job cut or failed after snakemake
+# deleted its old output) is listed in gpu_run/results_removed.txt, and scripts/gpu_unpack.sh deletes it there too
+find "$RES" -type f 2>/dev/null | sort > "$RUN/results_at_start.txt"
 exec > >(tee -a "$RUN/gpu_run.log") 2>&1
 
 left() { echo $(( TOTAL_S - PACK_S - KILL_S - SECONDS )); }  # a step's cap: it ends by then + KILL_S at the latest
@@ -102,6 +105,7 @@ pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB)
   set +e
   stage=$(mktemp -d /tmp/gpu_pack.XXXXXX)  # one of its own: two runs of this script on one machine must not collide
   mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
+  comm -23 "$RUN/results_at_start.txt" <(find "$RES" -type f 2>/dev/null | sort) > "$RUN/results_removed.txt"
   # results/gpu, with the profile's rendered tables and figures (render_dir results/gpu/report)
   [[ -d $RES ]] && mkdir -p "$stage/results" && cp -a "$RES" "$stage/results/"
   # snakemake's records of results/gpu (params, code, inputs of the job that made each file): carried back in with

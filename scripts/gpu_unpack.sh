@@ -6,6 +6,9 @@
 #   work_dirs/gpu/logs/*.log   -> work_dirs/gpu/logs/ (git-ignored; the rules' logs)
 #   snakemake_metadata/        -> .snakemake/metadata/ (snakemake's records of those results; carry the folder to the
 #                                 next call so that it re-runs results that changed settings or code made stale)
+#   gpu_run/results_removed.txt   results/gpu files the call deleted (a job cut or failed after snakemake removed its
+#                                 old output): deleted here too, with their snakemake records, so that an old result
+#                                 does not pass for the new one
 #   gpu_run/                   -> work_dirs/gpu/logs/gpu_run/ (that call's own logs: env.log, one log per snakemake
 #                                 step, the image's pip freeze, status.txt)
 #   jit_cache.tar.xz           -> .jit_cache/jit_cache.tar.xz, when it lies beside ARCHIVE (the call's Triton and
@@ -36,6 +39,15 @@ for d in results paper_tables figures work_dirs; do
 done
 if [[ -d "$tmp/snakemake_metadata" ]]; then
   mkdir -p .snakemake/metadata && cp "$tmp"/snakemake_metadata/* .snakemake/metadata/
+fi
+if [[ -f "$tmp/gpu_run/results_removed.txt" ]]; then
+  while IFS= read -r f; do
+    [[ $f == results/gpu/* && $f != *..* ]] || { echo "ignoring removed-result entry '$f' (not under results/gpu)" >&2
+                                                 continue; }
+    [[ -e $f ]] || continue
+    rm -f -- "$f" ".snakemake/metadata/$(printf %s "$f" | base64 -w0 | tr '+/' '-_')"
+    echo "== removed $f: the call deleted it (its job was cut or failed), so it is made again by the next call"
+  done < "$tmp/gpu_run/results_removed.txt"
 fi
 if [[ -d "$tmp/gpu_run" ]]; then
   rm -rf work_dirs/gpu/logs/gpu_run && mkdir -p work_dirs/gpu/logs && cp -R "$tmp/gpu_run" work_dirs/gpu/logs/gpu_run

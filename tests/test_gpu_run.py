@@ -107,7 +107,7 @@ def test_bench_runs_each_benchmark_alone_and_forced(repo, tmp_path):
 
 def test_bad_part_stops_before_anything(repo, tmp_path):
     run = gpu_run(repo, tmp_path / "out", PART="everything")
-    assert run.returncode == 2 and "PART must be train, niah, mqar, finish or bench" in run.stderr
+    assert run.returncode == 2 and "PART must be train, niah, mqar, finish, bench or none" in run.stderr
 
 
 def test_unpack_overlays_results_and_logs(repo, tmp_path):
@@ -387,3 +387,43 @@ def test_part_none_runs_only_the_calibrations(repo, tmp_path):
     assert "MQAR control calibration: skipped (dry run)" in log and "snakemake" not in log.split("dry run)")[-1]
     bad = gpu_run(repo, tmp_path / "out2", PART="none", MQAR_CONTROL="yes")
     assert bad.returncode == 2 and "MQAR_CONTROL must be 0 or 1, got 'yes'" in bad.stderr
+
+
+def test_unpack_deletes_results_the_call_deleted_with_their_records(repo, tmp_path):
+    """A job cut by the cap after snakemake deleted its old output leaves no file on the GPU machine: the old file
+    here (and its snakemake record, which may claim the new settings) must go too, or it passes for the new result."""
+    import base64
+
+    old = repo / "results" / "gpu" / "eval" / "mqar" / "gla" / "d256" / "seed42.csv"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_text("arch,accuracy\ngla,0.11\n")
+    record = repo / ".snakemake" / "metadata" / base64.urlsafe_b64encode(
+        b"results/gpu/eval/mqar/gla/d256/seed42.csv").decode()
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("{}")
+    kept = repo / "results" / "gpu" / "mqar.csv"
+    stage = tmp_path / "stage"
+    (stage / "gpu_run").mkdir(parents=True)
+    (stage / "gpu_run" / "results_removed.txt").write_text(
+        "results/gpu/eval/mqar/gla/d256/seed42.csv\nresults/default/quality.csv\n")
+    archive = tmp_path / "gpu_results.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(stage, arcname=".")
+    run = subprocess.run(["bash", "scripts/gpu_unpack.sh", str(archive)], cwd=repo, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert not old.exists() and not record.exists() and kept.exists()
+    assert "removed results/gpu/eval/mqar/gla/d256/seed42.csv" in run.stdout
+    assert (repo / "results" / "default" / "quality.csv").exists() and "not under results/gpu" in run.stderr
+
+
+def test_the_archive_lists_what_the_call_deleted(repo, tmp_path):
+    doomed = repo / "results" / "gpu" / "mqar.csv"
+    assert doomed.exists()
+    # a DRY run deletes nothing: the list is there and empty
+    run = gpu_run(repo, tmp_path / "out", PART="finish")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
+        listed = tar.extractfile("./gpu_run/results_removed.txt").read().decode()
+        started = tar.extractfile("./gpu_run/results_at_start.txt").read().decode()
+    assert listed == "" and "results/gpu/mqar.csv" in started
