@@ -23,6 +23,7 @@ import contextlib
 import csv
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -38,8 +39,9 @@ STEP_LINE = re.compile(r"^step (\d+) .* loss ([0-9.naninf]+) ", re.MULTILINE)
 
 
 def parse_variants(text: str) -> list[tuple[str, str]]:
-    """``"profile=;no_warmup=--warmup 0"`` -> ``[("profile", ""), ("no_warmup", "--warmup 0")]``; ValueError names a
-    bad entry (no ``=``, an empty or non-word name, a repeated name)."""
+    """``"profile=;no_warmup=--warmup 0"`` -> ``[("profile", []), ("no_warmup", ["--warmup", "0"])]`` (options split
+    as a shell would); ValueError names a bad entry (no ``=``, an empty or non-word name, a repeated name, unbalanced
+    quotes)."""
     variants, names = [], set()
     for part in text.split(";"):
         name, eq, options = part.partition("=")
@@ -47,25 +49,35 @@ def parse_variants(text: str) -> list[tuple[str, str]]:
         if not eq or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in names:
             raise ValueError(f"--variants entry {part!r}: want NAME=OPTIONS, NAME of letters, digits, _ . - and "
                              "unique")
+        try:
+            argv = shlex.split(options)
+        except ValueError as exc:
+            raise ValueError(f"--variants entry {part!r}: {exc}") from None
         names.add(name)
-        variants.append((name, options.strip()))
+        variants.append((name, argv))
     return variants
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"42,43"`` -> ``[42, 43]``; ValueError names a bad entry."""
+    """``"42,43"`` -> ``[42, 43]``; ValueError names a bad or repeated entry (a job's files are named by its seed)."""
     seeds = []
     for part in text.split(","):
-        if not (part.isascii() and part.isdigit()):
-            raise ValueError(f"--seeds entry {part!r}: want whole numbers separated by commas")
+        if not (part.isascii() and part.isdigit()) or int(part) in seeds:
+            raise ValueError(f"--seeds entry {part!r}: want distinct whole numbers separated by commas")
         seeds.append(int(part))
     return seeds
 
 
 def control_options(mqar: dict) -> list[str]:
-    """The DAG's ``mqar`` options for the control size, narrowed to the controls' cell and its phase."""
+    """The DAG's ``mqar`` options for the control size, narrowed to the controls' cell and its phase.
+
+    Raises ValueError for a recipe without a control-cell phase (``first_cell_frac``): its DAG job trains the
+    whole mixture from step 0, which a run on the control cell alone does not reproduce."""
     seq_len, kv = mqar_control_cell(mqar)
-    phase = round(mqar.get("first_cell_frac", 0.0) * mqar["steps"]) or mqar["steps"]
+    phase = round(mqar.get("first_cell_frac", 0.0) * mqar["steps"])
+    if phase < 1:
+        raise ValueError(f"mqar.first_cell_frac={mqar.get('first_cell_frac', 0.0)}: the recipe has no control-cell "
+                         "phase to reproduce")
     return ["--arch", "transformer", "--size", mqar_control_size(mqar), *mqar_cli_args(mqar), "--seq-len",
             str(seq_len), "--kv-pairs", str(kv), "--train-kv", str(kv), "--stop-after", str(phase)]
 
@@ -104,9 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         variants, seeds = parse_variants(a.variants), parse_seeds(a.seeds)
     except ValueError as exc:
         p.error(str(exc))
-    mqar = load_config(a.profile)["mqar"]
-    base = control_options(mqar)
-    dtype = "bfloat16" if a.device.startswith("cuda") else "float32"
+    config = load_config(a.profile)
+    try:
+        base = control_options(config["mqar"])
+    except ValueError as exc:
+        p.error(f"--profile {a.profile}: {exc}")
+    dtype = config["dtype"] if a.device.startswith("cuda") else "float32"  # as the DAG's rule (float32 on a CPU)
     a.log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     jobs = []
@@ -114,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, options in variants:
             for seed in seeds:
                 stem = a.log_dir / f"mqar_control_{name}_seed{seed}"
-                cmd = [sys.executable, "-m", "suite.eval.mqar", *base, *options.split(), "--seed", str(seed),
-                       "--device", a.device, "--dtype", dtype, "--profile", f"{a.profile}-control",
+                cmd = [sys.executable, "-m", "suite.eval.mqar", *base, *options, "--seed", str(seed),
+                       "--device", a.device, "--dtype", dtype, "--profile", f"{config['profile']}-control",
                        "--out", str(stem.with_suffix(".csv"))]
                 log = files.enter_context(open(stem.with_suffix(".log"), "w"))
                 jobs.append((name, options, seed, stem, subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
@@ -130,16 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     rows, bad = [], 0
     for name, options, seed, stem, proc in jobs:
         log = stem.with_suffix(".log").read_text(errors="replace")
-        row = {"variant": name, "options": options, "seed": seed, "accuracy": None, "final_train_loss": None,
-               "crossed_step": crossed_step(log, a.crossed_loss), "last_logged_step": last_step(log),
-               "train_s": None, "status": "ok"}
+        row = {"variant": name, "options": shlex.join(options), "seed": seed, "accuracy": None,
+               "final_train_loss": None, "crossed_step": crossed_step(log, a.crossed_loss),
+               "last_logged_step": last_step(log), "train_s": None, "status": "ok"}
         job_csv = stem.with_suffix(".csv")
         if proc.returncode == 0 and job_csv.is_file():
             job = next(csv.DictReader(job_csv.read_text().splitlines()))
             row |= {"accuracy": job["accuracy"], "final_train_loss": job["final_train_loss"],
                     "train_s": job["wall_s"], "stop_after": job["stop_after"], "lr": job["lr"],
-                    "warmup": job["warmup"], "commit": job.get("commit"), "device": job.get("device"),
-                    "dtype": job.get("dtype"), "backend": job.get("backend")}
+                    "warmup": job["warmup"]} | {k: job.get(k) for k in ("commit", "profile", "device", "dtype",
+                                                                         "backend")}
         else:
             bad += 1
             tail = (log.strip().splitlines() or ["no output"])[-1]

@@ -66,7 +66,7 @@ DRY=${DRY:-0}
 DATA_PREP=${DATA_PREP:-0}
 PROBE=${PROBE:-0}
 MQAR_CONTROL=${MQAR_CONTROL:-0}
-MPS=${MPS:-$([[ $WHAT =~ ^(train|niah|mqar)$ ]] || (( MQAR_CONTROL )) && echo 1 || echo 0)}  # (section 2)
+MPS=${MPS:-$([[ $WHAT =~ ^(train|niah|mqar)$ || $MQAR_CONTROL == 1 ]] && echo 1 || echo 0)}  # (section 2)
 for flag in DRY DATA_PREP PROBE MQAR_CONTROL MPS; do
   if [[ ! ${!flag} =~ ^[01]$ ]]; then echo "$flag must be 0 or 1, got '${!flag}'" >&2; exit 2; fi
 done
@@ -126,6 +126,7 @@ PY
     rm -rf "$stage/gpu_run" "$stage/work_dirs/gpu/logs" && mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
     for f in work_dirs/gpu/logs/*.log; do [[ -f $f ]] && tail -c "$cap" "$f" > "$stage/$f"; done
     for f in "$RUN"/*; do [[ -f $f ]] && tail -c "$cap" "$f" > "$stage/gpu_run/$(basename "$f")"; done
+    cp "$RUN"/results_*.txt "$stage/gpu_run/" 2>/dev/null  # whole: a trimmed list would lose deletions
     echo "exit status $rc after ${SECONDS}s" > "$stage/gpu_run/status.txt"
     tar -czf "$OUT/gpu_results.tar.gz" -C "$stage" .
     (( $(stat -c %s "$OUT/gpu_results.tar.gz") <= 16 * 1024 * 1024 )) && break

@@ -44,7 +44,8 @@ if [[ -f "$tmp/gpu_run/results_removed.txt" ]]; then
   while IFS= read -r f; do
     [[ $f == results/gpu/* && $f != *..* ]] || { echo "ignoring removed-result entry '$f' (not under results/gpu)" >&2
                                                  continue; }
-    [[ -e $f ]] || continue
+    [[ -e $f || -L $f ]] || continue
+    [[ -f $f || -L $f ]] || { echo "ignoring removed-result entry '$f' (not a file here)" >&2; continue; }
     rm -f -- "$f" ".snakemake/metadata/$(printf %s "$f" | base64 -w0 | tr '+/' '-_')"
     echo "== removed $f: the call deleted it (its job was cut or failed), so it is made again by the next call"
   done < "$tmp/gpu_run/results_removed.txt"

@@ -135,12 +135,15 @@ def _cross_checks(config: dict) -> list[str]:
 
 
 def _mqar_checks(mqar: dict) -> list[str]:
-    """The MQAR section's constraints between fields: one of size/sizes, per-seq_len train_kv lists that match
-    seq_lens and fit them, a control cell that fits, and a vocabulary with room for the largest pair count."""
+    """The MQAR section's constraints between fields: one of size/sizes, a warmup shorter than the run, per-seq_len
+    train_kv lists that match seq_lens and fit them, a control cell that fits, and a vocabulary with room for the
+    largest pair count."""
     problems = []
     if ("size" in mqar) == ("sizes" in mqar):
         problems.append(f"mqar.size, mqar.sizes: give exactly one of them (value size={mqar.get('size')!r}, "
                         f"sizes={mqar.get('sizes')!r})")
+    if mqar.get("warmup", 0) >= mqar["steps"]:
+        problems.append(f"mqar.warmup: {mqar['warmup']} must be below mqar.steps {mqar['steps']}")
     seq_lens, train = mqar["seq_lens"], mqar.get("train_kv")
     if train and isinstance(train[0], list):
         if len(train) != len(seq_lens):

@@ -215,6 +215,8 @@ def test_mqar_helpers_on_both_forms():
     assert "--warmup" not in mqar_cli_args(grid)                     # absent: no warmup, the CLI's default
     with pytest.raises(ConfigError, match=r"mqar\.warmup"):
         validate(_grid(warmup=-1))
+    with pytest.raises(ConfigError, match=r"mqar\.warmup: 10 must be below mqar\.steps 10"):
+        validate(_grid(warmup=10))
     single = load_config("ci")["mqar"]                               # the one-size form: seq_lens [32], train_kv [4]
     assert mqar_sizes(single) == ["1M"] and mqar_control_size(single) == "1M"
     assert mqar_control_cell(single) == (32, 4)

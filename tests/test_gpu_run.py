@@ -354,30 +354,44 @@ def test_mqar_control_narrows_the_dag_recipe_to_the_control_phase():
     log = "step 0 seq_len 128 kv 8 rows 256 loss 6.98 1s\nstep 100 seq_len 128 kv 8 rows 256 loss 2.9 2s\n" \
           "step 200 seq_len 128 kv 8 rows 256 loss 0.41 4s\nstep 300 seq_len 128 kv 8 rows 256 loss 0.2 5s\n"
     assert ctl.crossed_step(log, 0.5) == 200 and ctl.crossed_step(log, 0.1) is None and ctl.last_step(log) == 300
-    assert ctl.parse_variants("profile=;no_warmup=--warmup 0") == [("profile", ""), ("no_warmup", "--warmup 0")]
-    for bad in ("profile", "a b=--lr 1", "x=;x=--lr 2", "=--lr 1"):
+    assert ctl.parse_variants("profile=;no_warmup=--warmup 0;q=--lr '2e-3'") == \
+        [("profile", []), ("no_warmup", ["--warmup", "0"]), ("q", ["--lr", "2e-3"])]
+    for bad in ("profile", "a b=--lr 1", "x=;x=--lr 2", "=--lr 1", "q=--lr '2e-3"):
         with pytest.raises(ValueError, match="--variants entry"):
             ctl.parse_variants(bad)
     assert ctl.parse_seeds("42,43") == [42, 43]
-    for bad in ("42,", "4x", "\u00b2"):
+    for bad in ("42,", "4x", "\u00b2", "42,42"):
         with pytest.raises(ValueError, match="--seeds entry"):
             ctl.parse_seeds(bad)
 
 
 def test_mqar_control_runs_every_variant_at_every_seed_on_cpu(tmp_path):
-    """The ci profile's MQAR recipe on the CPU: one row a job, the variant's option honoured in the job's row."""
-    out = tmp_path / "control.csv"
-    run = subprocess.run([sys.executable, "scripts/gpu_mqar_control.py", "--profile", "ci", "--device", "cpu",
-                          "--variants", "profile=;warm=--warmup 3", "--seeds", "1", "--out", str(out),
-                          "--log-dir", str(tmp_path / "logs"), "--timeout", "240"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    """The ci profile's MQAR recipe with a control-cell phase (half its 10 steps) on the CPU: one row a job, the
+    variant's option honoured in the job's row; a recipe without that phase is refused by name."""
     import pandas as pd
+    import yaml
 
+    config = yaml.safe_load((ROOT / "profiles" / "ci.yaml").read_text())
+    profile = tmp_path / "ci_phase.yaml"
+    profile.write_text(yaml.safe_dump({**config, "mqar": {**config["mqar"], "first_cell_frac": 0.5}}))
+    out = tmp_path / "control.csv"
+
+    def control(path):
+        return subprocess.run([sys.executable, "scripts/gpu_mqar_control.py", "--profile", str(path), "--device",
+                               "cpu", "--variants", "profile=;warm=--warmup 3", "--seeds", "1", "--out", str(out),
+                               "--log-dir", str(tmp_path / "logs"), "--timeout", "240"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    run = control(profile)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     rows = pd.read_csv(out)
     assert list(rows["variant"]) == ["profile", "warm"] and set(rows["status"]) == {"ok"}
-    assert list(rows["warmup"]) == [0, 3] and list(rows["stop_after"]) == [10, 10]   # ci: no phase, all 10 steps
+    assert list(rows["warmup"]) == [0, 3] and list(rows["stop_after"]) == [5, 5]
     assert rows["accuracy"].between(0, 1).all() and (tmp_path / "logs" / "mqar_control_warm_seed1.log").is_file()
+    assert set(rows["profile"]) == {"ci-control"} and set(rows["dtype"]) == {"float32"}
+    out.unlink()
+    refused = control(ROOT / "profiles" / "ci.yaml")
+    assert refused.returncode == 2 and "first_cell_frac=0.0" in refused.stderr and not out.exists()
 
 
 def test_part_none_runs_only_the_calibrations(repo, tmp_path):
@@ -404,8 +418,9 @@ def test_unpack_deletes_results_the_call_deleted_with_their_records(repo, tmp_pa
     kept = repo / "results" / "gpu" / "mqar.csv"
     stage = tmp_path / "stage"
     (stage / "gpu_run").mkdir(parents=True)
+    (repo / "results" / "gpu" / "eval" / "mqar" / "somedir").mkdir(parents=True, exist_ok=True)
     (stage / "gpu_run" / "results_removed.txt").write_text(
-        "results/gpu/eval/mqar/gla/d256/seed42.csv\nresults/default/quality.csv\n")
+        "results/gpu/eval/mqar/somedir\nresults/gpu/eval/mqar/gla/d256/seed42.csv\nresults/default/quality.csv\n")
     archive = tmp_path / "gpu_results.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(stage, arcname=".")
@@ -415,15 +430,20 @@ def test_unpack_deletes_results_the_call_deleted_with_their_records(repo, tmp_pa
     assert not old.exists() and not record.exists() and kept.exists()
     assert "removed results/gpu/eval/mqar/gla/d256/seed42.csv" in run.stdout
     assert (repo / "results" / "default" / "quality.csv").exists() and "not under results/gpu" in run.stderr
+    assert (repo / "results" / "gpu" / "eval" / "mqar" / "somedir").is_dir() and "not a file here" in run.stderr
 
 
 def test_the_archive_lists_what_the_call_deleted(repo, tmp_path):
+    """A step that deletes a result (here a python shim that removes mqar.csv before running snakemake, as
+    snakemake removes a job's old output before a run the cap then cuts) puts it in gpu_run/results_removed.txt."""
     doomed = repo / "results" / "gpu" / "mqar.csv"
     assert doomed.exists()
-    # a DRY run deletes nothing: the list is there and empty
-    run = gpu_run(repo, tmp_path / "out", PART="finish")
+    shim = tmp_path / "python"
+    shim.write_text(f"#!/usr/bin/env bash\nrm -f results/gpu/mqar.csv\nexec {sys.executable} \"$@\"\n")
+    shim.chmod(0o755)
+    run = gpu_run(repo, tmp_path / "out", PART="finish", PYTHON=str(shim))
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
         listed = tar.extractfile("./gpu_run/results_removed.txt").read().decode()
         started = tar.extractfile("./gpu_run/results_at_start.txt").read().decode()
-    assert listed == "" and "results/gpu/mqar.csv" in started
+    assert listed == "results/gpu/mqar.csv\n" and "results/gpu/mqar.csv" in started and not doomed.exists()
