@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's suite/, also without an install
-from suite.provenance import PROVENANCE_COLUMNS  # noqa: E402
+from suite.provenance import PROVENANCE_COLUMNS, read_csv  # noqa: E402
 
 # what a re-run changes by nature: provenance of the run, clocks, memory measurements
 VOLATILE = set(PROVENANCE_COLUMNS) | {"ms", "train_s", "peak_rss_gib", "rss_before_prefill_gib"}
@@ -85,7 +85,7 @@ def compare(old_dir: Path, new_dir: Path, extra: set[str] = frozenset(), rtol: f
         if not other.is_file():
             result[str(rel)] = ["missing in the re-run"]
             continue
-        diffs = column_differences(pd.read_csv(path), pd.read_csv(other), extra, rtol, atol)
+        diffs = column_differences(read_csv(path), read_csv(other), extra, rtol, atol)
         if diffs:
             result[str(rel)] = diffs
     return result

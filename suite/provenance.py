@@ -17,6 +17,8 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 PROVENANCE_COLUMNS = ["commit", "profile", "device", "backend", "dtype", "seed", "wall_s", "world_size"]
+# read back as text whatever they look like: pandas would read the short hash 5638e28 as the float 5.638e+31
+TEXT_COLUMNS = ("commit", "profile", "device", "backend", "dtype")
 
 
 OUTPUT_PATHS = ("results", "paper_tables", "figures", "report.html")  # what runs write; not code
@@ -143,10 +145,12 @@ def write_text(text: str, path: str | Path) -> Path:
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
-    """Read a results CSV. A missing file raises FileNotFoundError; an empty or corrupt one ValueError naming it."""
+    """Read a results CSV, its ``TEXT_COLUMNS`` as strings (a commit hash such as ``5638e28`` is not a number).
+
+    A missing file raises FileNotFoundError; an empty or corrupt one ValueError naming it."""
     path = Path(path)
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
     except FileNotFoundError:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:

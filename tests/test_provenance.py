@@ -93,3 +93,22 @@ def test_write_csv_leaves_a_file_as_readable_as_a_plain_write(tmp_path):
     written = write_csv([{"a": 1}], tmp_path / "out.csv")  # through mkstemp, which creates files 0600
     assert (written.stat().st_mode & 0o777) == (plain.stat().st_mode & 0o777)
     assert written.read_text() == "a\n1\n" and not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_commit_hashes_that_look_like_numbers_are_read_back_as_text(tmp_path):
+    """5638e28 (a float literal) and an all-digit hash came back as 5.638e+31 and an int, and the collected CSVs
+    of the gpu run at 5638e28 carried 5.6379999999999995e+31 in their commit column."""
+    from suite.collect import concat
+
+    hashes = ["5638e28", "123456789012", "00a1b2c"]
+    paths = []
+    for i, commit in enumerate(hashes):
+        paths.append(suite.provenance.write_csv([{"value": i, "commit": commit, "device": "1e3", "seed": 42}],
+                                                tmp_path / f"run{i}.csv"))
+        assert suite.provenance.read_csv(paths[-1])["commit"].tolist() == [commit]
+    merged = suite.provenance.write_csv(concat([str(p) for p in paths]), tmp_path / "merged.csv")
+    back = suite.provenance.read_csv(merged)
+    assert back["commit"].tolist() == hashes
+    assert back["device"].tolist() == ["1e3"] * 3
+    assert back["value"].tolist() == [0, 1, 2] and back["seed"].tolist() == [42] * 3  # numbers stay numbers
+    assert "5638e28" in merged.read_text() and "e+31" not in merged.read_text()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.provenance import read_csv
+
 
 def collect(out: Path) -> pd.DataFrame | None:
     """Target rows of ``out/*.csv`` (but targets.csv) with a ``source`` column; None when there are none.
@@ -18,7 +20,7 @@ def collect(out: Path) -> pd.DataFrame | None:
     for path in sorted(out.glob("*.csv")):
         if path.name == "targets.csv":
             continue
-        frame = pd.read_csv(path)
+        frame = read_csv(path)
         if path.name == "attention_kernels.csv" and "status" in frame:
             checks = frame[frame["part"] == "check"]
             print(f"[{path.name}] checks: {dict(checks['status'].value_counts())}")
