@@ -106,19 +106,21 @@ pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB)
   stage=$(mktemp -d /tmp/gpu_pack.XXXXXX)  # one of its own: two runs of this script on one machine must not collide
   mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
   comm -23 "$RUN/results_at_start.txt" <(find "$RES" -type f 2>/dev/null | sort) > "$RUN/results_removed.txt"
-  # results/gpu, with the profile's rendered tables and figures (render_dir results/gpu/report)
-  [[ -d $RES ]] && mkdir -p "$stage/results" && cp -a "$RES" "$stage/results/"
-  # snakemake's records of results/gpu (params, code, inputs of the job that made each file): carried back in with
-  # the next call (.snakemake/metadata), they let that call re-run what a change of config or code made stale
-  "$PY" - "$stage/snakemake_metadata" <<'PY'
+  # the results/gpu files this call wrote (with the profile's rendered tables and figures, render_dir
+  # results/gpu/report), and no other: a file it only received would, unpacked over a newer local one (an earlier
+  # call's, unpacked after this call was sent), bring the old one back (5638e28: mqar.csv)
+  [[ -d $RES ]] && find "$RES" -type f -newer "$MARK" -print0 | xargs -0 -r cp -a --parents -t "$stage"
+  # snakemake's records of those files (params, code, inputs of the job that made each): carried back in with the
+  # next call (.snakemake/metadata), they let that call re-run what a change of config or code made stale
+  "$PY" - "$stage/snakemake_metadata" "$MARK" <<'PY'
 import base64, os, shutil, sys
-src, dst = ".snakemake/metadata", sys.argv[1]
+src, dst, mark = ".snakemake/metadata", sys.argv[1], os.path.getmtime(sys.argv[2])
 for name in (os.listdir(src) if os.path.isdir(src) else []):
     try:
         path = base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode()
     except ValueError:
         continue
-    if path.startswith("results/gpu/"):
+    if path.startswith("results/gpu/") and os.path.getmtime(os.path.join(src, name)) > mark:
         os.makedirs(dst, exist_ok=True)
         shutil.copy2(os.path.join(src, name), dst)
 PY

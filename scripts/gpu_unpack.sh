@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Unpack an archive that scripts/gpu_run.sh packed on the GPU machine into this repository, then show what changed:
-#   results/gpu/...            -> results/gpu/... (overlaid: files the call did not write stay as they are)
+#   results/gpu/...            -> results/gpu/... (only the files the call wrote, overlaid: the others stay as they are)
 #   paper_tables/, figures/    -> the same paths (archives of older gpu_run.sh versions; the gpu profile now
 #                                 renders into results/gpu/report/)
 #   work_dirs/gpu/logs/*.log   -> work_dirs/gpu/logs/ (git-ignored; the rules' logs)

@@ -69,7 +69,8 @@ def test_train_plan_retrains_what_an_earlier_call_left_without_checkpoints(repo,
     names = members(archive)
     assert {"gpu_run/plan.log", "gpu_run/env.log", "gpu_run/status.txt",
             "gpu_run/gpu_run.log"} <= names
-    assert "results/gpu/prefill.csv" in names and "results/gpu/train/transformer/12M/seed42/metrics.csv" in names
+    # a dry run writes no result, so none is packed (only what a call writes comes back)
+    assert not any(n.startswith("results/") for n in names)
     assert not any(n.startswith(("paper_tables/", "figures/")) for n in names)  # nothing was rendered
     with tarfile.open(archive) as tar:
         plan = tar.extractfile("./gpu_run/plan.log").read().decode()  # the last plan: with the re-training forced
@@ -191,7 +192,11 @@ def test_plan_orphans(tmp_path):
     assert gp.orphans(jobs, {"lm_eval"}, root=tmp_path) == []
 
 
-def test_snakemake_records_of_results_travel_both_ways(repo, tmp_path):
+def test_the_archive_holds_only_the_results_and_records_the_call_wrote(repo, tmp_path):
+    """What a call writes comes back with its snakemake record; a result or record it only received does not, so
+    unpacking it cannot bring an old copy back over a newer local one (5638e28: an archive carried the mqar.csv sent
+    with it over the one an earlier call had just made). A python shim stands in for a job: it writes a result and
+    rewrites one record during the call."""
     import base64
 
     def key(path: str) -> str:
@@ -199,22 +204,41 @@ def test_snakemake_records_of_results_travel_both_ways(repo, tmp_path):
 
     meta = repo / ".snakemake" / "metadata"
     meta.mkdir(parents=True)
-    (meta / key("results/gpu/mqar.csv")).write_text('{"params": ["a"]}')
-    (meta / key("results/default/mqar.csv")).write_text('{"params": ["b"]}')  # not a gpu result: stays here
-    run = gpu_run(repo, tmp_path / "out", TARGETS="results/gpu/mqar.csv")
+    (meta / key("results/gpu/mqar.csv")).write_text('{"params": ["sent"]}')      # carried, not rewritten
+    (meta / key("results/gpu/niah.csv")).write_text('{"params": ["sent"]}')      # rewritten by the "job"
+    (meta / key("results/default/mqar.csv")).write_text('{"params": ["b"]}')     # not a gpu result: stays here
+    shim = tmp_path / "python"
+    shim.write_text("#!/usr/bin/env bash\nprintf 'value\\n1\\n' > results/gpu/made_here.csv\n"
+                    f"printf '{{\"params\": [\"new\"]}}' > .snakemake/metadata/{key('results/gpu/niah.csv')}\n"
+                    f"exec {sys.executable} \"$@\"\n")
+    shim.chmod(0o755)
+    run = gpu_run(repo, tmp_path / "out", PART="finish", PYTHON=str(shim))
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     assert "WARNING: results/gpu holds results but .snakemake/metadata" not in run.stdout
     names = members(tmp_path / "out" / "gpu_results.tar.gz")
+    assert {n for n in names if n.startswith("results/")} == {"results/gpu/made_here.csv"}
     assert {n for n in names if n.startswith("snakemake_metadata/")} == \
-        {f"snakemake_metadata/{key('results/gpu/mqar.csv')}"}
+        {f"snakemake_metadata/{key('results/gpu/niah.csv')}"}
 
-    shutil.rmtree(repo / ".snakemake")
-    run = gpu_run(repo, tmp_path / "out2", TARGETS="results/gpu/mqar.csv")
-    assert "WARNING: results/gpu holds results but .snakemake/metadata was not carried" in run.stdout
+    # here, meanwhile: an earlier call's newer mqar.csv and its record were unpacked
+    (repo / "results" / "gpu" / "mqar.csv").write_text("newer,local\n")
+    (meta / key("results/gpu/mqar.csv")).write_text('{"params": ["newer"]}')
+    (repo / "results" / "gpu" / "made_here.csv").unlink()
+    (meta / key("results/gpu/niah.csv")).write_text('{"params": ["old"]}')
     unpack = subprocess.run(["bash", "scripts/gpu_unpack.sh", str(tmp_path / "out" / "gpu_results.tar.gz")],
                             cwd=repo, capture_output=True, text=True, timeout=60)
     assert unpack.returncode == 0, unpack.stdout + unpack.stderr
-    assert (repo / ".snakemake" / "metadata" / key("results/gpu/mqar.csv")).read_text() == '{"params": ["a"]}'
+    assert (repo / "results" / "gpu" / "mqar.csv").read_text() == "newer,local\n"
+    assert (meta / key("results/gpu/mqar.csv")).read_text() == '{"params": ["newer"]}'
+    assert (repo / "results" / "gpu" / "made_here.csv").read_text() == "value\n1\n"
+    assert (meta / key("results/gpu/niah.csv")).read_text() == '{"params": ["new"]}'
+
+
+def test_a_call_without_the_records_warns(repo, tmp_path):
+    """Results without .snakemake/metadata beside them: the call cannot see a stale result and says so."""
+    run = gpu_run(repo, tmp_path / "out", TARGETS="results/gpu/mqar.csv")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    assert "WARNING: results/gpu holds results but .snakemake/metadata was not carried" in run.stdout
 
 
 def test_jit_caches_come_back_and_are_unpacked_for_the_next_call(repo, tmp_path):
