@@ -288,3 +288,30 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
     assert both.loc["1M (gpu profile)", "status"].startswith("invalid: lm control failed")
     assert both.loc["1M", "status"].startswith("measured only")
     assert gpu_profile_rows(None, key="variant", invalid=None).empty
+
+
+def test_the_mqar_proxy_claim_reads_the_controls_cell_at_the_widest_size(tmp_path):
+    """C09's proxy (Orthros - SWA on far answers) reads the rows the MQAR controls read: on the gpu profile's grid
+    the control cell (T=128, 8 pairs) at d256, not the default profile's (4 pairs), which the grid lacks (the gpu
+    report said 'not run' at 5638e28 though both MQAR controls passed). Gated by those controls."""
+    from suite.eval.controls import mqar_controls
+    from suite.report.audit import evaluate_measure
+    from suite.report.claims import load_claims
+    from tests.test_controls import mqar_grid
+
+    measure = next(c for c in load_claims() if c["id"] == "C09")["measure"]
+    grid = mqar_grid()
+    grid.to_csv(tmp_path / "mqar.csv", index=False)
+    passing = pd.DataFrame(mqar_controls(grid, 128, 8, "d256")).assign(experiment="mqar")
+    res = evaluate_measure(measure, tmp_path, None, passing)
+    assert res["status"] == "ok" and res["value"] == pytest.approx(0.98 - 0.003)   # d256, T=128, 8 pairs
+    assert res["ok"] is True and "(1+1 rows)" in res["conditions"]
+    failing = passing.assign(passed=[False, True])
+    assert evaluate_measure(measure, tmp_path, None, failing)["status"].startswith("invalid: positive control")
+    # a single-size study: its one size; rows without train_kv name no control cell
+    grid[grid["size"] != "d256"].to_csv(tmp_path / "mqar.csv", index=False)
+    assert evaluate_measure(measure, tmp_path, None, passing)["value"] == pytest.approx(0.45 - 0.20)
+    grid.drop(columns="train_kv").to_csv(tmp_path / "mqar.csv", index=False)
+    res = evaluate_measure(measure, tmp_path, None, passing)
+    assert res["value"] is None and res["status"].startswith("not run: no rows match {'status': 'ok'} at the MQAR "
+                                                             "controls' cell")

@@ -19,7 +19,7 @@ from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
-from suite.report.measured import read_controls, read_result, scale_text, select
+from suite.report.measured import mqar_control_rows, read_controls, read_result, scale_text, select
 from suite.report.schema import NUMBER, check_columns
 from suite.report.stats import NOISE_RULE, compare
 from suite.report.tables import to_markdown
@@ -46,6 +46,7 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
     = numerator - denominator; value = mean of the numerator rows. Only rows passing ``where`` (normally
     ``status: ok``) are used; NaN measurements are dropped ("not measured", never a verdict).
 
+    ``cell: mqar_control`` keeps only the rows the MQAR controls read (``suite.report.measured.mqar_control_rows``).
     ``controls: <experiment>`` gives a verdict only when both controls of that experiment passed (else status
     "invalid: ...", value None; a measurement that did not run stays "not run: ..."): the controls of the results
     the measure reads, ``controls`` for ``{results}/...`` and ``gpu_controls`` for ``{gpu}/...``.
@@ -75,13 +76,17 @@ def _measure(measure: dict, results: str | Path | None, gpu: str | Path | None) 
         raise ValueError(f"{path}: column(s) {[c for c in named if c not in frame.columns]} named by a claim missing")
     check_columns(frame, path, {col: NUMBER})
     base = select(frame, measure["where"])
+    if measure.get("cell") == "mqar_control":
+        base = mqar_control_rows(base)
     num = select(base, measure.get("numerator"))
     den = select(base, measure.get("denominator")) if measure["op"] != "value" else num
     if num.empty or den.empty:
         loose = select(frame, {k: v for k, v in measure["where"].items() if k != "status"})
         loose = select(loose, measure.get("numerator"))
-        why = "; ".join(sorted(set(loose["status"].astype(str)))) if "status" in loose and len(loose) else \
-            f"no rows match {measure['where']} {measure.get('numerator', '')} / {measure.get('denominator', '')}"
+        statuses = sorted(set(loose["status"].astype(str)) - {"ok"}) if "status" in loose else []  # why not run
+        cell = " at the MQAR controls' cell" if measure.get("cell") else ""
+        why = "; ".join(statuses) or \
+            f"no rows match {measure['where']}{cell} {measure.get('numerator', '')} / {measure.get('denominator', '')}"
         return {**out, "status": why if why.startswith("not run") else f"not run: {why}"}
     a, b = pd.to_numeric(num[col]).dropna(), pd.to_numeric(den[col]).dropna()
     if a.empty or b.empty:

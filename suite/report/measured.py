@@ -116,3 +116,29 @@ def sizes_by_params(rows: pd.DataFrame) -> list[str]:
     params = pd.to_numeric(rows["n_params"], errors="coerce") if "n_params" in rows else \
         pd.Series(0.0, index=rows.index)
     return list(params.groupby(rows["size"].astype(str), sort=False).mean().sort_values(kind="stable").index)
+
+
+def mqar_control_cell(ok: pd.DataFrame) -> tuple[int, int] | None:
+    """The MQAR control cell of measured rows: the shortest trained seq_len and its first training pair count
+    (``train_kv`` ``"16+32"`` -> 16), as ``suite.config.mqar_control_cell`` reads the config; None when no row
+    names its training pairs."""
+    if "train_kv" not in ok:
+        return None
+    trained = ok[ok["train_kv"].notna() & (ok["train_kv"].astype(str) != "none")]
+    if trained.empty:
+        return None
+    first = trained.sort_values("seq_len", kind="stable").iloc[0]
+    return int(first["seq_len"]), int(float(str(first["train_kv"]).split("+")[0]))  # a CSV may read "8" as 8.0
+
+
+def mqar_control_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows the MQAR controls read (``suite.eval.controls``): the control cell (:func:`mqar_control_cell`)
+    at the size with the most parameters (``suite.config.mqar_control_size``, the grid's widest). No rows when
+    none names its training pairs."""
+    cell = mqar_control_cell(rows)
+    if cell is None:
+        return rows.iloc[0:0]
+    at = rows[(pd.to_numeric(rows["seq_len"]) == cell[0]) & (pd.to_numeric(rows["num_kv_pairs"]) == cell[1])]
+    if "size" in at and at["size"].nunique() > 1:
+        at = at[at["size"].astype(str) == sizes_by_params(at)[-1]]
+    return at

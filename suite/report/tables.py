@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.report.measured import human_count, scale_text, select, sizes_by_params
+from suite.report.measured import human_count, mqar_control_cell, scale_text, select, sizes_by_params
 from suite.report.stats import mean_std
 
 TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds",
@@ -129,19 +129,6 @@ def _trials(rows: pd.DataFrame) -> int | None:
     return None
 
 
-def _control_cell(ok: pd.DataFrame) -> tuple[int, int] | None:
-    """The MQAR control cell of measured rows: the shortest trained seq_len and its first training pair count
-    (``train_kv`` ``"16+32"`` -> 16), as ``suite.config.mqar_control_cell`` reads the config; None when no row
-    names its training pairs."""
-    if "train_kv" not in ok:
-        return None
-    trained = ok[ok["train_kv"].notna() & (ok["train_kv"].astype(str) != "none")]
-    if trained.empty:
-        return None
-    first = trained.sort_values("seq_len", kind="stable").iloc[0]
-    return int(first["seq_len"]), int(float(str(first["train_kv"]).split("+")[0]))  # a CSV may read "8" as 8.0
-
-
 def _mqar_views(mqar: pd.DataFrame | None, name: str,
                 suffix: str) -> list[tuple[str, pd.DataFrame | None, str, str]]:
     """Table 3's MQAR views: accuracy at every measured (size, seq_len, pairs) cell, then the accuracy on answers
@@ -157,7 +144,7 @@ def _mqar_views(mqar: pd.DataFrame | None, name: str,
         rows = mqar[mqar["size"].astype(str) == size] if len(sizes) > 1 else mqar
         return pd.concat([rows[(rows["seq_len"] == seq_len) & (rows["num_kv_pairs"] == kv)], unmeasured])
 
-    views, control = [], _control_cell(ok)
+    views, control = [], mqar_control_cell(ok)
     for size in sizes:
         label = f"{size}, " if len(sizes) > 1 else ""
         cells = ok[ok["size"].astype(str) == size][["seq_len", "num_kv_pairs"]].drop_duplicates()
