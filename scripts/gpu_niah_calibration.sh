@@ -11,11 +11,37 @@
 # Usage (run tool, carry [".whl_xz"]): SUITE_COMMIT=<sha> OUT=$OUT bash scripts/gpu_niah_calibration.sh
 # Env: TOTAL_S (570) caps the command; DATA_S (240) caps the data step; WITH_RECALL (1); RECALL_JOBS (6); OUT;
 # RECALL_TARGETS (e.g. results/gpu/niah.csv) runs those DAG targets instead of the niah part, RECALL_FORCE (e.g.
-# niah) re-runs those rules even where their outputs exist.
+# niah) re-runs those rules even where their outputs exist. CAL_VARIANTS: the variants, "name|study|arch|options;..."
+# (study niah or mqar; options are added to the profile's recipe, e.g. "steps2400|niah|transformer|--steps 2400";
+# default: the NIAH controls at the profile's recipe, below); CAL_SEEDS (42): every variant at each of these seeds,
+# into $CAL/<study>/<arch>_<name>_seed<seed>.csv; CAL_DRY=1: print the variants' commands and stop (no data, no GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TOTAL_S=${TOTAL_S:-570}
 WITH_RECALL=${WITH_RECALL:-1}
+CAL_DRY=${CAL_DRY:-0}
+# name|study|arch|extra arguments. The default: the NIAH controls at the profile's recipe, unchanged (the positive
+# control's Transformer and the negative control's SWA, with Orthros, within the training length; the MQAR control's
+# seeds and schedules have their own script, scripts/gpu_mqar_control.py)
+IFS=';' read -r -a VARIANTS <<< "${CAL_VARIANTS:-profile|niah|transformer|;profile|niah|swa|;profile|niah|orthros|}"
+IFS=',' read -r -a SEEDS <<< "${CAL_SEEDS:-42}"
+(( ${#VARIANTS[@]} && ${#SEEDS[@]} )) || { echo "CAL_VARIANTS and CAL_SEEDS must not be empty" >&2; exit 2; }
+names=()
+for v in "${VARIANTS[@]}"; do
+  IFS='|' read -r name study arch extra <<< "$v"
+  if [[ $(tr -cd '|' <<< "$v") != '|||' || ! $name =~ ^[A-Za-z0-9_.-]+$ || ! $study =~ ^(niah|mqar)$ \
+        || ! $arch =~ ^[a-z_]+$ ]]; then
+    echo "CAL_VARIANTS: '$v' is not name|study|arch|options (a name of letters, digits, _ . -; study niah or mqar)" >&2
+    exit 2
+  fi
+  names+=("$study/${arch}_$name")
+done
+dup=$(printf '%s\n' "${names[@]}" | sort | uniq -d | head -n 1)
+[[ -z $dup ]] || { echo "CAL_VARIANTS: two variants write $dup" >&2; exit 2; }
+for seed in "${SEEDS[@]}"; do
+  [[ $seed =~ ^[0-9]+$ ]] || { echo "CAL_SEEDS: '$seed' is not a whole number (e.g. 42,43,44)" >&2; exit 2; }
+done
+[[ $(printf '%s\n' "${SEEDS[@]}" | sort | uniq -d) == "" ]] || { echo "CAL_SEEDS: a seed is repeated" >&2; exit 2; }
 OUT=${OUT:-work_dirs/gpu/out}
 CAL=results/gpu/calibration
 LOGS=work_dirs/gpu/logs/calibration
@@ -25,7 +51,7 @@ OUT=$(cd "$OUT" && pwd)
 # The profile's recipes (profiles/gpu.yaml niah / mqar) as command-line options, read from the config as the DAG's
 # niah and mqar rules do; a variant adds or overrides options (argparse keeps the last of a repeated option).
 recipe() {  # after the data step: the config validator (jsonschema) comes with the wheels
-  PYTHONPATH="/tmp/site:$PWD" python3 - "$1" <<'PY'
+  PYTHONPATH="/tmp/site:$PWD" "${PYTHON:-python3}" - "$1" <<'PY'
 import sys
 from suite.config import curriculum_arg, load_config, mqar_cli_args, mqar_control_size
 c = load_config("gpu")[sys.argv[1]]
@@ -47,23 +73,13 @@ else:  # the DAG's mqar rule's options (suite.config.mqar_cli_args) at the size 
 print(" ".join(map(str, args)))
 PY
 }
-TOTAL_S=${DATA_S:-240} TARGETS=tokenizer OUT=/tmp/cal_data bash scripts/gpu_run.sh
+(( CAL_DRY )) || TOTAL_S=${DATA_S:-240} TARGETS=tokenizer OUT=/tmp/cal_data bash scripts/gpu_run.sh
 read -r -a NIAH_BASE <<< "$(recipe niah)"   # variants are evaluated within the training length only
 read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
-# name|study|arch|extra arguments
-VARIANTS=(
-  # the NIAH controls at the profile's recipe, unchanged (thirteenth session: the positive control's Transformer and
-  # the negative control's SWA, with Orthros, re-run within the training length at the current code; the MQAR
-  # control's seeds and schedules have their own script now, scripts/gpu_mqar_control.py)
-  "profile|niah|transformer|"
-  "profile|niah|swa|"
-  "profile|niah|orthros|"
-)
-
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 left=$(( TOTAL_S - SECONDS - 40 ))
-echo "== data ready after ${SECONDS}s; ${#VARIANTS[@]} variants, ${left}s each at most"
+echo "== data ready after ${SECONDS}s; ${#VARIANTS[@]} variants x ${#SEEDS[@]} seeds, ${left}s each at most"
 D=work_dirs/gpu/data
 for v in "${VARIANTS[@]}"; do
   IFS='|' read -r name study arch extra <<< "$v"
@@ -72,10 +88,15 @@ for v in "${VARIANTS[@]}"; do
   else
     args=(suite.eval.mqar --arch "$arch" "${MQAR_BASE[@]}")
   fi
-  # shellcheck disable=SC2086  # extra holds several arguments
-  OMP_NUM_THREADS=2 timeout -k 5 "$left" python3 -m "${args[@]}" --seed 42 $extra --device cuda --dtype bfloat16 \
-    --profile gpu --out "$CAL/$study/${arch}_$name.csv" > "$LOGS/${study}_${arch}_$name.log" 2>&1 &
+  for seed in "${SEEDS[@]}"; do
+    # shellcheck disable=SC2206  # extra holds several arguments
+    cmd=(python3 -m "${args[@]}" --seed "$seed" $extra --device cuda --dtype bfloat16 --profile gpu
+         --out "$CAL/$study/${arch}_${name}_seed$seed.csv")
+    if (( CAL_DRY )); then echo "${cmd[*]}"; continue; fi
+    OMP_NUM_THREADS=2 timeout -k 5 "$left" "${cmd[@]}" > "$LOGS/${study}_${arch}_${name}_seed$seed.log" 2>&1 &
+  done
 done
+(( CAL_DRY )) && exit 0
 if (( WITH_RECALL )) && [[ -n ${RECALL_TARGETS:-} ]]; then  # those targets of the DAG instead of its niah part
   TOTAL_S=$(( TOTAL_S - SECONDS - 15 )) TARGETS=$RECALL_TARGETS FORCE=${RECALL_FORCE:-} GPU_JOBS=${RECALL_JOBS:-6} \
     RECALL_THREADS=2 OUT=$OUT bash scripts/gpu_run.sh

@@ -471,3 +471,42 @@ def test_the_archive_lists_what_the_call_deleted(repo, tmp_path):
         listed = tar.extractfile("./gpu_run/results_removed.txt").read().decode()
         started = tar.extractfile("./gpu_run/results_at_start.txt").read().decode()
     assert listed == "results/gpu/mqar.csv\n" and "results/gpu/mqar.csv" in started and not doomed.exists()
+
+
+def niah_calibration(repo: Path, **env) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CAL_")}
+    return subprocess.run(["bash", "scripts/gpu_niah_calibration.sh"], cwd=repo, capture_output=True, text=True,
+                          env={**base, "CAL_DRY": "1", "PYTHON": sys.executable, **env}, timeout=120)
+
+
+def test_niah_calibration_runs_each_variant_at_each_seed(repo):
+    """CAL_VARIANTS x CAL_SEEDS: one job each, the profile's recipe plus the variant's options (which come after the
+    seed, so a variant may set its own), each into a file named by arch, variant and seed."""
+    run = niah_calibration(repo, CAL_SEEDS="42,43",
+                           CAL_VARIANTS="profile|niah|transformer|;steps2400|niah|transformer|--steps 2400 --trials 16")
+    assert run.returncode == 0, run.stdout + run.stderr
+    cmds = [line for line in run.stdout.splitlines() if line.startswith("python3 -m suite.eval.niah")]
+    assert len(cmds) == 4
+    outs = [re.search(r"--out (\S+)", c).group(1) for c in cmds]
+    assert outs == [f"results/gpu/calibration/niah/transformer_{v}_seed{s}.csv"
+                    for v in ("profile", "steps2400") for s in (42, 43)]
+    assert all("--steps 1200" in c and "--lengths 4096,16384,32768" in c for c in cmds)  # the profile's, within 32K
+    assert cmds[3].index("--seed 43") < cmds[3].index("--steps 2400") and cmds[3].endswith(outs[3])
+    assert "--steps 2400" not in cmds[1]
+    default = niah_calibration(repo)
+    assert [re.search(r"--arch (\S+)", c).group(1) for c in default.stdout.splitlines() if "--arch" in c] == \
+        ["transformer", "swa", "orthros"]
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"CAL_VARIANTS": "x|foo|transformer|"}, "CAL_VARIANTS: 'x|foo|transformer|' is not name|study|arch|options"),
+    ({"CAL_VARIANTS": "x|niah|transformer"}, "is not name|study|arch|options"),
+    ({"CAL_VARIANTS": "a b|niah|transformer|"}, "is not name|study|arch|options"),
+    ({"CAL_VARIANTS": "x|niah|swa|;x|niah|swa|--steps 10"}, "two variants write niah/swa_x"),
+    ({"CAL_SEEDS": "42,x"}, "CAL_SEEDS: 'x' is not a whole number"),
+    ({"CAL_SEEDS": "42,42"}, "CAL_SEEDS: a seed is repeated"),
+])
+def test_niah_calibration_refuses_malformed_variants_and_seeds(repo, env, message):
+    run = niah_calibration(repo, **env)
+    assert run.returncode == 2 and message in run.stderr, run.stdout + run.stderr
+    assert "python3 -m" not in run.stdout
