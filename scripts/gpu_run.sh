@@ -106,24 +106,28 @@ pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB)
   stage=$(mktemp -d /tmp/gpu_pack.XXXXXX)  # one of its own: two runs of this script on one machine must not collide
   mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
   comm -23 "$RUN/results_at_start.txt" <(find "$RES" -type f 2>/dev/null | sort) > "$RUN/results_removed.txt"
-  # the results/gpu files this call wrote (with the profile's rendered tables and figures, render_dir
+  # the results/gpu files this call wrote or rewrote (with the profile's rendered tables and figures, render_dir
   # results/gpu/report), and no other: a file it only received would, unpacked over a newer local one (an earlier
-  # call's, unpacked after this call was sent), bring the old one back (5638e28: mqar.csv)
-  [[ -d $RES ]] && find "$RES" -type f -newer "$MARK" -print0 | xargs -0 -r cp -a --parents -t "$stage"
+  # call's, unpacked after this call was sent), bring the old one back (5638e28: mqar.csv). Written = new, or with
+  # another time or size than in the snapshot taken before snakemake ran; no snapshot (the call stopped before): none
+  local changed=()
+  [[ -f $RUN/sent.txt ]] && mapfile -t changed < <(LC_ALL=C comm -13 "$RUN/sent.txt" <(snapshot) | cut -d' ' -f1)
+  printf '%s\n' "${changed[@]}" | grep "^$RES/" | tr '\n' '\0' | xargs -0 -r cp -a --parents -t "$stage"
   # snakemake's records of those files (params, code, inputs of the job that made each): carried back in with the
   # next call (.snakemake/metadata), they let that call re-run what a change of config or code made stale
-  "$PY" - "$stage/snakemake_metadata" "$MARK" <<'PY'
+  printf '%s\n' "${changed[@]}" | grep "^\.snakemake/metadata/" | "$PY" -c '
 import base64, os, shutil, sys
-src, dst, mark = ".snakemake/metadata", sys.argv[1], os.path.getmtime(sys.argv[2])
-for name in (os.listdir(src) if os.path.isdir(src) else []):
+dst = sys.argv[1]
+for record in sys.stdin.read().split():
+    name = os.path.basename(record)
     try:
         path = base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode()
     except ValueError:
         continue
-    if path.startswith("results/gpu/") and os.path.getmtime(os.path.join(src, name)) > mark:
+    if path.startswith("results/gpu/"):
         os.makedirs(dst, exist_ok=True)
-        shutil.copy2(os.path.join(src, name), dst)
-PY
+        shutil.copy2(record, dst)
+' "$stage/snakemake_metadata"
   while (( cap >= 16384 )); do  # logs: the last $cap bytes of each
     rm -rf "$stage/gpu_run" "$stage/work_dirs/gpu/logs" && mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
     for f in work_dirs/gpu/logs/*.log; do [[ -f $f ]] && tail -c "$cap" "$f" > "$stage/$f"; done
@@ -298,6 +302,10 @@ age() {
 }
 AGE=${AGE:-$(( DRY ? 0 : 1 ))}
 (( AGE )) && age
+# results/gpu and snakemake's records as this call received them (path, time, size): pack() sends back only what
+# differs at the end
+snapshot() { find "$RES" .snakemake/metadata -type f -printf '%p %T@ %s\n' 2>/dev/null | LC_ALL=C sort; }
+snapshot > "$RUN/sent.txt"
 
 # -- 5. snakemake ---------------------------------------------------------------------------------------------------
 # jobs that read a checkpoint of another job (checkpoints stay on the machine that trained them)

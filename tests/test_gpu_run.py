@@ -209,6 +209,9 @@ def test_the_archive_holds_only_the_results_and_records_the_call_wrote(repo, tmp
     (meta / key("results/default/mqar.csv")).write_text('{"params": ["b"]}')     # not a gpu result: stays here
     shim = tmp_path / "python"
     shim.write_text("#!/usr/bin/env bash\nprintf 'value\\n1\\n' > results/gpu/made_here.csv\n"
+                    # rewritten by a snakemake job with an old time (a copy that keeps its source's): its size tells
+                    "if [[ $* == *snakemake* ]]; then printf 'rewritten\\n' > results/gpu/niah.csv && "
+                    "touch -d 2000-01-02 results/gpu/niah.csv; fi\n"
                     f"printf '{{\"params\": [\"new\"]}}' > .snakemake/metadata/{key('results/gpu/niah.csv')}\n"
                     f"exec {sys.executable} \"$@\"\n")
     shim.chmod(0o755)
@@ -216,7 +219,7 @@ def test_the_archive_holds_only_the_results_and_records_the_call_wrote(repo, tmp
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     assert "WARNING: results/gpu holds results but .snakemake/metadata" not in run.stdout
     names = members(tmp_path / "out" / "gpu_results.tar.gz")
-    assert {n for n in names if n.startswith("results/")} == {"results/gpu/made_here.csv"}
+    assert {n for n in names if n.startswith("results/")} == {"results/gpu/made_here.csv", "results/gpu/niah.csv"}
     assert {n for n in names if n.startswith("snakemake_metadata/")} == \
         {f"snakemake_metadata/{key('results/gpu/niah.csv')}"}
 
@@ -231,6 +234,7 @@ def test_the_archive_holds_only_the_results_and_records_the_call_wrote(repo, tmp
     assert (repo / "results" / "gpu" / "mqar.csv").read_text() == "newer,local\n"
     assert (meta / key("results/gpu/mqar.csv")).read_text() == '{"params": ["newer"]}'
     assert (repo / "results" / "gpu" / "made_here.csv").read_text() == "value\n1\n"
+    assert (repo / "results" / "gpu" / "niah.csv").read_text() == "rewritten\n"
     assert (meta / key("results/gpu/niah.csv")).read_text() == '{"params": ["new"]}'
 
 

@@ -308,6 +308,14 @@ def test_the_mqar_proxy_claim_reads_the_controls_cell_at_the_widest_size(tmp_pat
     assert res["ok"] is True and "(1+1 rows)" in res["conditions"]
     failing = passing.assign(passed=[False, True])
     assert evaluate_measure(measure, tmp_path, None, failing)["status"].startswith("invalid: positive control")
+    # a failed run at the controls' cell: its status, not another size's value, nor other cells' statuses
+    broken = grid.copy()
+    at = (broken["arch"] == "orthros") & (broken["size"] == "d256") & (broken["seq_len"] == 128)
+    broken.loc[at, ["status", "accuracy_far"]] = ["failed: CUDA out of memory", float("nan")]
+    broken.loc[(broken["arch"] == "orthros") & (broken["seq_len"] == 256), "status"] = "not run: too many pairs"
+    broken.to_csv(tmp_path / "mqar.csv", index=False)
+    res = evaluate_measure(measure, tmp_path, None, passing)
+    assert res["value"] is None and res["status"] == "not run: failed: CUDA out of memory"
     # a single-size study: its one size; rows without train_kv name no control cell
     grid[grid["size"] != "d256"].to_csv(tmp_path / "mqar.csv", index=False)
     assert evaluate_measure(measure, tmp_path, None, passing)["value"] == pytest.approx(0.45 - 0.20)

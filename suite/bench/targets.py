@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.provenance import read_csv
+from suite.provenance import read_csv, write_csv
 
 
 def collect(out: Path) -> pd.DataFrame | None:
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args[0])
     frame = collect(out)
     if frame is not None:
-        frame.to_csv(out / "targets.csv", index=False)
+        write_csv(frame, out / "targets.csv")
         print(f"wrote {out / 'targets.csv'}")
 
 

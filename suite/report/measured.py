@@ -131,14 +131,19 @@ def mqar_control_cell(ok: pd.DataFrame) -> tuple[int, int] | None:
     return int(first["seq_len"]), int(float(str(first["train_kv"]).split("+")[0]))  # a CSV may read "8" as 8.0
 
 
-def mqar_control_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows the MQAR controls read (``suite.eval.controls``): the control cell (:func:`mqar_control_cell`)
-    at the size with the most parameters (``suite.config.mqar_control_size``, the grid's widest). No rows when
-    none names its training pairs."""
-    cell = mqar_control_cell(rows)
+def mqar_control_rows(rows: pd.DataFrame, grid: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of ``rows`` that the MQAR controls read (``suite.eval.controls``): the control cell
+    (:func:`mqar_control_cell`) at the size with the most parameters (``suite.config.mqar_control_size``, the grid's
+    widest), both taken from ``grid`` (the whole results file, whatever each row's status; default ``rows``), so
+    that a failed run does not move them. Rows without a seq_len (an arch that did not run at all) are kept, so that
+    their status says why. No rows when none of ``grid`` names its training pairs."""
+    grid = rows if grid is None else grid
+    cell = mqar_control_cell(grid)
     if cell is None:
         return rows.iloc[0:0]
-    at = rows[(pd.to_numeric(rows["seq_len"]) == cell[0]) & (pd.to_numeric(rows["num_kv_pairs"]) == cell[1])]
-    if "size" in at and at["size"].nunique() > 1:
-        at = at[at["size"].astype(str) == sizes_by_params(at)[-1]]
-    return at
+    seq_len = pd.to_numeric(rows["seq_len"], errors="coerce")
+    keep = (seq_len == cell[0]) & (pd.to_numeric(rows["num_kv_pairs"], errors="coerce") == cell[1])
+    sized = grid[grid["size"].notna()] if "size" in grid else grid.iloc[0:0]
+    if sized["size"].nunique() > 1:
+        keep &= rows["size"].astype(str) == sizes_by_params(sized)[-1]
+    return rows[keep | seq_len.isna()]
