@@ -20,6 +20,9 @@ cd "$(dirname "$0")/.."
 TOTAL_S=${TOTAL_S:-570}
 WITH_RECALL=${WITH_RECALL:-1}
 CAL_DRY=${CAL_DRY:-0}
+for flag in CAL_DRY WITH_RECALL; do
+  [[ ${!flag} =~ ^[01]$ ]] || { echo "$flag must be 0 or 1, got '${!flag}'" >&2; exit 2; }
+done
 # name|study|arch|extra arguments. The default: the NIAH controls at the profile's recipe, unchanged (the positive
 # control's Transformer and the negative control's SWA, with Orthros, within the training length; the MQAR control's
 # seeds and schedules have their own script, scripts/gpu_mqar_control.py)

@@ -55,7 +55,13 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 WHAT=${PART:-}
 unset PART  # suite/bench/gpu_all.sh reads its own PART from the environment
-if [[ -n "${TARGETS:-}" ]]; then
+if [[ -n "${TARGETS:-}" && -n "$WHAT" ]]; then
+  echo "set PART or TARGETS, not both (PART='$WHAT', TARGETS='$TARGETS')" >&2
+  exit 2
+elif [[ -n "${FORCE:-}" && -z "${TARGETS:-}" ]]; then
+  echo "FORCE ('$FORCE') re-runs rules among TARGETS only; set TARGETS too (e.g. FORCE=render TARGETS=render)" >&2
+  exit 2
+elif [[ -n "${TARGETS:-}" ]]; then
   WHAT=targets
 elif [[ ! "$WHAT" =~ ^(train|niah|mqar|finish|bench|none)$ ]]; then
   echo "PART must be train, niah, mqar, finish, bench or none (or set TARGETS), got '$WHAT' (the old recall part is" \
@@ -82,6 +88,9 @@ MQAR_BATCH_S=${MQAR_BATCH_S:-420}
 for var in TOTAL_S PACK_S KILL_S GPU_JOBS TRAIN_THREADS RECALL_JOBS RECALL_THREADS MQAR_JOBS MQAR_BATCH_S; do
   if [[ ! ${!var} =~ ^[1-9][0-9]*$ ]]; then echo "$var must be a whole number >= 1, got '${!var}'" >&2; exit 2; fi
 done
+if (( TOTAL_S > 590 && ! DRY )); then
+  echo "== WARNING: TOTAL_S=$TOTAL_S: a lent machine ends a command at 600 s, before this one would pack its results"
+fi
 GPU_ALL_PART=${GPU_ALL_PART:-main}
 MQAR_CONTROL_VARIANTS=${MQAR_CONTROL_VARIANTS:-profile=}
 MQAR_CONTROL_SEEDS=${MQAR_CONTROL_SEEDS:-42,43,44,45,46,47}
@@ -302,6 +311,8 @@ age() {
 }
 AGE=${AGE:-$(( DRY ? 0 : 1 ))}
 (( AGE )) && age
+(( DRY && ! AGE )) && echo "== DRY=1 plans by this checkout's file times (AGE=0); on the GPU machine (AGE=1) the" \
+  "results/gpu files sent count as up to date, so a part re-runs only what is missing or stale by snakemake's records"
 # results/gpu and snakemake's records as this call received them (path, time, size): pack() sends back only what
 # differs at the end
 snapshot() { find "$RES" .snakemake/metadata -type f -printf '%p %T@ %s\n' 2>/dev/null | LC_ALL=C sort; }
@@ -333,7 +344,7 @@ smk() {  # smk NAME GPU_SLOTS MIN_S [snakemake args ...]: one invocation, capped
   echo "   jobs: $(grep -E '^(local)?rule [a-z_0-9]+:$' "$RUN/$name.log" | awk '{sub(":", "", $2); print $2}' | sort \
     | uniq -c | awk '{printf "%s x%s  ", $2, $1}')"
   grep -E "steps \([0-9]+%\) done" "$RUN/$name.log" | tail -n 1
-  grep -E "^Error in rule|Exception|MissingInput|Nothing to be done|^Terminating" "$RUN/$name.log" | head -n 20
+  grep -E -A2 "^Error in rule|Exception|MissingInput|Nothing to be done|^Terminating" "$RUN/$name.log" | head -n 20
   (( rc == 124 )) && echo "== $name: stopped at its time cap (${cap}s)"
   echo "== $name: exit status $rc, $(left)s left"
   (( rc )) && FAILED=1
@@ -436,7 +447,7 @@ print(c['main_size'], c['seeds'][0])")
     ;;
   mqar)
     # MQAR_JOBS jobs at once, each batch started only with MQAR_BATCH_S left (a job cut by the cap loses its whole
-    # run: measured, 18 at once finished 12 in 500 s, 9 at once take ~420 s); widest models first (the controls')
+    # run: measured, 18 at once finished 12 in 500 s; 9 at once under MPS take 290-370 s); widest models first (the controls')
     smk mqar_plan "$MQAR_JOBS" 1 -n -- "${MQAR_T[@]}"
     mapfile -t batches < <("$PY" scripts/gpu_plan.py batches "$RUN/mqar_plan.log" --rule mqar --size "$MQAR_JOBS")
     for i in "${!batches[@]}"; do

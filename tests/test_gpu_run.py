@@ -514,3 +514,19 @@ def test_niah_calibration_refuses_malformed_variants_and_seeds(repo, env, messag
     run = niah_calibration(repo, **env)
     assert run.returncode == 2 and message in run.stderr, run.stdout + run.stderr
     assert "python3 -m" not in run.stdout
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"PART": "niah", "TARGETS": "results/gpu/niah.csv"}, "set PART or TARGETS, not both"),
+    ({"PART": "finish", "FORCE": "render"}, "FORCE ('render') re-runs rules among TARGETS only"),
+])
+def test_gpu_run_refuses_settings_it_would_ignore(repo, tmp_path, env, message):
+    run = gpu_run(repo, tmp_path / "out", **env)
+    assert run.returncode == 2 and message in run.stderr, run.stdout + run.stderr
+
+
+def test_niah_calibration_refuses_a_flag_that_is_not_0_or_1(repo):
+    run = niah_calibration(repo, CAL_DRY="yes")
+    assert run.returncode == 2 and "CAL_DRY must be 0 or 1, got 'yes'" in run.stderr
+    run = niah_calibration(repo, WITH_RECALL="true")
+    assert run.returncode == 2 and "WITH_RECALL must be 0 or 1, got 'true'" in run.stderr
