@@ -30,6 +30,7 @@ IFS=';' read -r -a VARIANTS <<< "${CAL_VARIANTS:-profile|niah|transformer|;profi
 IFS=',' read -r -a SEEDS <<< "${CAL_SEEDS:-42}"
 (( ${#VARIANTS[@]} && ${#SEEDS[@]} )) || { echo "CAL_VARIANTS and CAL_SEEDS must not be empty" >&2; exit 2; }
 names=()
+archs=()
 for v in "${VARIANTS[@]}"; do
   IFS='|' read -r name study arch extra <<< "$v"
   if [[ $(tr -cd '|' <<< "$v") != '|||' || ! $name =~ ^[A-Za-z0-9_.-]+$ || ! $study =~ ^(niah|mqar)$ \
@@ -38,6 +39,7 @@ for v in "${VARIANTS[@]}"; do
     exit 2
   fi
   names+=("$study/${arch}_$name")
+  archs+=("$arch")
 done
 dup=$(printf '%s\n' "${names[@]}" | sort | uniq -d | head -n 1)
 [[ -z $dup ]] || { echo "CAL_VARIANTS: two variants write $dup" >&2; exit 2; }
@@ -80,6 +82,10 @@ PY
 read -r -a NIAH_BASE <<< "$(recipe niah)"   # variants are evaluated within the training length only
 read -r -a MQAR_BASE <<< "$(recipe mqar)"
 (( ${#NIAH_BASE[@]} && ${#MQAR_BASE[@]} )) || { echo "could not read the gpu profile's recipes" >&2; exit 2; }
+unknown=$(PYTHONPATH="/tmp/site:$PWD" "${PYTHON:-python3}" -c 'import sys
+from models.registry import known_archs
+print(" ".join(sorted(set(sys.argv[1:]) - set(known_archs()))))' "${archs[@]}" 2>/dev/null | tail -n 1)
+[[ -z $unknown ]] || { echo "CAL_VARIANTS: unknown arch(s) $unknown" >&2; exit 2; }
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 left=$(( TOTAL_S - SECONDS - 40 ))
 echo "== data ready after ${SECONDS}s; ${#VARIANTS[@]} variants x ${#SEEDS[@]} seeds, ${left}s each at most"

@@ -94,6 +94,8 @@ fi
 GPU_ALL_PART=${GPU_ALL_PART:-main}
 MQAR_CONTROL_VARIANTS=${MQAR_CONTROL_VARIANTS:-profile=}
 MQAR_CONTROL_SEEDS=${MQAR_CONTROL_SEEDS:-42,43,44,45,46,47}
+[[ $MQAR_CONTROL_SEEDS =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "MQAR_CONTROL_SEEDS must be seeds like 42,43,44, got" \
+  "'$MQAR_CONTROL_SEEDS'" >&2; exit 2; }
 OUT=${OUT:-work_dirs/gpu/out}
 RES=results/gpu
 RUN=work_dirs/gpu/run          # this call's own logs, packed under gpu_run/

@@ -509,6 +509,7 @@ def test_niah_calibration_runs_each_variant_at_each_seed(repo):
     ({"CAL_VARIANTS": "x|niah|swa|;x|niah|swa|--steps 10"}, "two variants write niah/swa_x"),
     ({"CAL_SEEDS": "42,x"}, "CAL_SEEDS: 'x' is not a whole number"),
     ({"CAL_SEEDS": "42,42"}, "CAL_SEEDS: a seed is repeated"),
+    ({"CAL_VARIANTS": "a|niah|transfromer|;b|niah|swa|"}, "CAL_VARIANTS: unknown arch(s) transfromer"),
 ])
 def test_niah_calibration_refuses_malformed_variants_and_seeds(repo, env, message):
     run = niah_calibration(repo, **env)
@@ -519,6 +520,7 @@ def test_niah_calibration_refuses_malformed_variants_and_seeds(repo, env, messag
 @pytest.mark.parametrize("env, message", [
     ({"PART": "niah", "TARGETS": "results/gpu/niah.csv"}, "set PART or TARGETS, not both"),
     ({"PART": "finish", "FORCE": "render"}, "FORCE ('render') re-runs rules among TARGETS only"),
+    ({"PART": "none", "MQAR_CONTROL": "1", "MQAR_CONTROL_SEEDS": "4x"}, "MQAR_CONTROL_SEEDS must be seeds like"),
 ])
 def test_gpu_run_refuses_settings_it_would_ignore(repo, tmp_path, env, message):
     run = gpu_run(repo, tmp_path / "out", **env)
