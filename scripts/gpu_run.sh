@@ -102,14 +102,17 @@ RUN=work_dirs/gpu/run          # this call's own logs, packed under gpu_run/
 mkdir -p "$OUT" "$RUN" work_dirs/gpu/logs
 OUT=$(cd "$OUT" && pwd)
 rm -f "$RUN"/*
-MARK=$RUN/.start
-touch "$MARK"
 # what results/gpu held when the call started: a result that is gone at the end (a job cut or failed after snakemake
 # deleted its old output) is listed in gpu_run/results_removed.txt, and scripts/gpu_unpack.sh deletes it there too
 find "$RES" -type f 2>/dev/null | sort > "$RUN/results_at_start.txt"
 exec > >(tee -a "$RUN/gpu_run.log") 2>&1
 
 left() { echo $(( TOTAL_S - PACK_S - KILL_S - SECONDS )); }  # a step's cap: it ends by then + KILL_S at the latest
+# results/gpu and snakemake's records (path, time, size), as taken in section 4 into $RUN/sent.txt
+snapshot() { find "$RES" .snakemake/metadata -type f -printf '%p %T@ %s\n' 2>/dev/null | LC_ALL=C sort; }
+# the files of the snapshot's folders this call wrote: new, or with another time or size than when it was taken
+# (none when the call stopped before it)
+written() { [[ -f $RUN/sent.txt ]] && LC_ALL=C comm -13 "$RUN/sent.txt" <(snapshot) | cut -d' ' -f1; }
 
 pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB), whatever happened before
   local rc=$? stage cap=1048576 f
@@ -117,12 +120,11 @@ pack() {  # everything this call produced -> $OUT/gpu_results.tar.gz (<= 16 MiB)
   stage=$(mktemp -d /tmp/gpu_pack.XXXXXX)  # one of its own: two runs of this script on one machine must not collide
   mkdir -p "$stage/gpu_run" "$stage/work_dirs/gpu/logs"
   comm -23 "$RUN/results_at_start.txt" <(find "$RES" -type f 2>/dev/null | sort) > "$RUN/results_removed.txt"
-  # the results/gpu files this call wrote or rewrote (with the profile's rendered tables and figures, render_dir
+  # the results/gpu files this call wrote (with the profile's rendered tables and figures, render_dir
   # results/gpu/report), and no other: a file it only received would, unpacked over a newer local one (an earlier
-  # call's, unpacked after this call was sent), bring the old one back (5638e28: mqar.csv). Written = new, or with
-  # another time or size than in the snapshot taken before snakemake ran; no snapshot (the call stopped before): none
+  # call's, unpacked after this call was sent), bring the old one back (5638e28: mqar.csv)
   local changed=()
-  [[ -f $RUN/sent.txt ]] && mapfile -t changed < <(LC_ALL=C comm -13 "$RUN/sent.txt" <(snapshot) | cut -d' ' -f1)
+  mapfile -t changed < <(written)
   printf '%s\n' "${changed[@]}" | grep "^$RES/" | tr '\n' '\0' | xargs -0 -r cp -a --parents -t "$stage"
   # snakemake's records of those files (params, code, inputs of the job that made each): carried back in with the
   # next call (.snakemake/metadata), they let that call re-run what a change of config or code made stale
@@ -316,8 +318,7 @@ AGE=${AGE:-$(( DRY ? 0 : 1 ))}
 (( DRY && ! AGE )) && echo "== DRY=1 plans by this checkout's file times (AGE=0); on the GPU machine (AGE=1) the" \
   "results/gpu files sent count as up to date, so a part re-runs only what is missing or stale by snakemake's records"
 # results/gpu and snakemake's records as this call received them (path, time, size): pack() sends back only what
-# differs at the end
-snapshot() { find "$RES" .snakemake/metadata -type f -printf '%p %T@ %s\n' 2>/dev/null | LC_ALL=C sort; }
+# differs at the end (written)
 snapshot > "$RUN/sent.txt"
 
 # -- 5. snakemake ---------------------------------------------------------------------------------------------------
@@ -493,5 +494,5 @@ print(c['main_size'], c['seeds'][0])")
 esac
 
 echo "== results/gpu CSVs written by this call:"
-find "$RES" -type f -newer "$MARK" 2>/dev/null | sort | sed 's/^/   /' | head -n 80
+written | grep "^$RES/" | sed 's/^/   /' | head -n 80
 exit "$FAILED"

@@ -75,16 +75,14 @@ def _measure(measure: dict, results: str | Path | None, gpu: str | Path | None) 
     if any(c not in frame.columns for c in named):
         raise ValueError(f"{path}: column(s) {[c for c in named if c not in frame.columns]} named by a claim missing")
     check_columns(frame, path, {col: NUMBER})
-    base = select(frame, measure["where"])
     if measure.get("cell") == "mqar_control":
-        base = mqar_control_rows(base, frame)
+        frame = mqar_control_rows(frame)
+    base = select(frame, measure["where"])
     num = select(base, measure.get("numerator"))
     den = select(base, measure.get("denominator")) if measure["op"] != "value" else num
     if num.empty or den.empty:
         loose = select(frame, {k: v for k, v in measure["where"].items() if k != "status"})
         loose = select(loose, measure.get("numerator"))
-        if measure.get("cell") == "mqar_control":
-            loose = mqar_control_rows(loose, frame)
         statuses = sorted(set(loose["status"].astype(str)) - {"ok"}) if "status" in loose else []  # why not run
         cell = " at the MQAR controls' cell" if measure.get("cell") else ""
         why = "; ".join(statuses) or \
