@@ -1,6 +1,8 @@
 """Renderers on small fixture CSVs: specific numbers in the outputs, and 'not run' cells for missing inputs."""
+import time
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
@@ -8,6 +10,12 @@ from suite.report.audit import evaluate_measure
 from suite.report.render import render
 
 FIX = Path(__file__).parent / "fixtures" / "results"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")  # the tests that replace _save keep the figures it would have closed
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +103,16 @@ def test_figures_written(rendered, rendered_empty):
         for name in ["fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu"]:
             for ext in ["png", "pdf"]:
                 assert (base / "figures" / f"{name}.{ext}").stat().st_size > 5000
+
+
+def test_a_rerender_of_the_same_rows_writes_the_same_bytes(rendered, tmp_path):
+    time.sleep(1.1)  # a date stamped in a file would differ by now
+    render(FIX / "default", FIX / "gpu", tmp_path / "tables", tmp_path / "figures")
+    for kind in ["tables", "figures"]:
+        first = sorted(p.relative_to(rendered / kind) for p in (rendered / kind).rglob("*") if p.is_file())
+        assert first and first == sorted(p.relative_to(tmp_path / kind) for p in (tmp_path / kind).rglob("*") if p.is_file())
+        changed = [str(p) for p in first if (rendered / kind / p).read_bytes() != (tmp_path / kind / p).read_bytes()]
+        assert not changed, f"{kind} differ on a re-render: {changed}"
 
 
 def test_evaluate_measure_missing_and_filters():

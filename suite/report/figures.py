@@ -47,7 +47,8 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
     for path in paths:
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        # no creation date in the PDF: a re-render of unchanged rows leaves the file byte for byte as it was
+        fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
     plt.close(fig)
     return paths
 
@@ -150,8 +151,7 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
     fig.subplots_adjust(hspace=0.6, wspace=0.3)
     for ax in axes.flat[len(archs):]:
         ax.set_visible(False)
-    cmap = matplotlib.colormaps["RdYlGn"].copy()
-    cmap.set_bad("#dddddd")
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#dddddd")
     im = None
     for ax, arch in zip(axes.flat, archs):
         g = niah[niah["arch"] == arch]
