@@ -145,12 +145,18 @@ def write_text(text: str, path: str | Path) -> Path:
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
-    """Read a results CSV, its ``TEXT_COLUMNS`` as strings (a commit hash such as ``5638e28`` is not a number).
+    """Read a results CSV, its ``TEXT_COLUMNS`` as strings (a commit hash such as ``5638e28`` is not a number, and a
+    device ``n/a`` or ``NA`` is not missing: only an empty cell is).
 
     A missing file raises FileNotFoundError; an empty or corrupt one ValueError naming it."""
     path = Path(path)
     try:
-        return pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
+        frame = pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
+        text = [c for c in TEXT_COLUMNS if c in frame.columns]
+        if text and len(frame):
+            as_written = pd.read_csv(path, usecols=text, dtype=str, keep_default_na=False)
+            frame[text] = as_written[text].where(as_written[text] != "")  # usecols keeps the file's order
+        return frame
     except FileNotFoundError:
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:

@@ -112,3 +112,17 @@ def test_commit_hashes_that_look_like_numbers_are_read_back_as_text(tmp_path):
     assert back["device"].tolist() == ["1e3"] * 3
     assert back["value"].tolist() == [0, 1, 2] and back["seed"].tolist() == [42] * 3  # numbers stay numbers
     assert "5638e28" in merged.read_text() and "e+31" not in merged.read_text()
+
+
+def test_text_columns_keep_n_a_and_only_an_empty_cell_is_missing(tmp_path):
+    """params.csv writes the device ``n/a``; pandas' default NA strings would have read it (and a dtype ``NA``)
+    back as missing."""
+    path = tmp_path / "rows.csv"
+    path.write_text("value,device,dtype,backend,seed\n1,n/a,NA,,42\nnan,cpu,float32,eager,\n")
+    back = suite.provenance.read_csv(path)
+    assert back["device"].tolist() == ["n/a", "cpu"] and back["dtype"].tolist() == ["NA", "float32"]
+    assert back["backend"].isna().tolist() == [True, False] and back["backend"][1] == "eager"
+    assert back["value"].isna().tolist() == [False, True] and back["seed"].isna().tolist() == [False, True]
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("value,device\n")
+    assert suite.provenance.read_csv(header_only).empty
