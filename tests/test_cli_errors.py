@@ -306,3 +306,12 @@ def test_no_progress_silences_the_checkpoint_loading_bar(tmp_path):
     assert "Loading weights" in stderr[""]  # the control: the bar is there without the flag
     assert "Loading weights" not in stderr["--no-progress"] and "it/s]" not in stderr["--no-progress"]
 
+
+
+@pytest.mark.parametrize("option", ["--repeats", "--threads", "--window", "--seq-len"])
+def test_prefill_cpu_refuses_a_count_below_one(option, tmp_path, capsys):
+    from suite.bench import prefill_cpu
+
+    err = _refused(prefill_cpu.main, ["--lengths", "32", option, "0", "--out", str(tmp_path / "p.csv")], capsys)
+    assert f"error: {option} 0 must be >= 1" in err and "Traceback" not in err
+    assert not (tmp_path / "p.csv").exists()

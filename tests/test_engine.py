@@ -187,6 +187,7 @@ def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
     cpu = pd.read_csv(out)
     assert list(cpu.columns[:6]) == ["arch", "size", "n_params", "seq_len", "ms", "status"]
     assert (cpu.status == "ok").all() and (cpu.ms > 0).all() and (cpu.n_params > 0).all()
+    assert (cpu.threads == torch.get_num_threads()).all()  # the condition the latency was measured under
 
 
 def test_prefill_sweep_fails_on_a_truncated_checkpoint(tmp_path):

@@ -5,7 +5,7 @@ Two modes:
 * ``sweep`` (default): arch list x prompt lengths, a full-model Prefill (``logits_to_keep=1``, T_out = 1)
   of one sequence, median ms of ``--repeats`` calls after a warm-up -> ``results/{profile}/prefill_cpu.csv``
   (arch,size,n_params,seq_len,ms,status + provenance, plus ``weights``: the checkpoint folder or
-  "random init"; latency does not depend on the weights' values).
+  "random init", as latency does not depend on the weights' values; and ``threads``: torch's intra-op threads).
 * ``128k``: one 131,072-token Prefill of a tiny Orthros, reporting ms and the process's peak resident
   memory (``resource.getrusage``), plus the KV cache size -> ``results/{profile}/prefill_128k.csv``.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 
 from suite.archs import ORTHROS_ARCHS
-from suite.common import arch_names, int_list, out_file
+from suite.common import arch_names, int_list, out_file, usage_errors
 from suite.provenance import provenance, write_csv
 
-COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights"]  # then provenance
+COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights", "threads"]  # then provenance
 
 
 def peak_rss_gib() -> float:
@@ -98,7 +98,8 @@ def sweep(args) -> Path:
             continue
         n_params = count_parameters(model)
         for T in lengths:
-            row = dict(arch=arch, size=args.size, n_params=n_params, seq_len=T, weights=ckpt or "random init")
+            row = dict(arch=arch, size=args.size, n_params=n_params, seq_len=T, weights=ckpt or "random init",
+                       threads=torch.get_num_threads())
             try:
                 row["ms"], _ = time_prefill(model, T, args.repeats)
                 row["status"] = "ok"
@@ -125,7 +126,7 @@ def prefill_128k(args) -> Path:
     row = dict(arch="orthros", size=args.size, n_params=count_parameters(model), seq_len=T, ms=ms,
                peak_rss_gib=peak_rss_gib(), rss_before_prefill_gib=rss_before,
                kv_cache_gib=cache.memory_bytes() / 2**30, window=model.config.window_size, status="ok",
-               weights="random init")
+               weights="random init", threads=torch.get_num_threads())
     prov = provenance(args.profile, 0, "float32", kernels.describe("cpu"), "cpu", time.perf_counter() - start)
     out = Path(args.out or f"results/{args.profile}/prefill_128k.csv")
     write_csv([{**row, **prov}], out)
@@ -152,7 +153,7 @@ def main(argv=None) -> Path:
     ap.add_argument("--window", type=int, default=None, help="Orthros window (default: the arch's)")
     ap.add_argument("--checkpoint", action="append", default=[], help="ARCH=FOLDER (HF checkpoint), repeatable")
     ap.add_argument("--seq-len", type=int, default=131072, help="128k mode: prompt length")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's own)")
     ap.add_argument("--out", type=out_file, default=None, help="CSV path (default by mode and profile)")
     args = ap.parse_args(argv)
     # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
@@ -160,9 +161,11 @@ def main(argv=None) -> Path:
     # prefill_128k), after this line.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    if args.repeats < 1 or args.seq_len < 1 or (args.window is not None and args.window < 1):
-        raise ValueError(f"--repeats, --seq-len and --window must be >= 1, got {args.repeats}, {args.seq_len}, "
-                         f"{args.window}")
+    with usage_errors(ap):
+        for name, value in [("--repeats", args.repeats), ("--seq-len", args.seq_len), ("--window", args.window),
+                            ("--threads", args.threads)]:
+            if value is not None and value < 1:
+                raise ValueError(f"{name} {value} must be >= 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -18,7 +18,7 @@ from suite.report.schema import validate
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls"]
 GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation"]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
-                 "gpus", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
+                 "gpus", "threads", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
 
 
 def read_result(path: str | Path, name: str) -> pd.DataFrame:
