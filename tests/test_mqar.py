@@ -196,7 +196,7 @@ def test_cli_refuses_train_kv_groups_that_do_not_match_seq_lens(capsys):
 
 def test_curriculum_and_constant_tokens_schedule(monkeypatch):
     """first_cell_frac: the first round(frac * steps) steps on mixture[0] alone, then the mixture in turn;
-    constant_tokens: batch_size * T_min // T rows at T; num_train counts the rows actually drawn."""
+    constant_tokens: batch_size * T_min // T rows at T; num_train counts the rows actually drawn, tokens their tokens."""
     from suite.eval import mqar
 
     drawn = []
@@ -215,6 +215,7 @@ def test_curriculum_and_constant_tokens_schedule(monkeypatch):
                      (16, 2, 8), (32, 2, 4), (64, 4, 2), (16, 2, 8), (32, 2, 4), (64, 4, 2)]
     ok = [r for r in rows if r["status"] == "ok"]
     assert ok and {r["num_train"] for r in ok} == {8 + 8 + 8 + 4 + 2 + 8 + 4 + 2}
+    assert {r["tokens"] for r in ok} == {sum(seq_len * rows for seq_len, _, rows in drawn)} == {16 * 8 * 8}
     assert {(r["first_cell_frac"], r["constant_tokens"]) for r in ok} == {(0.25, True)}
 
 

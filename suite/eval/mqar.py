@@ -187,7 +187,7 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     the longest ``seq_len`` of the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated
     cell (``eval_cells``, default the training cells) from other seeds.
     Returns ``{"by_cell": {(seq_len, kv): mqar_accuracy dict}, "final_train_loss", "n_params", "train_s" (seconds),
-    "num_train" (rows), "num_test"}``.
+    "num_train" (rows), "tokens" (training tokens, rows x seq_len summed over the steps), "num_test"}``.
     Raises ValueError for an empty mixture, ``steps`` or ``batch_size`` < 1, ``warmup`` < 0, ``stop_after`` outside
     [1, steps], or a cell the generator cannot fill.
     """
@@ -210,11 +210,11 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
                             fused=torch.device(device).type == "cuda")
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, warmup))
     first_steps, shortest = round(first_cell_frac * steps), min(t for t, _ in mixture)
-    start, loss, num_train = time.perf_counter(), torch.tensor(float("nan")), 0
+    start, loss, num_train, tokens = time.perf_counter(), torch.tensor(float("nan")), 0, 0
     for step in range(steps if stop_after is None else stop_after):
         seq_len, kv = mixture[0] if step < first_steps else mixture[(step - first_steps) % len(mixture)]
         rows = max(1, batch_size * shortest // seq_len) if constant_tokens else batch_size
-        num_train += rows
+        num_train, tokens = num_train + rows, tokens + rows * seq_len
         x, y = mqar_data(vocab_size, seq_len, kv, rows, seed * 1_000_003 + step, power_a,
                          shared_slots=shared_slots)
         slots = (y != -100).any(0)
@@ -237,7 +237,7 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     from models.sizes import count_parameters  # after the timed training: the import is not part of train_s
 
     return {"by_cell": by_cell, "final_train_loss": float(loss.item()), "n_params": count_parameters(model),
-            "train_s": train_s, "num_train": num_train, "num_test": num_test}
+            "train_s": train_s, "num_train": num_train, "tokens": tokens, "num_test": num_test}
 
 
 def lr_factor(step: int, steps: int, warmup: int = 0) -> float:
@@ -353,6 +353,7 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
             rows.append(base | {"n_params": out["n_params"], **out["by_cell"][(seq_len, kv)], "status": "ok",
                                 "train_kv": "+".join(map(str, trained.get(seq_len, []))) or "none",
                                 "train_mix": mixture_text(trained), "num_train": out["num_train"],
+                                "tokens": out["tokens"],
                                 "num_test": out["num_test"], "final_train_loss": out["final_train_loss"]}
                         | provenance(profile, seed, dtype, kernel, device, out["train_s"]))
     return rows
