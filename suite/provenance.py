@@ -7,6 +7,8 @@ temporary file and rename it, so an interrupted job never leaves a half-written 
 """
 from __future__ import annotations
 
+import csv
+import io
 import os
 import platform
 import re
@@ -144,13 +146,29 @@ def write_text(text: str, path: str | Path) -> Path:
     return path
 
 
+def check_whole(path: Path, data: bytes) -> None:
+    """ValueError naming ``path`` unless ``data`` (its bytes) is a whole CSV as :func:`write_csv` writes one: ending
+    in a newline, every row with the header's number of fields. pandas reads a file cut short (a copy or a write that
+    stopped) without a word, filling its last row's missing cells as empty; a file cut at a line's end cannot be
+    told from a shorter one."""
+    if data and not data.endswith(b"\n"):
+        raise ValueError(f"truncated CSV {path}: its last line has no line end (a file cut short?)")
+    rows = csv.reader(io.StringIO(data.decode("utf-8", errors="replace"), newline=""))
+    header = next(rows, [])
+    for i, row in enumerate(rows, 1):
+        if row and len(row) != len(header):
+            raise ValueError(f"damaged CSV {path} row {i}: {len(row)} fields where the header has {len(header)}")
+
+
 def read_csv(path: str | Path) -> pd.DataFrame:
     """Read a results CSV, its ``TEXT_COLUMNS`` as strings (a commit hash such as ``5638e28`` is not a number, and a
     device ``n/a`` or ``NA`` is not missing: only an empty cell is).
 
-    A missing file raises FileNotFoundError; an empty or corrupt one ValueError naming it."""
+    A missing file raises FileNotFoundError; an empty, cut short (:func:`check_whole`) or corrupt one ValueError
+    naming it (and the data row, 1 = the first after the header, where one is short or long)."""
     path = Path(path)
     try:
+        check_whole(path, path.read_bytes())
         frame = pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
         text = [c for c in TEXT_COLUMNS if c in frame.columns]
         if text and len(frame):

@@ -4,6 +4,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import suite.provenance
 
 GIT = shutil.which("git") or "git"
@@ -126,3 +128,24 @@ def test_text_columns_keep_n_a_and_only_an_empty_cell_is_missing(tmp_path):
     header_only = tmp_path / "header.csv"
     header_only.write_text("value,device\n")
     assert suite.provenance.read_csv(header_only).empty
+
+
+def test_a_results_csv_cut_short_is_refused_naming_the_file(tmp_path):
+    """pandas reads a file cut mid-row without a word (the row's missing cells empty): the renderers then dropped
+    rows silently (a new user's report)."""
+    rows = [{"arch": a, "value": v, "commit": "abc1234"} for a, v in [("orthros", 1.5), ("transformer", 2.25)]]
+    whole = suite.provenance.write_csv(rows, tmp_path / "whole.csv")
+    assert suite.provenance.read_csv(whole)["value"].tolist() == [1.5, 2.25]
+    text = whole.read_text()
+    for cut in (len(text) - 1, text.rindex(",")):  # inside the last row: no line end, or fields missing
+        cut_file = tmp_path / f"cut{cut}.csv"
+        cut_file.write_text(text[:cut])
+        with pytest.raises(ValueError, match=rf"truncated CSV .*cut{cut}\.csv"):
+            suite.provenance.read_csv(cut_file)
+    short = tmp_path / "short.csv"
+    short.write_text(text.replace("orthros,1.5,abc1234", "orthros,1.5"))
+    with pytest.raises(ValueError, match=r"damaged CSV .*short\.csv row 1: 2 fields where the header has 3"):
+        suite.provenance.read_csv(short)
+    quoted = tmp_path / "quoted.csv"  # a quoted cell may hold a comma and a line break
+    quoted.write_text('arch,status\northros,"not run: a, b\nc"\n')
+    assert suite.provenance.read_csv(quoted)["status"].tolist() == ["not run: a, b\nc"]

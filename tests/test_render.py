@@ -177,6 +177,29 @@ def test_bad_value_names_file_column_and_row(tmp_path):
     assert _written(tmp_path / "t") == [] and _written(tmp_path / "f") == []
 
 
+@pytest.mark.parametrize("name, column, value, kind", [("mqar", "accuracy", "7.5", "in \\[0, 1\\]"),
+                                                      ("niah", "accuracy", "-0.4", "in \\[0, 1\\]"),
+                                                      ("quality", "value", "-12", ">= 0")])
+def test_a_value_out_of_its_range_is_refused(tmp_path, name, column, value, kind):
+    """An accuracy of 7.5 or a perplexity of -12 is no measurement: before, it rendered with exit status 0."""
+    res, gpu = _copy_fixtures(tmp_path)
+    frame = pd.read_csv(res / f"{name}.csv", dtype=str)
+    frame.loc[0, column] = value
+    frame.to_csv(res / f"{name}.csv", index=False)
+    with pytest.raises(ValueError, match=rf"{name}\.csv row 1: column '{column}' holds {value}, not a number {kind}"):
+        render(res, gpu, tmp_path / "t", tmp_path / "f")
+    assert _written(tmp_path / "t") == [] and _written(tmp_path / "f") == []
+
+
+def test_a_results_csv_cut_short_is_refused(tmp_path):
+    res, gpu = _copy_fixtures(tmp_path)
+    text = (res / "quality.csv").read_text()
+    (res / "quality.csv").write_text(text[: int(len(text) * 0.6)])
+    with pytest.raises(ValueError, match=r"(truncated|damaged) CSV .*quality\.csv"):
+        render(res, gpu, tmp_path / "t", tmp_path / "f")
+    assert _written(tmp_path / "t") == [] and _written(tmp_path / "f") == []
+
+
 def test_extra_columns_and_files_are_tolerated(tmp_path):
     res, gpu = _copy_fixtures(tmp_path)
     mqar = pd.read_csv(res / "mqar.csv")

@@ -2,8 +2,10 @@
 
 One entry per results file, keyed as ``suite.report.measured.load_measured`` names them (profile files by stem,
 GPU files as ``gpu_<stem>``). Only the columns the renderers read are listed; any other column is fine, and a
-file not listed here is checked only for the columns a claim names. Types: ``TEXT`` (a value in every row) and
-``NUMBER`` (a number, or empty: an empty cell is "not measured"). To add a results file, add its entry here.
+file not listed here is checked only for the columns a claim names. Types: ``TEXT`` (a value in every row),
+``NUMBER`` (a number, or empty: an empty cell is "not measured"), ``NONNEG`` (a number >= 0, or empty: lengths, times,
+scores and perplexities) and ``FRACTION`` (a number in [0, 1], or empty: accuracies, needle depths). To add a results
+file, add its entry here.
 """
 from __future__ import annotations
 
@@ -11,24 +13,25 @@ from pathlib import Path
 
 import pandas as pd
 
-TEXT, NUMBER = "text", "number"
+TEXT, NUMBER, NONNEG, FRACTION = "text", "number", "number >= 0", "number in [0, 1]"
+RANGES = {NONNEG: (0.0, float("inf")), FRACTION: (0.0, 1.0)}
 SCHEMAS: dict[str, dict[str, str]] = {
-    "quality": {"arch": TEXT, "task": TEXT, "metric": TEXT, "value": NUMBER, "status": TEXT},
-    "conversion": {"variant": TEXT, "task": TEXT, "metric": TEXT, "value": NUMBER, "status": TEXT},
-    "ablation": {"variant": TEXT, "size": TEXT, "task": TEXT, "metric": TEXT, "value": NUMBER, "n_params": NUMBER,
+    "quality": {"arch": TEXT, "task": TEXT, "metric": TEXT, "value": NONNEG, "status": TEXT},
+    "conversion": {"variant": TEXT, "task": TEXT, "metric": TEXT, "value": NONNEG, "status": TEXT},
+    "ablation": {"variant": TEXT, "size": TEXT, "task": TEXT, "metric": TEXT, "value": NONNEG, "n_params": NONNEG,
                  "status": TEXT},
-    "mqar": {"arch": TEXT, "seq_len": NUMBER, "num_kv_pairs": NUMBER, "accuracy": NUMBER, "accuracy_far": NUMBER,
-             "chance": NUMBER, "status": TEXT},
-    "niah": {"arch": TEXT, "context_len": NUMBER, "depth": NUMBER, "accuracy": NUMBER, "train_len": NUMBER,
+    "mqar": {"arch": TEXT, "seq_len": NONNEG, "num_kv_pairs": NONNEG, "accuracy": FRACTION, "accuracy_far": FRACTION,
+             "chance": FRACTION, "status": TEXT},
+    "niah": {"arch": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION, "train_len": NONNEG,
              "status": TEXT},
     "controls": {"experiment": TEXT, "control": TEXT, "arch": TEXT, "value": NUMBER, "threshold": TEXT,
                  "passed": TEXT},
-    "prefill_cpu": {"arch": TEXT, "seq_len": NUMBER, "ms": NUMBER, "status": TEXT},
-    "gpu_prefill": {"model": TEXT, "method": TEXT, "gpus": NUMBER, "seq_len": NUMBER, "ms": NUMBER, "status": TEXT},
-    "gpu_e2e": {"model": TEXT, "batch": NUMBER, "input_len": NUMBER, "output_len": NUMBER, "ttft_s": NUMBER,
-                "e2e_s": NUMBER, "output_tok_s": NUMBER, "decode_tok_s": NUMBER, "status": TEXT},
-    "gpu_seq_parallel": {"arch": TEXT, "gpus": NUMBER, "seq_len": NUMBER, "ms": NUMBER, "status": TEXT},
-    "gpu_niah": {"arch": TEXT, "device": TEXT, "context_len": NUMBER, "depth": NUMBER, "accuracy": NUMBER,
+    "prefill_cpu": {"arch": TEXT, "seq_len": NONNEG, "ms": NONNEG, "status": TEXT},
+    "gpu_prefill": {"model": TEXT, "method": TEXT, "gpus": NONNEG, "seq_len": NONNEG, "ms": NONNEG, "status": TEXT},
+    "gpu_e2e": {"model": TEXT, "batch": NONNEG, "input_len": NONNEG, "output_len": NONNEG, "ttft_s": NONNEG,
+                "e2e_s": NONNEG, "output_tok_s": NONNEG, "decode_tok_s": NONNEG, "status": TEXT},
+    "gpu_seq_parallel": {"arch": TEXT, "gpus": NONNEG, "seq_len": NONNEG, "ms": NONNEG, "status": TEXT},
+    "gpu_niah": {"arch": TEXT, "device": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION,
                  "status": TEXT},
 }
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
@@ -45,11 +48,18 @@ def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]
         raise ValueError(f"{path}: missing column(s) {missing}; the renderers need {list(columns)}")
     for col, kind in columns.items():
         values = frame[col]
-        bad = values.isna() if kind == TEXT else values.notna() & pd.to_numeric(values, errors="coerce").isna()
+        number = pd.to_numeric(values, errors="coerce")
+        bad = values.isna() if kind == TEXT else values.notna() & number.isna()
         if bad.any():
             i = int(bad.to_numpy().argmax())
             what = "is empty" if kind == TEXT else f"holds {values.iloc[i]!r}, not a number"
             raise ValueError(f"{path} row {i + 1}: column {col!r} {what}")
+        if kind in RANGES:
+            low, high = RANGES[kind]
+            out = number.notna() & ((number < low) | (number > high))
+            if out.any():
+                i = int(out.to_numpy().argmax())
+                raise ValueError(f"{path} row {i + 1}: column {col!r} holds {number.iloc[i]:g}, not a {kind}")
     return frame
 
 
