@@ -315,3 +315,46 @@ def test_prefill_cpu_refuses_a_count_below_one(option, tmp_path, capsys):
     err = _refused(prefill_cpu.main, ["--lengths", "32", option, "0", "--out", str(tmp_path / "p.csv")], capsys)
     assert f"error: {option} 0 must be >= 1" in err and "Traceback" not in err
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_bad_input_found_by_a_new_user_is_a_usage_error(data_dir, tmp_path, capsys):
+    """Each of these printed a traceback (or, for --max-files -3 and --limit -5, ran on): now exit status 2 with
+    the option, file, key or value named, and nothing written."""
+    from suite.bench import prefill_cpu
+    from suite.data import corpus, tokenizer
+    from suite.eval import harness, mqar, niah
+    from suite.train import run
+    from tests.tiny import make_tiny_checkpoint
+
+    cut = make_tiny_checkpoint(tmp_path / "cut")
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    out = tmp_path / "out"
+    train = ["--data-dir", str(data_dir), "--out-dir", str(out), "--steps", "1", "--batch-size", "1", "--seq-len", "8"]
+    cases = [
+        (run.main, ["--config", "defualt", "--arch", "orthros", "--size", "1M", *train], "no study config"),
+        (run.main, ["--arch", "orthros", "--size", "1M", "--override", "foo=1", *train],
+         "foo=1 is not a field of OrthrosConfig"),
+        (run.main, ["--arch", "orthros", *train], "give --size or a --config whose main_size sets it"),
+        (run.main, ["--arch", "orthros", "--size", "1M", "--init-from", str(cut), *train],
+         f"--init-from: corrupt checkpoint file {weights}"),
+        (run.main, ["--arch", "llama", "--model", str(cut), *train], f"--model: corrupt checkpoint file {weights}"),
+        (niah.main, ["--checkpoint", str(cut), "--haystack", str(data_dir / "test.txt"), "--lengths", "64",
+                     "--out", str(out / "n.csv")], f"corrupt checkpoint file {weights}"),
+        (harness.main, ["--checkpoint", str(cut), "--out", str(out / "q.csv")], f"corrupt checkpoint file {weights}"),
+        (harness.main, ["--checkpoint", str(data_dir), "--tasks", "val_pl", "--out", str(out / "q.csv")],
+         "unknown task 'val_pl'"),
+        (harness.main, ["--checkpoint", str(data_dir), "--limit", "-5", "--out", str(out / "q.csv")],
+         "--limit -5.0 must be > 0"),
+        (corpus.main, ["--data-dir", str(out), "--max-files", "-3"], "--max-files -3 must be >= 1"),
+        (corpus.main, ["--data-dir", str(out), "--source", "files"], "source 'files' needs file globs"),
+        (corpus.main, ["--data-dir", str(out), "--config", "defualt"], "no study config"),
+        (tokenizer.main, ["--data-dir", str(data_dir), "--vocab-size", "-5"], "vocab_size -5 out of range"),
+        (mqar.main, ["--arch", "transformer", "--size", "1M", "--lr", "-1", "--out", str(out / "m.csv")],
+         "--lr -1.0 must be > 0"),
+        (prefill_cpu.main, ["--lengths", "-1024", "--out", str(out / "p.csv")], "--lengths must be integers >= 1"),
+    ]
+    for main, argv, message in cases:
+        err = _refused(main, argv, capsys)
+        assert message in err and "Traceback" not in err, (argv, err)
+        assert not out.exists(), argv

@@ -162,6 +162,7 @@ def main(argv=None) -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     with usage_errors(ap):
+        int_list(args.lengths, "--lengths")  # sweep() reads them; here a bad one is a usage error
         for name, value in [("--repeats", args.repeats), ("--seq-len", args.seq_len), ("--window", args.window),
                             ("--threads", args.threads)]:
             if value is not None and value < 1:

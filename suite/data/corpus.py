@@ -161,7 +161,8 @@ def file_documents(patterns: Iterable[str], text_field: str = "text", max_files:
     paths = sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
                     if os.path.isfile(p)})
     if not paths:
-        raise ValueError(f"no file matches {list(patterns)}")
+        raise ValueError(f"no file matches {list(patterns)}" if patterns else
+                         "source 'files' needs file globs (--files, or the study config's data.files)")
     for path in paths[:max_files]:
         if path.endswith(".jsonl"):
             for i, line in enumerate((read_text(path, path, log) or "").split("\n")):
@@ -320,20 +321,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-files", type=int)
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args(argv)
+    from suite.common import usage_errors  # here: importing suite.common imports torch
+
+    for name, value in (("--max-files", args.max_files), ("--hf-n-docs", args.hf_n_docs)):
+        if value is not None and value < 1:
+            ap.error(f"{name} {value} must be >= 1")
     data = {}
     if args.config:
         from suite.config import load_config
 
-        data = load_config(args.config)["data"]
+        with usage_errors(ap):
+            data = load_config(args.config)["data"]
     hf = dict(data.get("hf") or {})
     for key, val in (("path", args.hf_path), ("name", args.hf_name), ("n_docs", args.hf_n_docs)):
         if val is not None:
             hf[key] = val
-    meta = build_corpus(args.data_dir, source=args.source or data.get("source", "stdlib"),
-                        files=args.files or data.get("files", []), hf=hf or None,
-                        max_files=args.max_files if args.max_files is not None else data.get("max_files"),
-                        val_fraction=data.get("val_fraction", 0.05), test_fraction=data.get("test_fraction", 0.05),
-                        overwrite=args.overwrite)
+    with usage_errors(ap):  # a source without files, a --files glob that matches nothing, a corpus too small to split
+        meta = build_corpus(args.data_dir, source=args.source or data.get("source", "stdlib"),
+                            files=args.files or data.get("files", []), hf=hf or None,
+                            max_files=args.max_files if args.max_files is not None else data.get("max_files"),
+                            val_fraction=data.get("val_fraction", 0.05),
+                            test_fraction=data.get("test_fraction", 0.05), overwrite=args.overwrite)
     print(json.dumps({k: meta[k] for k in ("source", "n_docs", "bytes", "sha256")}))
 
 

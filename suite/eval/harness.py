@@ -222,6 +222,19 @@ def _value(block: dict, key: str):
     return None if math.isnan(value) else value
 
 
+def task_names(tasks: list[str], extra_tasks: dict | None = None) -> list[str]:
+    """``tasks`` with ``commonsense`` and ``recall`` expanded to their lists. Raises ValueError naming an unknown one
+    and listing the known ones (``TASKS``, ``val_ppl`` and ``extra_tasks``' names)."""
+    extra_tasks = extra_tasks or {}
+    names: list[str] = []
+    for name in tasks:
+        names += {"commonsense": COMMONSENSE, "recall": RECALL}.get(name, [name])
+    for name in names:
+        if name not in TASKS and name not in extra_tasks and name != "val_ppl":
+            raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS) + ['val_ppl', *extra_tasks]}")
+    return names
+
+
 def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[str], out_csv: str | Path,
               limit: int | float | None = None, *, ppl_data: str | Path | None = None, ppl_sample_by: str = "paragraph",
               extra_tasks: dict[str, tuple[dict, tuple[str, ...]]] | None = None, profile: str = "smoke",
@@ -247,12 +260,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
 
     force_offline()
     extra_tasks = extra_tasks or {}
-    names: list[str] = []
-    for name in tasks:
-        names += {"commonsense": COMMONSENSE, "recall": RECALL}.get(name, [name])
-    for name in names:
-        if name not in TASKS and name not in extra_tasks and name != "val_ppl":
-            raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS) + ['val_ppl', *extra_tasks]}")
+    names = task_names(tasks, extra_tasks)
     if "val_ppl" in names and ppl_data is None:
         raise ValueError("task 'val_ppl' needs ppl_data=<held-out file>")
 
@@ -354,11 +362,15 @@ def main(argv: list[str] | None = None) -> None:
     if not len(a.checkpoint) == len(a.out) == len(seeds):
         p.error(f"give one --out and one --seed per --checkpoint (got {len(a.checkpoint)} checkpoints, "
                 f"{len(a.out)} outs, {len(seeds)} seeds)")
-    with usage_errors(p, FileNotFoundError, NotADirectoryError):  # not the Hub's "Repo id must be ..." later
+    with usage_errors(p, FileNotFoundError, NotADirectoryError, ValueError):  # not the Hub's "Repo id must be ..." later
         for checkpoint in a.checkpoint:
             checkpoint_folder(checkpoint)
     if a.tokenizer and not Path(a.tokenizer).is_dir():
         p.error(f"--tokenizer {a.tokenizer}: no such folder")
+    with usage_errors(p):
+        task_names([t for t in a.tasks.split(",") if t])
+    if a.limit is not None and not a.limit > 0:
+        p.error(f"--limit {a.limit} must be > 0 (a count >= 1 or a fraction < 1 of each task's documents)")
     limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
     for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,

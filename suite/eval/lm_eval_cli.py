@@ -36,12 +36,12 @@ def check_model_paths(argv: list[str]) -> None:
         model_args = pre.parse_known_args(argv)[0].model_args or {}
     except (ValueError, SystemExit):
         return
-    with usage_errors(pre, FileNotFoundError, NotADirectoryError):
+    with usage_errors(pre, FileNotFoundError, NotADirectoryError, ValueError):
         for key in ("pretrained", "tokenizer"):
             if isinstance(model_args.get(key), str):
                 try:
                     checkpoint_folder(model_args[key], hub_ids=True)
-                except OSError as err:
+                except (OSError, ValueError) as err:
                     raise type(err)(f"--model_args {key}: {err}") from None
 
 

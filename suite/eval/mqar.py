@@ -417,6 +417,8 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.window is not None and a.window < 1:
         p.error(f"--window {a.window} must be >= 1")
+    if not (a.lr > 0 and a.weight_decay >= 0):
+        p.error(f"--lr {a.lr} must be > 0 and --weight-decay {a.weight_decay} >= 0")
     if not 0.0 <= a.first_cell_frac < 1.0:
         p.error(f"--first-cell-frac {a.first_cell_frac} must be in [0, 1)")
     if a.stop_after is not None and a.stop_after > a.steps:

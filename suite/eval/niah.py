@@ -455,7 +455,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--tokenizer {a.tokenizer}: no such folder")
     from suite.data.tokenizer import check_data_dir, load_tokens
 
-    with usage_errors(p, FileNotFoundError, NotADirectoryError):  # before any load: name the missing folder
+    with usage_errors(p, FileNotFoundError, NotADirectoryError, ValueError):  # before any load: name the missing folder
         if a.checkpoint:
             checkpoint_folder(a.checkpoint)
         if a.data_dir:  # tokens/train.npy, and the tokenizer unless --tokenizer or the checkpoint gives it

@@ -122,9 +122,13 @@ def checkpoint_folder(path: str | Path, *, hub_ids: bool = False) -> Path:
     loading. Raises FileNotFoundError ``checkpoint not found: PATH`` when nothing is there (NotADirectoryError
     when it is a file), instead of the Hub's "Repo id must be in the form ..." that ``from_pretrained`` gives a
     missing local path. ``hub_ids=True`` (lm-eval's own ``pretrained=``) lets a name that can only be a Hub
-    repository id (``name`` or ``owner/name``: no leading ``/``, ``.`` or ``~``) through to ``from_pretrained``."""
+    repository id (``name`` or ``owner/name``: no leading ``/``, ``.`` or ``~``) through to ``from_pretrained``.
+    A folder's files are checked too (:func:`check_folder`: ValueError naming a truncated or corrupt one)."""
     text, path = str(path), Path(path)
-    if path.is_dir() or (hub_ids and not path.exists() and HUB_ID.fullmatch(text) and ".." not in text):
+    if path.is_dir():
+        check_folder(path)
+        return path
+    if hub_ids and not path.exists() and HUB_ID.fullmatch(text) and ".." not in text:
         return path
     if path.exists():
         raise NotADirectoryError(f"checkpoint {text} is a file, not a checkpoint folder")

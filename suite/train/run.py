@@ -100,11 +100,26 @@ def main(argv: list[str] | None = None) -> None:
     if args.config:
         from suite.config import load_config
 
-        cfg = load_config(args.config)
+        with usage_errors(ap):  # ConfigError: no such profile, a bad key or value
+            cfg = load_config(args.config)
     from suite.data.tokenizer import check_data_dir
+    from suite.train.checkpoint import checkpoint_folder
 
-    with usage_errors(ap, FileNotFoundError):  # before a tokenizer load or a model build: name the folder
+    # before a tokenizer load, a model build or a file in --out-dir: name the folder, file, key or value
+    with usage_errors(ap, FileNotFoundError, NotADirectoryError, ValueError):
         check_data_dir(args.data_dir, ("train", "val"), corpus=True)
+        for option, folder in (("--model", args.model), ("--init-from", args.init_from)):
+            for seed in (args.seed or cfg.get("seeds", [42])[:1]) if folder else ():
+                try:
+                    checkpoint_folder(folder.format(seed=seed))
+                except (OSError, ValueError) as err:
+                    raise type(err)(f"{option}: {err}") from None
+        if not args.model:
+            from models.registry import make_config
+
+            if not (args.size or cfg.get("main_size")):
+                raise ValueError("give --size or a --config whose main_size sets it")
+            make_config(args.arch, args.size or cfg["main_size"], **_parse_overrides(args.override))
     hp = dict(cfg.get("train", {}))
     if args.recipe == "conversion":
         conv = cfg.get("conversion", {})
