@@ -67,19 +67,26 @@ def ablation(evals: list[str], metrics: list[str]) -> pd.DataFrame:
 
 
 def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.DataFrame:
-    """Conversion (Table 2 in miniature): base, base CPT and converted Orthros, in ``variants`` order of inputs."""
+    """Conversion (Table 2 in miniature): base, base CPT and converted Orthros, in ``variants`` order of inputs.
+
+    ``tokens`` is every token a variant's model trained on: a continued run (base CPT, conversion) adds its own,
+    ``tokens_extra``, to the base run's (each base run trains the same tokens; without a ``base`` variant, its own).
+    """
     if not (len(evals) == len(metrics) == len(variants)):
         raise ValueError(f"need one eval CSV and one metrics CSV per variant; got {len(evals)} evals, "
                          f"{len(metrics)} metrics, variants {variants}")
+    runs = [read_csv(me).iloc[0] for me in metrics]
+    base_tokens = next((run["tokens"] for run, v in zip(runs, variants) if v == "base"), 0)
     out = []
-    for ev, me, variant in zip(evals, metrics, variants):
-        run = read_csv(me).iloc[0]
+    for ev, run, variant in zip(evals, runs, variants):
         rows = read_csv(ev)
         rows = rows[(rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)].copy()
         rows = rows.rename(columns={"variant": "task_variant"})
         rows["variant"] = variant
         for col in SCALE:
             rows[col] = run[col]
+        if variant != "base":
+            rows["tokens"] = base_tokens + run["tokens"]
         rows["tokens_extra"] = 0 if variant == "base" else run["tokens"]
         out.append(rows)
     return pd.concat(out, ignore_index=True)

@@ -16,3 +16,21 @@ def test_not_run_rows_cover_every_cell_and_carry_the_shared_provenance(tmp_path)
     assert (gdn["status"] == "not run: cut by the cap").all() and gdn["accuracy"].isna().all()
     assert (gdn[["commit", "profile", "device", "dtype"]].values == ["abc", "gpu", "NVIDIA H200", "bfloat16"]).all()
     assert gdn["backend"].isna().all()  # no kernel ran for it
+
+
+def test_a_continued_runs_tokens_count_the_base_runs_too(tmp_path):
+    """base_cpt and conversion continue the base run: Table 2 read '51.2K tokens, 51.2K tokens extra' for a model
+    that had seen 143K + 51.2K (a new user's report)."""
+    from suite.collect import conversion
+
+    evals, metrics = [], []
+    for variant, tokens in [("base", 143360), ("base_cpt", 51200), ("conversion", 51200)]:
+        pd.DataFrame([{"task": "val_ppl", "metric": "byte_perplexity", "value": 3.0, "status": "ok"}]).to_csv(
+            tmp_path / f"{variant}_eval.csv", index=False)
+        pd.DataFrame([{"n_params": 1000, "tokens": tokens, "seq_len": 256}]).to_csv(
+            tmp_path / f"{variant}_metrics.csv", index=False)
+        evals.append(str(tmp_path / f"{variant}_eval.csv"))
+        metrics.append(str(tmp_path / f"{variant}_metrics.csv"))
+    out = conversion(evals, metrics, ["base", "base_cpt", "conversion"]).set_index("variant")
+    assert out["tokens"].to_dict() == {"base": 143360, "base_cpt": 143360 + 51200, "conversion": 143360 + 51200}
+    assert out["tokens_extra"].to_dict() == {"base": 0, "base_cpt": 51200, "conversion": 51200}
