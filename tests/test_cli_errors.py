@@ -257,6 +257,9 @@ def test_render_cli_prints_a_schema_error_and_exits_2(tmp_path, capsys):
     err = _refused(render.main, args, capsys)
     assert f"error: {gpu / 'prefill.csv'} row 2: column 'ms' holds 'fast', not a number" in err
     assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()
+    err = _refused(render.main, ["--results", str(res.parent / "defualt"), *args[2:]], capsys)
+    assert f"error: --results '{res.parent / 'defualt'}': no such folder" in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()
 
 
 PROGRESS_FLAGS = """

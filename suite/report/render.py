@@ -139,16 +139,19 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Render paper tables, figures and the claims audit.")
-    parser.add_argument("--results", default=None, help="results/<profile> folder (may be absent)")
-    parser.add_argument("--gpu-results", default=None, help="results/gpu folder (may be absent)")
+    parser.add_argument("--results", default=None,
+                        help="results/<profile> folder (left out: every profile cell reads 'not run')")
+    parser.add_argument("--gpu-results", default=None,
+                        help="results/gpu folder (left out: every gpu cell reads 'not run')")
     parser.add_argument("--out-tables", default="paper_tables")
     parser.add_argument("--out-figures", default="figures")
     parser.add_argument("--reported", default=str(REPORTED_DIR))
     parser.add_argument("--claims", default=str(CLAIMS_PATH))
     args = parser.parse_args(argv)
     for flag, value in [("--results", args.results), ("--gpu-results", args.gpu_results)]:
-        if value is not None and Path(value).exists() and not Path(value).is_dir():
-            parser.error(f"{flag} {value!r} is not a folder")
+        if value is not None and not Path(value).is_dir():  # a misspelt folder would render every cell 'not run'
+            parser.error(f"{flag} {value!r} is not a folder" if Path(value).exists() else
+                         f"{flag} {value!r}: no such folder (leave the option out to render without it)")
     with usage_errors(parser, ValueError, FileNotFoundError):  # a damaged input names its file: no traceback
         written = render(args.results, args.gpu_results, args.out_tables, args.out_figures, args.reported,
                          args.claims)
