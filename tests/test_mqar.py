@@ -196,7 +196,8 @@ def test_cli_refuses_train_kv_groups_that_do_not_match_seq_lens(capsys):
 
 def test_curriculum_and_constant_tokens_schedule(monkeypatch):
     """first_cell_frac: the first round(frac * steps) steps on mixture[0] alone, then the mixture in turn;
-    constant_tokens: batch_size * T_min // T rows at T; num_train counts the rows actually drawn, tokens their tokens."""
+    constant_tokens: batch_size * T_min // T rows at T; num_train counts the rows actually drawn, tokens their
+    tokens."""
     from suite.eval import mqar
 
     drawn = []

@@ -362,7 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     if not len(a.checkpoint) == len(a.out) == len(seeds):
         p.error(f"give one --out and one --seed per --checkpoint (got {len(a.checkpoint)} checkpoints, "
                 f"{len(a.out)} outs, {len(seeds)} seeds)")
-    with usage_errors(p, FileNotFoundError, NotADirectoryError, ValueError):  # not the Hub's "Repo id must be ..." later
+    # a missing or truncated checkpoint named here, not by the Hub's "Repo id must be ..." later
+    with usage_errors(p, FileNotFoundError, NotADirectoryError, ValueError):
         for checkpoint in a.checkpoint:
             checkpoint_folder(checkpoint)
     if a.tokenizer and not Path(a.tokenizer).is_dir():

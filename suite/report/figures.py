@@ -48,7 +48,8 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
     for path in paths:
         # no creation date in the PDF: a re-render of unchanged rows leaves the file byte for byte as it was
-        fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
+        metadata = {"CreationDate": None} if path.suffix == ".pdf" else None
+        fig.savefig(path, dpi=150, bbox_inches="tight", metadata=metadata)
     plt.close(fig)
     return paths
 
