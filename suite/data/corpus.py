@@ -321,8 +321,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-files", type=int)
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args(argv)
-    from suite.common import usage_errors  # here: importing suite.common imports torch
-
     for name, value in (("--max-files", args.max_files), ("--hf-n-docs", args.hf_n_docs)):
         if value is not None and value < 1:
             ap.error(f"{name} {value} must be >= 1")
@@ -330,18 +328,22 @@ def main(argv: list[str] | None = None) -> None:
     if args.config:
         from suite.config import load_config
 
-        with usage_errors(ap):
+        try:
             data = load_config(args.config)["data"]
+        except ValueError as err:  # ConfigError: no such profile, a bad key or value
+            ap.error(str(err))
     hf = dict(data.get("hf") or {})
     for key, val in (("path", args.hf_path), ("name", args.hf_name), ("n_docs", args.hf_n_docs)):
         if val is not None:
             hf[key] = val
-    with usage_errors(ap):  # a source without files, a --files glob that matches nothing, a corpus too small to split
+    try:  # a source without files, a --files glob that matches nothing, a corpus too small to split
         meta = build_corpus(args.data_dir, source=args.source or data.get("source", "stdlib"),
                             files=args.files or data.get("files", []), hf=hf or None,
                             max_files=args.max_files if args.max_files is not None else data.get("max_files"),
                             val_fraction=data.get("val_fraction", 0.05),
                             test_fraction=data.get("test_fraction", 0.05), overwrite=args.overwrite)
+    except ValueError as err:  # here, not suite.common.usage_errors: that module imports torch, and this job reads none
+        ap.error(str(err))
     print(json.dumps({k: meta[k] for k in ("source", "n_docs", "bytes", "sha256")}))
 
 

@@ -208,8 +208,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, help="threads for training and encoding (default: the tokenizers "
                                                  "library's, all cores unless TOKENIZERS_PARALLELISM=false)")
     args = ap.parse_args(argv)
-    from suite.common import usage_errors  # here: importing suite.common imports torch
-
     if args.threads is not None:
         if args.threads < 1:
             ap.error(f"--threads must be >= 1, got {args.threads}")
@@ -217,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["RAYON_NUM_THREADS"] = str(args.threads)
         os.environ["TOKENIZERS_PARALLELISM"] = "true" if args.threads > 1 else "false"
     data = {}
-    with usage_errors(ap):  # no such profile; a vocab size out of range; no corpus in --data-dir
+    try:  # no such profile; a vocab size out of range; no corpus in --data-dir
         if args.config:
             from suite.config import load_config
 
@@ -225,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
         kind = args.kind or data.get("tokenizer", "bpe")
         vocab = args.vocab_size if args.vocab_size is not None else data.get("vocab_size", 4096)
         tok_dir = prepare(args.data_dir, kind, vocab)
+    except ValueError as err:  # here, not suite.common.usage_errors: that module imports torch, and this job reads none
+        ap.error(str(err))
     meta = json.loads((Path(args.data_dir) / "tokens" / "meta.json").read_text())
     print(json.dumps({"tokenizer": str(tok_dir), **{s: meta[s]["n_tokens"] for s in SPLITS if s in meta}}))
 
