@@ -168,11 +168,12 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     naming it (and the data row, 1 = the first after the header, where one is short or long)."""
     path = Path(path)
     try:
-        check_whole(path, path.read_bytes())
-        frame = pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
+        data = path.read_bytes()  # once: the checks and both parses read these bytes
+        check_whole(path, data)
+        frame = pd.read_csv(io.BytesIO(data), dtype=dict.fromkeys(TEXT_COLUMNS, str))
         text = [c for c in TEXT_COLUMNS if c in frame.columns]
         if text and len(frame):
-            as_written = pd.read_csv(path, usecols=text, dtype=str, keep_default_na=False)
+            as_written = pd.read_csv(io.BytesIO(data), usecols=text, dtype=str, keep_default_na=False)
             frame[text] = as_written[text].where(as_written[text] != "")  # usecols keeps the file's order
         return frame
     except FileNotFoundError:

@@ -105,11 +105,13 @@ def main(argv: list[str] | None = None) -> None:
     from suite.data.tokenizer import check_data_dir
     from suite.train.checkpoint import checkpoint_folder
 
+    seeds, size = args.seed or cfg.get("seeds", [42])[:1], args.size or cfg.get("main_size")
+    user_overrides: dict = {}
     # before a tokenizer load, a model build or a file in --out-dir: name the folder, file, key or value
     with usage_errors(ap, FileNotFoundError, NotADirectoryError, ValueError):
         check_data_dir(args.data_dir, ("train", "val"), corpus=True)
         for option, folder in (("--model", args.model), ("--init-from", args.init_from)):
-            for seed in (args.seed or cfg.get("seeds", [42])[:1]) if folder else ():
+            for seed in seeds if folder else ():
                 try:
                     checkpoint_folder(folder.format(seed=seed))
                 except (OSError, ValueError) as err:
@@ -117,9 +119,10 @@ def main(argv: list[str] | None = None) -> None:
         if not args.model:
             from models.registry import make_config
 
-            if not (args.size or cfg.get("main_size")):
+            if not size:
                 raise ValueError("give --size or a --config whose main_size sets it")
-            make_config(args.arch, args.size or cfg["main_size"], **_parse_overrides(args.override))
+            user_overrides = _parse_overrides(args.override)
+            make_config(args.arch, size, **user_overrides)
     hp = dict(cfg.get("train", {}))
     if args.recipe == "conversion":
         conv = cfg.get("conversion", {})
@@ -139,14 +142,13 @@ def main(argv: list[str] | None = None) -> None:
 
         vocab = load_tokenizer(Path(args.data_dir) / "tokenizer").get_vocab_size()
         overrides = {"vocab_size": vocab, **window_overrides(args.arch, cfg, pick("seq_len")),
-                     **_parse_overrides(args.override)}
-        model = functools.partial(build, args.arch, args.size or cfg.get("main_size"), **overrides)  # built per seed
+                     **user_overrides}
+        model = functools.partial(build, args.arch, size, **overrides)  # built per seed
     else:
         model, overrides = args.model, None
     data_offset = args.data_offset
     if data_offset is None:
         data_offset = cfg.get("conversion", {}).get("base_steps", 0) if args.recipe == "conversion" else 0
-    seeds = args.seed or cfg.get("seeds", [42])[:1]
     if len(seeds) > 1 and "{seed}" not in args.out_dir:
         ap.error(f"--out-dir {args.out_dir!r} must hold '{{seed}}' when several seeds are given")
     device = distributed.init_from_env(args.device or cfg.get("device", "cpu"))  # torchrun: one rank per GPU
