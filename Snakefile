@@ -11,6 +11,10 @@ include: "workflows/common.smk"
 include: "workflows/data.smk"
 include: "workflows/train.smk"
 include: "workflows/eval.smk"
+PRETRAINED_OUT = []  # Table 2 on a real pretrained LM, where the study config names one (conversion.pretrained)
+if STUDY["conversion"].get("pretrained"):
+
+    include: "workflows/pretrained.smk"
 include: "workflows/bench.smk"
 include: "workflows/report.smk"
 

@@ -10,6 +10,9 @@ CLI::
     python -m suite.collect ablation --evals ... --metrics ... --out results/<p>/ablation.csv
     python -m suite.collect conversion --evals ... --metrics ... --variants base base_cpt conversion --out ...
     python -m suite.collect concat --inputs A.csv B.csv --out results/<p>/niah.csv
+    python -m suite.collect pretrained --evals ... --variants base converted ... --metrics ... --base-record B.json \
+        --out results/<p>/pretrained.csv
+    python -m suite.collect curves --inputs L1.csv ... --runs base_cpt:42 ... --out results/<p>/pretrained_loss.csv
 """
 from __future__ import annotations
 
@@ -92,15 +95,58 @@ def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.
     return pd.concat(out, ignore_index=True)
 
 
+def pretrained(evals: list[str], variants: list[str], metrics: list[str], base_record: str) -> pd.DataFrame:
+    """The real-model conversion arms (Table 2 on ``conversion.base_model``): every benchmark row of every arm, in
+    ``variants`` order of ``evals``, with the base model's name, parameter count and quantization, and the tokens
+    each arm continued on (``tokens_extra``, from its run's metrics.csv in ``metrics``, one per trained row: variants
+    base_cpt and conversion; 0 for base, converted and random_init)."""
+    import json
+
+    if len(evals) != len(variants):
+        raise ValueError(f"need one eval CSV per variant; got {len(evals)} evals, variants {variants}")
+    record = json.loads(open(base_record).read())
+    runs = {(row["arch"], int(row["seed"])): row for row in (read_csv(m).iloc[0] for m in metrics)}
+    out = []
+    for path, variant in zip(evals, variants):
+        rows = read_csv(path).copy()
+        rows["variant"] = variant
+        seed = int(rows["seed"].iloc[0]) if len(rows) else 0
+        run = runs.get((variant, seed))
+        if variant in ("base_cpt", "conversion") and run is None:
+            raise ValueError(f"{path}: no metrics.csv among --metrics for {variant} seed {seed}")
+        rows["tokens_extra"] = 0 if run is None else int(run["tokens"])
+        rows["train_seq_len"] = None if run is None else run["seq_len"]
+        rows["base_model"] = record["name"]
+        rows["base_n_params"] = record["n_params"]
+        rows["quantization"] = record["quantization"] if variant != "random_init" else "none (random init)"
+        out.append(rows)
+    return pd.concat(out, ignore_index=True)
+
+
+def curves(paths: list[str], runs: list[str]) -> pd.DataFrame:
+    """Training loss curves (each run's loss.csv) in one frame, labelled by ``runs`` entries ``VARIANT:SEED``."""
+    if len(paths) != len(runs):
+        raise ValueError(f"need one loss.csv per run; got {len(paths)} files, runs {runs}")
+    frames = []
+    for path, run in zip(paths, runs):
+        variant, _, seed = run.partition(":")
+        if not seed.isdigit():
+            raise ValueError(f"run {run!r} must be VARIANT:SEED")
+        frames.append(read_csv(path).assign(variant=variant, seed=int(seed)))
+    return pd.concat(frames, ignore_index=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat"])
+    parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat", "pretrained", "curves"])
     parser.add_argument("--evals", nargs="*", default=[])
     parser.add_argument("--metrics", nargs="*", default=[])
     parser.add_argument("--variants", nargs="*", default=[])
     parser.add_argument("--inputs", nargs="*", default=[])
     parser.add_argument("--not-run", nargs="*", default=[], metavar="ARCH=REASON",
                         help="concat: archs with no results, and why (a 'not run' row per cell)")
+    parser.add_argument("--base-record", help="pretrained: the base model's base_model.json")
+    parser.add_argument("--runs", nargs="*", default=[], metavar="VARIANT:SEED", help="curves: one per input")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.kind == "concat":
@@ -110,6 +156,12 @@ def main(argv=None):
         frame = concat(args.inputs, dict(item.split("=", 1) for item in args.not_run))
     elif args.kind == "conversion":
         frame = conversion(args.evals, args.metrics, args.variants)
+    elif args.kind == "pretrained":
+        if not args.base_record:
+            parser.error("pretrained needs --base-record")
+        frame = pretrained(args.evals, args.variants, args.metrics, args.base_record)
+    elif args.kind == "curves":
+        frame = curves(args.inputs, args.runs)
     else:
         frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
     write_csv(frame, args.out)

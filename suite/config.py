@@ -122,6 +122,20 @@ def _cross_checks(config: dict) -> list[str]:
             problems.append(f"niah.curriculum.{i}.len: {p['len']} is longer than niah.train_len {niah['train_len']}")
     if "mqar" in config:
         problems += _mqar_checks(config["mqar"])
+    conversion = config.get("conversion", {})
+    pretrained = conversion.get("pretrained")
+    if pretrained and "base_model" not in conversion:
+        problems.append("conversion.pretrained: needs conversion.base_model, the model its arms start from")
+    trains = [arm for arm in (pretrained or {}).get("arms", []) if arm in ("base_cpt", "conversion")]
+    missing = [key for key in ("seq_len", "steps", "batch_size", "lr", "seeds") if trains and key not in pretrained]
+    if missing:
+        problems.append(f"conversion.pretrained: the arms {trains} train; give {', '.join(missing)}")
+    elif trains and pretrained.get("warmup", 0) >= pretrained["steps"]:
+        problems.append(f"conversion.pretrained.warmup: {pretrained['warmup']} must be below "
+                        f"conversion.pretrained.steps {pretrained['steps']}")
+    if trains and not missing and pretrained["window"] >= pretrained["seq_len"]:
+        problems.append(f"conversion.pretrained.window: {pretrained['window']} must be below "
+                        f"conversion.pretrained.seq_len {pretrained['seq_len']} (else no token sees past the window)")
     sizes = _size_names()
     if sizes is None:
         return problems

@@ -84,3 +84,68 @@ def stdlib_data(d, max_files: int = 30, vocab_size: int = 512, held_out: float =
     build_corpus(d, "stdlib", max_files=max_files, val_fraction=held_out, test_fraction=held_out)
     prepare(d, "bpe", vocab_size)
     return d
+
+
+def _llama_cpp_permute(w, n_head: int):
+    """The row order llama.cpp stores q/k projections in (transformers' GGUF loader undoes it): within each head,
+    the two rotary halves interleaved."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_tiny_gguf(path: str | Path, model, tokenizer) -> Path:
+    """Write a tiny ``LlamaForCausalLM`` and its byte-level BPE tokenizer as a GGUF file (float32 tensors), the way
+    llama.cpp's converter lays them out, with the ``gguf`` package: a fixture of the real GGUF loading path."""
+    import json
+
+    import gguf
+    import numpy as np
+
+    cfg, path = model.config, Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny-llama")
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    writer.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    state = json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab = state["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    specials = {a["content"] for a in state["added_tokens"]}
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types([gguf.TokenType.CONTROL if t in specials else gguf.TokenType.NORMAL for t in tokens])
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in state["model"]["merges"]])
+    writer.add_bos_token_id(tokenizer.bos_token_id)
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    writer.add_pad_token_id(tokenizer.pad_token_id)
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+    parts = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    for name, tensor in model.state_dict().items():
+        w = tensor.detach().float().numpy()
+        if name.startswith("model.layers."):
+            layer, rest = name.removeprefix("model.layers.").split(".", 1)
+            part = rest.rsplit(".", 1)[0]
+            if part == "self_attn.q_proj":
+                w = _llama_cpp_permute(w, cfg.num_attention_heads)
+            elif part == "self_attn.k_proj":
+                w = _llama_cpp_permute(w, cfg.num_key_value_heads)
+            gguf_name = f"blk.{layer}.{parts[part]}.weight"
+        else:
+            gguf_name = names[name]
+        writer.add_tensor(gguf_name, np.ascontiguousarray(w, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

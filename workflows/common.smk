@@ -83,6 +83,18 @@ RULE_CONFIG = {
     "mqar": section("mqar", but=("size", "sizes")) + ["device", "profile"],
     "prefill_cpu": section("prefill_cpu") + ["threads", "profile"],
     "prefill_cpu_128k": ["threads", "profile"],
+    # Table 2 on a real pretrained LM (workflows/pretrained.smk)
+    "benchmark_data": ["lm_eval.data"],
+    "base_model": ["conversion.base_model"],
+    "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],
+    "convert_base": ["conversion.pretrained.window"],
+    "conversion_identity": ["conversion.pretrained.identity_len", "conversion.pretrained.window", "device", "profile"],
+    "pretrained_train": ["conversion.pretrained." + k for k in ("seq_len", "steps", "batch_size", "lr", "warmup",
+                                                                 "min_lr_ratio", "weight_decay", "dtype")]
+    + ["device", "profile"],
+    "pretrained_benchmarks": ["conversion.pretrained.eval", "device", "profile"],
+    "pretrained_ppl": ["conversion.pretrained.ppl", "device", "profile"],
+    "pretrained_niah": ["conversion.pretrained.niah", "device", "dtype", "profile"],
     # the MQAR cell the controls read, and (for a grid) which size is the largest
     "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
 }

@@ -2,7 +2,7 @@
 
 RENDER_PREFIX = "" if RENDER in (".", "./", "") else RENDER.rstrip("/") + "/"  # "./x" paths make snakemake warn
 TABLES = [f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
-FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu")
+FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu", "fig_conversion_loss")
 FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("png", "pdf")]
 
 
@@ -16,6 +16,7 @@ rule render:
         RES + "/prefill_cpu.csv",
         RES + "/prefill_128k.csv",
         RES + "/controls.csv",
+        PRETRAINED_OUT,
         sources("suite.report.render"),
         "paper_tables/claims.yaml",
         "paper_tables/reported",

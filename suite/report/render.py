@@ -22,8 +22,9 @@ from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
-from suite.report.figures import fig2, fig3, fig4, fig_mqar
+from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
 from suite.report.measured import load_measured
+from suite.report.pretrained import fig_conversion_loss, table2_rows
 from suite.report.tables import e2e_table, format_table, paper_conditions, quality_table, recall_table
 from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 
@@ -31,8 +32,13 @@ NOTES = {
     "table1": "Measured cells appear only where this suite ran the same task for the same arch; rows with an empty "
               "'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not comparable. Rows whose "
               "scale ends in '(gpu profile)' come from results/gpu/quality.csv (one H200; gated by its own controls).",
-    "table2": "The suite converts a small pretrained model, not Llama3.1-8B / Qwen3-8B; measured rows are matched on "
-              "variant (base / base_cpt / conversion) only. Compare conversion with base_cpt, not with base.",
+    "table2": "Two kinds of measured rows, neither an 8B model: (1) rows named after a real pretrained model (e.g. "
+              "SmolLM2-135M-Instruct): its four arms (Base; Orthros converted with no training; Base CPT; Orthros "
+              "conversion, continued on the same tokens) scored on the paper's benchmarks, each cell the mean over "
+              "data-order seeds with its split, n, stderr and chance, 'at chance' or 'no verdict at this scale' "
+              "where the benchmark controls say so, the 'conversion - base_cpt' row judged by the noise rule; "
+              "(2) rows matched on variant only: the suite's own 1M-parameter Transformer converted and continued, "
+              "scored by held-out byte perplexity (a proxy). Compare conversion with base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
               "cells are in the notes. The suite measures MQAR / NIAH instead (proxies, not comparable). A measured "
               "row's scale is its measured parameter count; 'trials' are its held-out trials (MQAR: test sequences "
@@ -86,6 +92,8 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     invalid["gpu_niah"] = invalid_reason(m["gpu_controls"], "niah")
     invalid["gpu_mqar"] = invalid_reason(m["gpu_controls"], "mqar")
     invalid["gpu_lm"] = invalid_reason(m["gpu_controls"], "lm")
+    # rendering the gpu profile itself (--results and --gpu-results the same folder): its rows once
+    same = bool(results and gpu_results) and Path(results).resolve() == Path(gpu_results).resolve()
 
     def miss(name: str, why: str = "") -> str:
         return f"{res}/{name}.csv missing" + (f" ({why})" if why else "")
@@ -98,9 +106,13 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                            invalid=invalid["lm"]),
                              gpu_profile_rows(m["gpu_quality"], key="arch", invalid=invalid["gpu_lm"]))),
         "table2": ("Table 2: conversion of 8B models",
-                   quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
-                                 paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
-                                 invalid=invalid["lm"])),
+                   pd.concat([quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
+                                            paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
+                                            invalid=invalid["lm"]),
+                              *(table2_rows(m[f"{p}pretrained"], m[f"{p}controls"], m[f"{p}pretrained_ppl"],
+                                            m[f"{p}pretrained_identity"], label)
+                                for p, label in (("", ""), ("gpu_", "gpu profile")) if p == "" or not same)],
+                             ignore_index=True)),
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
                                 paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
@@ -132,6 +144,9 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"])
     written["figures"] += fig_mqar(m["gpu_mqar"], table3, out_f, f"{gpu}/mqar.csv missing (the gpu profile's MQAR)",
                                    invalid["gpu_mqar"], name="fig_mqar_gpu", profile="gpu")
+    written["figures"] += fig_conversion_loss(m["gpu_pretrained_loss"], m["gpu_pretrained_ppl"], out_f,
+                                              f"{gpu}/pretrained_loss.csv missing (the gpu profile's conversion "
+                                              "arms on a real pretrained LM)", _save)
     written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"), m["gpu_seq_parallel"])
     return written

@@ -34,6 +34,18 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "gpu_niah": {"arch": TEXT, "device": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION,
                  "status": TEXT},
 }
+SCHEMAS |= {
+    "pretrained": {"variant": TEXT, "task": TEXT, "metric": TEXT, "value": NONNEG, "status": TEXT, "seed": NUMBER,
+                   "base_model": TEXT, "base_n_params": NONNEG, "tokens_extra": NONNEG},
+    "pretrained_ppl": {"variant": TEXT, "bucket": TEXT, "nll": NONNEG, "n_tokens": NONNEG, "n_docs": NONNEG,
+                       "max_len": NONNEG, "seed": NUMBER},
+    "pretrained_identity": {"tokens": NONNEG, "max_abs_dlogit": NONNEG, "threshold": NONNEG, "passed": TEXT,
+                            "window": NONNEG, "loss_base": NONNEG, "loss_window": NONNEG},
+    "pretrained_niah": {"arch": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION},
+    "pretrained_loss": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "loss": NONNEG},
+}
+SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
+                                                      "pretrained_niah", "pretrained_loss")}
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]

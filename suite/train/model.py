@@ -70,7 +70,8 @@ def window_overrides(arch: str, cfg: dict, seq_len: int | None) -> dict:
 
 
 def set_special_ids(net, tokenizer_dir: Path) -> None:
-    """Record bos/eos/pad ids of the suite tokenizer in the model config (for generation and lm-eval).
+    """Record bos/eos/pad ids of the suite tokenizer in the model config (for generation and lm-eval); a tokenizer
+    without the suite's special tokens (a pretrained model's own) leaves the config as it is.
     They replace any defaults of the config class (e.g. LlamaConfig's bos=1, eos=2): training uses this
     tokenizer, so its ids are the only meaningful ones."""
     cfg_path = tokenizer_dir / "tokenizer.json"
@@ -79,6 +80,8 @@ def set_special_ids(net, tokenizer_dir: Path) -> None:
     from suite.data.tokenizer import load_tokenizer, special_ids
 
     ids = special_ids(load_tokenizer(tokenizer_dir))
+    if ids["bos"] is None:  # a pretrained model's own tokenizer (suite.data.english): its config's ids stand
+        return
     for name in ("bos", "eos", "pad"):
         setattr(net.config, f"{name}_token_id", ids[name])
         if getattr(net, "generation_config", None) is not None:

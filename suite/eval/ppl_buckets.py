@@ -1,0 +1,112 @@
+"""Held-out perplexity by position bucket: where in a long document a model's loss lies.
+
+An Orthros window can only matter past w tokens: below it both streams see every key, and a converted model computes
+the Transformer's function there. So the loss of each scored token is filed by the token's position in its document
+(1-based: the first predicted token is position 2, having seen one token) into buckets ``<= 128``, ``129-1K`` and
+``1K-8K`` (:data:`BUCKETS`), on the held-out documents of the English data folder (:mod:`suite.data.english`) that
+are longest, each read from its start up to ``max_len`` tokens in one forward pass (no striding, so every token sees
+its whole prefix).
+
+One row per bucket: mean NLL (nats per token) over the bucket's tokens, its perplexity, and the token and document
+counts; plus the provenance columns.
+
+CLI: ``python -m suite.eval.ppl_buckets --checkpoint DIR --data-dir work_dirs/gpu/data/english --max-len 8192
+--docs 8 --variant base --out results/gpu/pretrained/eval/base/seed0/ppl.csv``
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from suite.common import DTYPES, autocast, out_file, positive_int
+from suite.provenance import provenance, write_csv
+
+BUCKETS = ((2, 128, "<=128"), (129, 1024, "129-1K"), (1025, 8192, "1K-8K"))
+COLUMNS = ["variant", "bucket", "pos_min", "pos_max", "nll", "ppl", "n_tokens", "n_docs", "max_len", "split"]
+
+
+def documents(tokens: np.ndarray, eos_id: int) -> list[np.ndarray]:
+    """The documents of a flat token array with ``eos_id`` after each (as :mod:`suite.data.tokenizer` writes)."""
+    ends = np.flatnonzero(np.asarray(tokens) == eos_id)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    return [np.asarray(tokens[s:e]) for s, e in zip(starts, ends) if e > s]
+
+
+def longest(docs: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """The ``n`` longest documents, longest first (ties by position: deterministic)."""
+    order = sorted(range(len(docs)), key=lambda i: (-len(docs[i]), i))
+    return [docs[i] for i in order[:n]]
+
+
+@torch.no_grad()
+def token_nll(model, ids: np.ndarray, device: str, dtype: str) -> np.ndarray:
+    """NLL (nats) of tokens 2..len(ids) of one document given their prefix: shape [len(ids) - 1]."""
+    x = torch.as_tensor(np.asarray(ids, dtype=np.int64), device=device)[None]
+    with autocast(device, dtype):
+        logits = model(input_ids=x).logits[0, :-1].float()
+    return torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="none").cpu().numpy()
+
+
+def bucket_rows(nlls: list[np.ndarray], max_len: int) -> list[dict]:
+    """One row per bucket from per-document NLL arrays (entry i is the NLL of the token at position i + 2)."""
+    rows = []
+    for lo, hi, name in BUCKETS:
+        hi = min(hi, max_len)
+        if lo > hi:
+            continue
+        part = [d[lo - 2:hi - 1] for d in nlls if len(d) >= lo - 1]
+        n = sum(len(p) for p in part)
+        nll = float(np.concatenate(part).mean()) if n else math.nan
+        rows.append({"bucket": name, "pos_min": lo, "pos_max": hi, "nll": nll,
+                     "ppl": math.exp(nll) if n else math.nan, "n_tokens": n, "n_docs": len(part)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", required=True, help="HF model folder")
+    ap.add_argument("--data-dir", required=True, help="English data folder (tokens/<split>.npy, tokenizer/)")
+    ap.add_argument("--split", default="val", choices=["val", "test"])
+    ap.add_argument("--max-len", type=positive_int, default=8192, help="tokens read from each document's start")
+    ap.add_argument("--docs", type=positive_int, default=8, help="the longest N held-out documents")
+    ap.add_argument("--variant", required=True, help="arm label (base, converted, base_cpt, conversion, ...)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--out", required=True, type=out_file)
+    args = ap.parse_args(argv)
+    from suite.common import usage_errors
+    from suite.data.corpus import EOS_TOKEN
+    from suite.data.tokenizer import check_data_dir, load_tokenizer, load_tokens
+    from suite.train.checkpoint import checkpoint_folder, load_model
+
+    with usage_errors(ap, FileNotFoundError, NotADirectoryError, ValueError):
+        check_data_dir(args.data_dir, (args.split,))
+        checkpoint_folder(args.checkpoint)
+    start = time.time()
+    model, _ = load_model(args.checkpoint, None, "float32", args.device)
+    limit = getattr(model.config, "max_position_embeddings", args.max_len)
+    if args.max_len > limit:
+        ap.error(f"--max-len {args.max_len} exceeds the model's {limit} positions")
+    eos = load_tokenizer(Path(args.data_dir) / "tokenizer").token_to_id(EOS_TOKEN)
+    docs = longest(documents(load_tokens(args.data_dir, args.split), eos), args.docs)
+    nlls = [token_nll(model, d[:args.max_len], args.device, args.dtype) for d in docs]
+    from models.kernels import describe
+
+    prov = provenance(profile=args.profile, device=args.device, dtype=args.dtype, seed=args.seed,
+                      backend=describe(args.device), wall_s=time.time() - start)
+    rows = [{"variant": args.variant, **row, "max_len": args.max_len, "split": args.split, **prov}
+            for row in bucket_rows(nlls, args.max_len)]
+    write_csv(rows, args.out)
+    for row in rows:
+        print(row["bucket"], round(row["nll"], 4), row["n_tokens"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""Table 2 on a real pretrained LM: the four arms' measured rows, and the loss gap of conversion against Base CPT.
+
+Inputs (``results/<profile>/``, :mod:`workflows/pretrained.smk`): ``pretrained.csv`` (benchmark rows of every arm),
+``pretrained_ppl.csv`` (held-out NLL by position bucket), ``pretrained_identity.csv`` (the conversion identity control),
+``pretrained_niah.csv`` and ``pretrained_loss.csv`` (continued-training curves). Pure functions of DataFrames.
+
+A benchmark cell is the mean over the arm's seeds of the task's headline metric (:data:`HEADLINE`: the GLA / GDN
+papers' convention, acc_norm for ARC-C, HellaSwag and OpenBookQA, acc elsewhere; the seed notes do not transcribe which
+of the paper's columns are normalised). Its status says what it may be used for:
+
+* ``no verdict at this scale: ...``: the task's positive control failed (the base model itself is within 2 stderr of
+  chance on it), so no arm's score on it says anything here;
+* ``at chance (n=..., stderr ...)``: this arm is within 2 stderr of chance;
+* ``ok`` otherwise.
+
+The 8-task average (``avg8``, the paper's Table 2 average) is taken per seed over the tasks every arm measured, and
+the conversion row carries its comparison with Base CPT under the suite's noise rule.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from suite.report.measured import human_count  # noqa: E402
+from suite.report.stats import compare, mean_std  # noqa: E402
+
+TASKS = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande", "mmlu"]
+LABELS = {"arc_challenge": "ARC-C", "arc_easy": "ARC-E", "hellaswag": "HellaSwag", "openbookqa": "OpenBookQA",
+          "piqa": "PIQA", "social_iqa": "Social-IQa", "winogrande": "WinoGrande", "mmlu": "MMLU"}
+HEADLINE = {"arc_challenge": "acc_norm", "hellaswag": "acc_norm", "openbookqa": "acc_norm"}  # others: acc
+ARMS = {"base": "Base (pretrained, untouched)", "converted": "Orthros, converted, no training",
+        "base_cpt": "Base CPT", "conversion": "Orthros conversion", "random_init": "random init (negative control)"}
+COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds", "diff",
+           "unit", "paper_scale_conditions", "measured_scale_conditions", "status"]
+
+
+def headline(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each task's headline metric (``HEADLINE``), measured (status ok), of the paper's 8 tasks."""
+    ok = frame[(frame["status"] == "ok") & frame["task"].isin(TASKS)]
+    return ok[ok["metric"] == ok["task"].map(lambda t: HEADLINE.get(t, "acc"))]
+
+
+def _shots(frame: pd.DataFrame) -> list:
+    return sorted(frame["num_fewshot"].dropna().unique()) if "num_fewshot" in frame else [None]
+
+
+def _at(frame: pd.DataFrame, shots) -> pd.DataFrame:
+    return frame if shots is None or "num_fewshot" not in frame else frame[frame["num_fewshot"] == shots]
+
+
+def within_chance(rows: pd.DataFrame) -> bool:
+    """True when the mean value lies within 2 stderr (pooled over the rows' seeds) of the rows' chance level."""
+    if not {"chance", "stderr"} <= set(rows.columns):
+        return False
+    value, chance = rows["value"].astype(float).mean(), rows["chance"].astype(float).mean()
+    stderr = math.sqrt((rows["stderr"].astype(float) ** 2).mean())
+    return abs(value - chance) <= 2 * stderr
+
+
+def _cell_note(rows: pd.DataFrame) -> str:
+    n = int(rows["n_samples"].astype(float).mean()) if "n_samples" in rows else 0
+    stderr = math.sqrt((rows["stderr"].astype(float) ** 2).mean()) if "stderr" in rows else float("nan")
+    chance = rows["chance"].astype(float).mean() if "chance" in rows else float("nan")
+    return f"n={n}, stderr {100 * stderr:.2g}, chance {100 * chance:.3g}"
+
+
+def _conditions(rows: pd.DataFrame, shots) -> str:
+    first = rows.iloc[0]
+    parts = [f"{first.get('base_model', '')} {human_count(float(first['base_n_params']))} params"
+             if "base_n_params" in rows else ""]
+    extra = rows["tokens_extra"].astype(float).max() if "tokens_extra" in rows else 0
+    parts.append(f"+{human_count(extra)} tokens (T={int(float(first['train_seq_len']))})" if extra else
+                 "no continued training")
+    for col in ("split", "source"):
+        if col in rows and str(first[col]) not in ("", "nan"):
+            parts.append(str(first[col]))
+    if shots is not None:
+        parts.append(f"{int(shots)}-shot")
+    if "limit" in rows and str(first["limit"]) not in ("", "nan"):
+        parts.append(f"limit {first['limit']}")
+    parts += [str(first.get("quantization", "")), str(first.get("device", "")), str(first.get("dtype", ""))]
+    return ", ".join(p for p in parts if p and p != "nan")
+
+
+def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, ppl: pd.DataFrame | None = None,
+                identity: pd.DataFrame | None = None, label: str = "") -> pd.DataFrame:
+    """Measured Table 2 rows (``COLUMNS``) of the real-model arms; empty when ``pre`` is None. ``controls``: the
+    profile's controls.csv (the benchmark controls decide which tasks can give a verdict); ``label`` marks the
+    profile (e.g. ``(gpu profile)``)."""
+    if pre is None or pre.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    rows = []
+    name = f"{pre['base_model'].iloc[0]} (measured{', ' + label if label else ''})"
+    scale = human_count(float(pre["base_n_params"].iloc[0]))
+    failed = _failed_tasks(controls)
+    heads = headline(pre)
+    for shots in _shots(heads):
+        at = _at(heads, shots)
+        for variant in [v for v in ARMS if v in set(at["variant"])]:
+            arm = at[at["variant"] == variant]
+            for task in [t for t in TASKS if t in set(arm["task"])]:
+                cell = arm[arm["task"] == task].assign(value=lambda d: d["value"].astype(float) * 100)
+                mean, std, n = mean_std(cell)
+                if task in failed:
+                    status = f"no verdict at this scale: {failed[task]}"
+                elif within_chance(cell.assign(value=cell["value"] / 100)):
+                    status = f"at chance ({_cell_note(cell)})"
+                else:
+                    status = f"ok ({_cell_note(cell)})"
+                rows.append(dict(model=name, variant=variant, scale=scale, task=LABELS[task],
+                                 metric=_metric(cell, shots), measured=mean, measured_std=std, n_seeds=n,
+                                 unit="%", measured_scale_conditions=_conditions(cell, shots), status=status))
+            rows.append(_average_row(at, variant, name, scale, shots, failed))
+        rows += _comparison_rows(at, name, scale, shots)
+    rows += _ppl_rows(ppl, name, scale) + _identity_rows(identity, name, scale)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _metric(cell: pd.DataFrame, shots) -> str:
+    return cell["metric"].iloc[0] + (f", {int(shots)}-shot" if shots is not None else "")
+
+
+def _failed_tasks(controls: pd.DataFrame | None) -> dict[str, str]:
+    """task -> why, for every benchmark task whose positive control failed (controls.csv rows of experiment
+    ``benchmark:<task>``)."""
+    if controls is None or "experiment" not in controls:
+        return {}
+    bench = controls[controls["experiment"].astype(str).str.startswith("benchmark")]
+    bad = bench[(bench["control"] == "positive") & ~bench["passed"].astype(bool)]
+    return {str(r["experiment"]).split(":", 1)[-1]: f"{r['arch']} {r['value']:.3g} vs {r['threshold']}"
+            for _, r in bad.iterrows()}
+
+
+def per_seed_average(arm: pd.DataFrame, tasks: list[str]) -> pd.Series:
+    """The arm's mean over ``tasks`` per seed (in %)."""
+    part = arm[arm["task"].isin(tasks)]
+    return part.assign(value=part["value"].astype(float) * 100).groupby(part["seed"].astype(str))["value"].mean()
+
+
+def _average_row(at: pd.DataFrame, variant: str, name: str, scale: str, shots, failed: dict) -> dict:
+    tasks = sorted(set.intersection(*(set(g["task"]) for _, g in at.groupby("variant"))))
+    seeds = per_seed_average(at[at["variant"] == variant], tasks)
+    mean, std = float(seeds.mean()), (float(seeds.std(ddof=1)) if len(seeds) > 1 else None)
+    judged = [t for t in tasks if t not in failed]
+    note = f"mean of {len(tasks)} tasks ({', '.join(LABELS[t] for t in tasks)})"
+    if len(tasks) < len(TASKS):
+        note += f"; the paper's avg8 has {len(TASKS)}"
+    if failed:
+        note += f"; {len(tasks) - len(judged)} of them without a verdict at this scale (base model at chance)"
+    return dict(model=name, variant=variant, scale=scale, task="Avg (measured tasks)",
+                metric="mean" + (f", {int(shots)}-shot" if shots is not None else ""), measured=mean,
+                measured_std=std, n_seeds=len(seeds), unit="%",
+                measured_scale_conditions=_conditions(at[at["variant"] == variant], shots), status=f"ok ({note})")
+
+
+def _comparison_rows(at: pd.DataFrame, name: str, scale: str, shots) -> list[dict]:
+    """conversion - base_cpt (the paper's C04 comparison) and converted - base, on the tasks with a verdict."""
+    out = []
+    for a, b in (("conversion", "base_cpt"), ("converted", "base")):
+        if not {a, b} <= set(at["variant"]):
+            continue
+        tasks = sorted(set(at[at["variant"] == a]["task"]) & set(at[at["variant"] == b]["task"]))
+        sa, sb = (per_seed_average(at[at["variant"] == v], tasks).rename("value").to_frame().reset_index()
+                  for v in (a, b))
+        cmp = compare(sa, sb)
+        out.append(dict(model=name, variant=f"{a} - {b}", scale=scale, task="Avg (measured tasks)",
+                        metric="difference" + (f", {int(shots)}-shot" if shots is not None else ""),
+                        measured=cmp.delta, unit="points", status=cmp.text(),
+                        measured_scale_conditions=f"{len(tasks)} tasks"))
+    return out
+
+
+def _ppl_rows(ppl: pd.DataFrame | None, name: str, scale: str) -> list[dict]:
+    if ppl is None or ppl.empty:
+        return []
+    out = []
+    for (variant, bucket), g in ppl.groupby(["variant", "bucket"], sort=False):
+        mean, std, n = mean_std(g.rename(columns={"nll": "value"}))
+        out.append(dict(model=name, variant=variant, scale=scale, task=f"held-out NLL, positions {bucket}",
+                        metric="nats/token (lower is better)", measured=mean, measured_std=std, n_seeds=n,
+                        unit="nats", status="measured only (the paper reports no held-out loss)",
+                        measured_scale_conditions=f"{int(g['n_tokens'].iloc[0])} tokens of {int(g['n_docs'].iloc[0])} "
+                                                  f"held-out documents, read to {int(g['max_len'].iloc[0])}"))
+    return out
+
+
+def _identity_rows(identity: pd.DataFrame | None, name: str, scale: str) -> list[dict]:
+    if identity is None or identity.empty:
+        return []
+    r = identity.iloc[0]
+    passed = str(r["passed"]).strip().lower() == "true"
+    return [dict(model=name, variant="converted (w >= T) vs base", scale=scale, task="conversion identity",
+                 metric="max |delta logit|, float32", measured=float(r["max_abs_dlogit"]), unit="logit",
+                 measured_scale_conditions=f"{int(r['tokens'])} held-out tokens, {r['device']}",
+                 status=("control passed" if passed else "control FAILED") + f" (threshold {r['threshold']}); at "
+                        f"w={int(r['window'])} the held-out loss is {float(r['loss_window']):.4g} vs Base's "
+                        f"{float(r['loss_base']):.4g} nats before training")]
+
+
+def loss_gap(curves: pd.DataFrame, smooth: int = 10) -> pd.DataFrame:
+    """Per step: conversion loss minus base_cpt loss of the same seed (the same batch), smoothed over ``smooth``
+    steps, then mean and std over seeds. Columns step, tokens, gap, gap_std, n_seeds."""
+    wide = curves.pivot_table(index=["seed", "step"], columns="variant", values="loss").reset_index()
+    tokens = curves.groupby("step")["tokens"].first()
+    wide["gap"] = wide["conversion"] - wide["base_cpt"]
+    wide["gap"] = wide.groupby("seed")["gap"].transform(lambda s: s.rolling(smooth, min_periods=1).mean())
+    out = wide.groupby("step")["gap"].agg(["mean", "std", "count"]).reset_index()
+    return out.rename(columns={"mean": "gap", "std": "gap_std", "count": "n_seeds"}).assign(
+        tokens=lambda d: d["step"].map(tokens))
+
+
+def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, out_dir, missing: str,
+                        save) -> list:
+    """Left: the continued-training loss of both arms (mean over seeds); right: the loss gap conversion - base_cpt
+    per step (same batches), mean +- std over seeds. ``save(fig, out_dir, name)`` writes PNG and PDF."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
+    if curves is None or curves.empty or not {"base_cpt", "conversion"} <= set(curves["variant"]):
+        for ax in (left, right):
+            ax.text(0.5, 0.5, "not run: " + missing, ha="center", va="center", wrap=True, fontsize=9)
+            ax.set_axis_off()
+        fig.suptitle("Table 2 on a real pretrained LM: continued training (not run)", fontsize=10)
+        return save(fig, out_dir, "fig_conversion_loss")
+    for variant, color in (("base_cpt", "tab:pink"), ("conversion", "tab:purple")):
+        g = curves[curves["variant"] == variant].groupby("tokens")["loss"].mean().rolling(10, min_periods=1).mean()
+        left.plot(g.index, g.values, color=color, label=f"{ARMS[variant]} (mean of {curves['seed'].nunique()} seeds)")
+    left.set_xlabel("continued-training tokens")
+    left.set_ylabel("training loss (nats/token, 10-step mean)")
+    left.legend(fontsize=8)
+    left.grid(alpha=0.3)
+    gap = loss_gap(curves)
+    right.plot(gap["tokens"], gap["gap"], color="tab:purple")
+    right.fill_between(gap["tokens"], gap["gap"] - gap["gap_std"].fillna(0), gap["gap"] + gap["gap_std"].fillna(0),
+                       color="tab:purple", alpha=0.2, label="+- std over seeds")
+    right.axhline(0, color="black", lw=0.8)
+    right.set_xlabel("continued-training tokens")
+    right.set_ylabel("loss gap, conversion - Base CPT (nats/token)")
+    right.legend(fontsize=8)
+    right.grid(alpha=0.3)
+    fig.suptitle("Table 2 on a real pretrained LM: both arms read the same batches (same seeds); paper: 8B models, "
+                 "80B tokens", fontsize=9)
+    return save(fig, out_dir, "fig_conversion_loss")

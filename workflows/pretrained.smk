@@ -1,0 +1,283 @@
+# Table 2 on a real pretrained LM (conversion.base_model, conversion.pretrained): four arms on the same tokens.
+#   base       the pretrained model, untouched
+#   converted  Orthros converted from it with identity scale-offset and window w, no training
+#   base_cpt   base, continued on N tokens of English text (paper Table 6's recipe, scaled down)
+#   conversion converted, continued on the same N tokens in the same order with the same recipe
+# plus random_init (a randomly initialised model of the same shape: the benchmarks' negative control). Every arm is
+# scored on the paper's benchmarks (suite.eval.harness), held-out perplexity by position bucket and NIAH within the
+# model's context; the conversion identity (w >= T reproduces Base) is measured in the run.
+
+PRE = CONV.get("pretrained")
+MODELS = WORK + "/models"
+ENGLISH = DATA + "/english"
+PRE_RES = RES + "/pretrained"
+PRE_ARMS = PRE["arms"] if PRE else []
+TRAINED_ARMS = [a for a in PRE_ARMS if a in ("base_cpt", "conversion")]
+PRE_SEEDS = PRE.get("seeds", [SEED]) if PRE else []
+START = {"base_cpt": "base", "conversion": "converted"}   # the model folder a continued arm starts from
+
+
+def pre_runs(variant):
+    """(variant, seed) of every evaluated model: untrained arms once (seed 0), trained arms per data-order seed."""
+    return [(variant, s) for s in (PRE_SEEDS if variant in TRAINED_ARMS else [0])]
+
+
+def pre_model(variant, seed):
+    if variant in TRAINED_ARMS:
+        return f"{WORK}/pretrained/{variant}/seed{seed}/checkpoint"
+    return f"{MODELS}/{variant}"
+
+
+def pre_model_input(w):
+    """The file that marks a model folder complete: base_model.json, or a trained run's metrics.csv."""
+    if w.variant in TRAINED_ARMS:
+        return f"{PRE_RES}/train/{w.variant}/seed{w.seed}/metrics.csv"
+    return f"{MODELS}/{w.variant}/base_model.json"
+
+
+PRE_EVAL = [(v, s) for v in (PRE_ARMS + ["random_init"]) for v, s in pre_runs(v)]
+PRE_HELD_OUT = [(v, s) for v, s in PRE_EVAL if v != "random_init"]
+
+
+rule base_model:
+    """The base model as a plain HF folder (dequantized from its GGUF), and a random-init model of its shape."""
+    input:
+        sources("suite.train.base_model"),
+    output:
+        base=MODELS + "/base/base_model.json",
+        random=MODELS + "/random_init/base_model.json",
+    params:
+        cfg=rule_config("base_model"),
+    log:
+        WORK + "/logs/base_model.log",
+    shell:
+        "{PY} suite.train.base_model {CFG} --out {MODELS}/base --random-init {MODELS}/random_init > {log} 2>&1"
+
+
+rule english_data:
+    """English prose, split by document and encoded with the base model's tokenizer (suite.data.english)."""
+    input:
+        rules.base_model.output.base,
+        sources("suite.data.english"),
+    output:
+        summary=ENGLISH + "/english.json",
+        train=ENGLISH + "/tokens/train.npy",
+        val=ENGLISH + "/tokens/val.npy",
+        test=ENGLISH + "/tokens/test.npy",
+        haystack=ENGLISH + "/test.txt",
+    params:
+        cfg=rule_config("english_data"),
+    log:
+        WORK + "/logs/english_data.log",
+    shell:
+        "{PY} suite.data.english {CFG} --base-model {MODELS}/base --data-dir {ENGLISH} > {log} 2>&1"
+
+
+rule convert_base:
+    """Arm 2: Orthros converted from the base model (identity scale-offset, window w), no training."""
+    input:
+        rules.base_model.output.base,
+        sources("suite.train.convert_base"),
+    output:
+        MODELS + "/converted/base_model.json",
+    params:
+        cfg=rule_config("convert_base"),
+    log:
+        WORK + "/logs/convert_base.log",
+    shell:
+        "{PY} suite.train.convert_base --base {MODELS}/base --window {PRE[window]} --out {MODELS}/converted > {log} 2>&1"
+
+
+rule conversion_identity:
+    """The conversion identity control: Orthros at w >= T reproduces Base's logits on held-out text (float32)."""
+    input:
+        rules.base_model.output.base,
+        rules.english_data.output.val,
+        sources("suite.eval.identity"),
+    output:
+        RES + "/pretrained_identity.csv",
+    params:
+        cfg=rule_config("conversion_identity"),
+        tokens=PRE.get("identity_len", 2048) if PRE else 0,
+    resources:
+        gpu=GPU_JOB,
+    log:
+        WORK + "/logs/conversion_identity.log",
+    shell:
+        "{PY} suite.eval.identity --base {MODELS}/base --data-dir {ENGLISH} --tokens {params.tokens} "
+        "--window {PRE[window]} --device {STUDY[device]} --profile {PROFILE} --out {output} > {log} 2>&1"
+
+
+rule pretrained_train:
+    """Arms 3 and 4: the base model (base_cpt) and its conversion (conversion) continue on the same English tokens,
+    batch for batch (same data-order seed, same recipe); one job per (arm, seed), so that on one GPU the six runs
+    share it."""
+    input:
+        start=lambda w: f"{MODELS}/{START[w.arm]}/base_model.json",
+        tokens=rules.english_data.output.train,
+        code=TRAIN_CODE,
+    output:
+        metrics=PRE_RES + "/train/{arm}/seed{seed}/metrics.csv",
+        loss=PRE_RES + "/train/{arm}/seed{seed}/loss.csv",
+    wildcard_constraints:
+        arm="base_cpt|conversion",
+    params:
+        cfg=rule_config("pretrained_train"),
+        out=lambda w: f"{WORK}/pretrained/{w.arm}/seed{w.seed}",
+        start=lambda w: f"{MODELS}/{START[w.arm]}",
+        recipe=(f"--steps {PRE['steps']} --batch-size {PRE['batch_size']} --seq-len {PRE['seq_len']} "
+                f"--lr {PRE['lr']} --warmup {PRE.get('warmup', 0)} --min-lr-ratio {PRE.get('min_lr_ratio', 0.1)} "
+                f"--weight-decay {PRE.get('weight_decay', 0.1)} --dtype {PRE.get('dtype', 'float32')}")
+               if TRAINED_ARMS else "",
+    threads: THREADS
+    resources:
+        gpu=GPU_JOB,
+    log:
+        WORK + "/logs/pretrained_train_{arm}_seed{seed}.log",
+    shell:
+        "{PY} suite.train.run --model {params.start} --arch {wildcards.arm} --data-dir {ENGLISH} "
+        "--out-dir {params.out} --seed {wildcards.seed} {params.recipe} --device {STUDY[device]} "
+        "--profile {PROFILE} --restart-if-changed --no-progress > {log} 2>&1 && "
+        "cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
+
+
+PRE_EVAL_CFG = PRE["eval"] if PRE else {}
+
+
+rule pretrained_benchmarks:
+    """The paper's benchmarks (suite.eval.harness on the local task data) for one arm."""
+    input:
+        model=pre_model_input,
+        data=f"{DATA}/benchmarks/source.json",
+        code=LM_EVAL_CODE,
+    output:
+        PRE_RES + "/eval/{variant}/seed{seed}/quality.csv",
+    params:
+        cfg=rule_config("pretrained_benchmarks"),
+        model=lambda w: pre_model(w.variant, w.seed),
+        tasks=csv_list(PRE_EVAL_CFG.get("tasks", [])),
+        shots=csv_list(PRE_EVAL_CFG.get("num_fewshot", [0])),
+        limit=f"--limit {PRE_EVAL_CFG['limit']}" if PRE_EVAL_CFG.get("limit") else "",
+        batch=PRE_EVAL_CFG.get("batch_size", 1),
+        dtype=PRE_EVAL_CFG.get("dtype", "float32"),
+    threads: THREADS
+    resources:
+        gpu=GPU_JOB,
+    log:
+        WORK + "/logs/pretrained_benchmarks_{variant}_seed{seed}.log",
+    shell:
+        "{PY} suite.eval.harness --checkpoint {params.model} --tasks {params.tasks} "
+        "--benchmark-data {DATA}/benchmarks --num-fewshot {params.shots} {params.limit} "
+        "--batch-size {params.batch} --dtype {params.dtype} --device {STUDY[device]} "
+        "--arch {wildcards.variant} --seed {wildcards.seed} --profile {PROFILE} --out {output} > {log} 2>&1"
+
+
+rule pretrained_ppl:
+    """Held-out perplexity by position bucket (<= 128, 129-1K, 1K-8K) of one arm."""
+    input:
+        model=pre_model_input,
+        tokens=rules.english_data.output.val,
+        code=sources("suite.eval.ppl_buckets"),
+    output:
+        PRE_RES + "/eval/{variant}/seed{seed}/ppl.csv",
+    params:
+        cfg=rule_config("pretrained_ppl"),
+        model=lambda w: pre_model(w.variant, w.seed),
+    threads: THREADS
+    resources:
+        gpu=GPU_JOB,
+    log:
+        WORK + "/logs/pretrained_ppl_{variant}_seed{seed}.log",
+    shell:
+        "{PY} suite.eval.ppl_buckets --checkpoint {params.model} --data-dir {ENGLISH} --max-len {PRE[ppl][max_len]} "
+        "--docs {PRE[ppl][docs]} --variant {wildcards.variant} --seed {wildcards.seed} --device {STUDY[device]} "
+        "--profile {PROFILE} --out {output} > {log} 2>&1"
+
+
+rule pretrained_niah:
+    """NIAH within the model's context: RULER's English needle in held-out English text, for one arm."""
+    input:
+        model=pre_model_input,
+        haystack=rules.english_data.output.haystack,
+        code=NIAH_CODE,
+    output:
+        PRE_RES + "/eval/{variant}/seed{seed}/niah.csv",
+    params:
+        cfg=rule_config("pretrained_niah"),
+        model=lambda w: pre_model(w.variant, w.seed),
+        lengths=csv_list(PRE["niah"]["lengths"]) if PRE and "niah" in PRE else "",
+        depths=csv_list(PRE["niah"]["depths"]) if PRE and "niah" in PRE else "",
+        # every length lies within the base model's context (the niah CLI refuses one past the model's positions),
+        # so each cell is one the positive control (Base) reads
+        context=max(PRE["niah"]["lengths"]) if PRE and "niah" in PRE else 0,
+    threads: THREADS
+    resources:
+        gpu=GPU_JOB,
+    log:
+        WORK + "/logs/pretrained_niah_{variant}_seed{seed}.log",
+    shell:
+        "{PY} suite.eval.niah --checkpoint {params.model} --haystack {input.haystack} --format ruler "
+        "--train-len {params.context} --lengths {params.lengths} "
+        "--depths {params.depths} --trials {PRE[niah][trials]} --seed {wildcards.seed} --device {STUDY[device]} "
+        "--dtype {STUDY[dtype]} --label-arch {wildcards.variant} --profile {PROFILE} --no-progress "
+        "--out {output} > {log} 2>&1"
+
+
+rule collect_pretrained:
+    """The arms' benchmark rows in one tidy CSV, with the base model's name, size and quantization and each arm's
+    continued-training tokens."""
+    input:
+        evals=[f"{PRE_RES}/eval/{v}/seed{s}/quality.csv" for v, s in PRE_EVAL],
+        metrics=[f"{PRE_RES}/train/{v}/seed{s}/metrics.csv" for v, s in PRE_EVAL if v in TRAINED_ARMS],
+        base=rules.base_model.output.base,
+        code=COLLECT_CODE,
+    output:
+        RES + "/pretrained.csv",
+    params:
+        variants=" ".join(v for v, _ in PRE_EVAL),
+    shell:
+        "{PY} suite.collect pretrained --evals {input.evals} --variants {params.variants} --metrics {input.metrics} "
+        "--base-record {input.base} --out {output}"
+
+
+rule collect_pretrained_ppl:
+    input:
+        ppl=[f"{PRE_RES}/eval/{v}/seed{s}/ppl.csv" for v, s in PRE_HELD_OUT],
+        code=COLLECT_CODE,
+    output:
+        RES + "/pretrained_ppl.csv",
+    shell:
+        "{PY} suite.collect concat --inputs {input.ppl} --out {output}"
+
+
+if PRE and "niah" in PRE:
+
+    rule collect_pretrained_niah:
+        input:
+            niah=[f"{PRE_RES}/eval/{v}/seed{s}/niah.csv" for v, s in PRE_HELD_OUT],
+            code=COLLECT_CODE,
+        output:
+            RES + "/pretrained_niah.csv",
+        shell:
+            "{PY} suite.collect concat --inputs {input.niah} --out {output}"
+
+
+if TRAINED_ARMS:
+
+    rule collect_pretrained_loss:
+        """The continued-training loss curves of both trained arms (the loss-gap figure)."""
+        input:
+            loss=[f"{PRE_RES}/train/{a}/seed{s}/loss.csv" for a in TRAINED_ARMS for s in PRE_SEEDS],
+            code=COLLECT_CODE,
+        output:
+            RES + "/pretrained_loss.csv",
+        params:
+            runs=" ".join(f"{a}:{s}" for a in TRAINED_ARMS for s in PRE_SEEDS),
+        shell:
+            "{PY} suite.collect curves --inputs {input.loss} --runs {params.runs} --out {output}"
+
+
+# what the report reads of this experiment
+PRETRAINED_OUT = ([RES + "/pretrained.csv", RES + "/pretrained_ppl.csv", RES + "/pretrained_identity.csv"]
+                  + ([RES + "/pretrained_niah.csv"] if PRE and "niah" in PRE else [])
+                  + ([RES + "/pretrained_loss.csv"] if TRAINED_ARMS else [])) if PRE else []
