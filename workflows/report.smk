@@ -16,6 +16,7 @@ rule render:
         RES + "/prefill_cpu.csv",
         RES + "/prefill_128k.csv",
         RES + "/controls.csv",
+        [RES + "/prompt_lengths.csv"] if LM.get("data") else [],
         sources("suite.report.render"),
         "paper_tables/claims.yaml",
         "paper_tables/reported",
