@@ -15,7 +15,7 @@ import pandas as pd
 from suite.provenance import read_csv
 from suite.report.schema import validate
 
-PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls"]
+PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths"]
 GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation"]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
                  "gpus", "threads", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
