@@ -24,6 +24,7 @@ from suite.provenance import read_csv, write_csv
 
 SCALE = ["n_params", "tokens", "seq_len"]
 PPL_METRIC = "byte_perplexity"  # tokenizer-independent held-out perplexity (lm-eval loglikelihood_rolling)
+BENCH_METRICS = ["acc", "acc_norm", "contains", "f1"]  # the benchmark tasks' scores (suite.eval.harness)
 
 
 def concat(paths: list[str], not_run: dict[str, str] | None = None) -> pd.DataFrame:
@@ -63,9 +64,10 @@ def quality(evals: list[str], metrics: list[str]) -> pd.DataFrame:
 
 
 def ablation(evals: list[str], metrics: list[str]) -> pd.DataFrame:
-    """SO ablation (Table 7 / Fig. 2 in miniature): held-out byte perplexity per variant and size."""
+    """SO ablation (Table 7 / Fig. 2 in miniature): held-out byte perplexity and the benchmark scores per variant
+    and size."""
     rows = quality(evals, metrics)
-    rows = rows[(rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)]
+    rows = rows[((rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)) | rows["metric"].isin(BENCH_METRICS)]
     return rows.rename(columns={"variant": "task_variant"}).rename(columns={"arch": "variant"})
 
 

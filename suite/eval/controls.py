@@ -13,8 +13,17 @@ audit and the renderers give a verdict only where both controls of the experimen
 | niah | negative | swa | cells whose needle lies beyond L*(w-1) tokens | mean accuracy <= 0.1 |
 | lm | positive | transformer | main size, every seed: val loss | < unigram cross-entropy of val |
 | lm | negative | transformer | step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
+| bench:<task>:<k>shot | positive | base | the pretrained base model on the task | acc > chance + 2 stderr |
+| bench:<task>:<k>shot | negative | random_init | random init, the base's shape | abs(acc - chance) <= 2 stderr |
 
 The ``lm`` controls cover the perplexity experiments (main comparison, SO ablation, conversion).
+
+The benchmark controls (one experiment per task and shot count, on the paper's metric of the task: the first of
+``suite.eval.harness.TASKS[task].metrics``) read the pretrained models' rows (``--pretrained``, the collected
+``results/<profile>/pretrained.csv``: quality rows plus ``variant`` and ``seed``). ``chance`` is the rows' own (the
+mean over the scored documents of 1 / number of choices); a generation task (contains-match) has no choice set and
+its floor is 0. A task whose positive control fails says nothing at this scale: :func:`benchmark_verdict` gives its
+cells "no verdict at this scale: base model at chance (n=..., stderr ...)".
 
 MQAR's control cell is a training cell: the first ``mqar.seq_lens`` entry and its first ``mqar.train_kv`` pair count
 (``suite.config.mqar_control_cell``), as on the CPU (default profile: T=64, 4 pairs). A study with several MQAR sizes
@@ -42,6 +51,9 @@ import pandas as pd
 from suite.provenance import PROVENANCE_COLUMNS, read_csv, write_csv
 
 CONTROL_COLUMNS = ["experiment", "control", "arch", "condition", "metric", "value", "threshold", "passed"]
+BENCH_COLUMNS = ["task", "num_fewshot", "chance", "stderr", "n_samples"]  # benchmark controls only
+BENCH_POSITIVE, BENCH_NEGATIVE = "base", "random_init"   # the variants of pretrained.csv the controls read
+Z = 2.0  # standard errors: "above chance" and "at chance" (the suite's 2-sigma rule)
 MQAR_POSITIVE, MQAR_CHANCE_MARGIN = 0.95, 0.05
 NIAH_POSITIVE, NIAH_NEGATIVE = 0.9, 0.1
 INIT_MARGIN = 0.5  # nats: an untrained model's loss lies within this of ln(vocab)
@@ -163,6 +175,93 @@ def lm_controls(val_loss: pd.DataFrame | None, first_losses: list[float], unigra
     return rows
 
 
+# The metric a task's table cells and controls use: the first of suite.eval.harness.TASKS[task].metrics (a test
+# keeps the two equal; kept here so that the controls and the renderers do not import lm-eval). The GLA /
+# GatedDeltaNet tables' convention, as the seed notes do not transcribe which of the paper's columns use Norm:
+# acc_norm for ARC-C and HellaSwag, acc for the others (OBQA: acc; its acc_norm row is kept beside it).
+TABLE_METRICS = {"arc_challenge": "acc_norm", "hellaswag": "acc_norm", "narrativeqa": "f1",
+                 **{t: "contains" for t in ("drop", "nq", "swde", "triviaqa", "fda", "squad")}}
+
+
+def table_metric(task: str) -> str:
+    """The metric of ``task``'s table cells and benchmark controls (``TABLE_METRICS``, else acc)."""
+    return TABLE_METRICS.get(task, "acc")
+
+
+def chance_of(rows: pd.DataFrame) -> float:
+    """Chance accuracy of benchmark rows: their ``chance`` column, or 0 (the floor of a generation task)."""
+    values = pd.to_numeric(rows["chance"], errors="coerce").dropna() if "chance" in rows else pd.Series(dtype=float)
+    return float(values.mean()) if len(values) else 0.0
+
+
+def at_chance(rows: pd.DataFrame) -> tuple[bool, float, float, int]:
+    """``(at chance, mean value, mean stderr, documents)`` of the ok rows of one model, task, metric and shot count
+    (one per seed): at chance when ``abs(mean - chance) <= 2 x stderr``. The seeds score the same documents, so the
+    stderr of the document sample is not divided by the number of seeds (their mean stderr is used)."""
+    value = float(pd.to_numeric(rows["value"]).mean())
+    stderr = float(pd.to_numeric(rows["stderr"], errors="coerce").fillna(0.0).mean())
+    n = int(pd.to_numeric(rows["n_samples"], errors="coerce").fillna(0).max())
+    return abs(value - chance_of(rows)) <= Z * stderr, value, stderr, n
+
+
+def at_chance_text(n: int, stderr: float) -> str:
+    return f"at chance (n={n}, stderr {stderr:.3g})"
+
+
+def benchmark_controls(pretrained: pd.DataFrame | None) -> list[dict]:
+    """Positive (``base`` above chance by more than 2 stderr) and negative (``random_init`` within 2 stderr of chance)
+    control of every task and shot count with a measured row in ``pretrained`` (``pretrained.csv``)."""
+    if pretrained is None or pretrained.empty:
+        return []
+    ok = pretrained[pretrained["status"] == "ok"]
+    rows = []
+    for (task, shots), group in ok.groupby(["task", "num_fewshot"], sort=False):
+        metric = table_metric(task)
+        group = group[group["metric"] == metric]
+        if group.empty:
+            continue
+        experiment = f"bench:{task}:{int(shots)}shot"
+        for control, variant in (("positive", BENCH_POSITIVE), ("negative", BENCH_NEGATIVE)):
+            mine = group[group["variant"] == variant]
+            chance = chance_of(group)
+            if mine.empty:
+                rows.append(_row(experiment, control, variant, f"not run: no {variant} rows for {task}, {int(shots)}"
+                                 f"-shot in pretrained.csv", metric, None, "", False, mine)
+                            | {"task": task, "num_fewshot": int(shots), "chance": chance})
+                continue
+            near, value, stderr, n = at_chance(mine)
+            if control == "positive":
+                line = chance + Z * stderr
+                passed, threshold = value > line, f"> {line:.4g} (chance {chance:.4g} + 2 x stderr {stderr:.3g})"
+            else:
+                passed, threshold = near, f"within {chance:.4g} +- {Z * stderr:.3g} (2 x stderr {stderr:.3g})"
+            condition = (f"{task} {metric}, {int(shots)}-shot, n={n}, {mine['split'].iloc[0]}"
+                         if "split" in mine else f"{task} {metric}, {int(shots)}-shot, n={n}")
+            rows.append(_row(experiment, control, variant, condition, metric, value, threshold, passed, mine)
+                        | {"task": task, "num_fewshot": int(shots), "chance": chance, "stderr": stderr,
+                           "n_samples": n})
+    return rows
+
+
+def benchmark_verdict(controls: pd.DataFrame | None, task: str, shots: int) -> str | None:
+    """None when both benchmark controls of ``task`` at ``shots`` passed; else why its cells get no verdict:
+    ``"no verdict at this scale: base model at chance (n=..., stderr ...)"`` for a failed positive control,
+    ``"invalid: negative control failed (...)"`` for a random model above chance, or that the controls were not
+    run."""
+    experiment = f"bench:{task}:{int(shots)}shot"
+    if controls is None or controls[controls["experiment"] == experiment].empty:
+        return "no verdict: benchmark controls not run (no pretrained base model scored in this study)"
+    rows = controls[controls["experiment"] == experiment]
+    pos = rows[rows["control"] == "positive"].iloc[0] if (rows["control"] == "positive").any() else None
+    if pos is not None and str(pos["passed"]).lower() != "true":
+        if pd.isna(pos["value"]):
+            return f"no verdict: positive control not run ({pos['condition']})"
+        n = int(pos["n_samples"]) if "n_samples" in pos and pd.notna(pos["n_samples"]) else 0
+        stderr = float(pos["stderr"]) if "stderr" in pos and pd.notna(pos["stderr"]) else float("nan")
+        return f"no verdict at this scale: base model at chance (n={n}, stderr {stderr:.3g})"
+    return invalid_reason(controls, experiment)
+
+
 def invalid_reason(controls: pd.DataFrame | None, experiment: str) -> str | None:
     """``None`` when both controls of ``experiment`` passed, else ``"invalid: <which> control failed (<arch>
     <value> vs <threshold>)"`` (or ``"invalid: controls not run"`` without a controls table)."""
@@ -190,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--first-loss", nargs="*", default=[], help="loss.csv of the main-size Transformer runs")
     p.add_argument("--main-size", default="1M")
     p.add_argument("--data-dir", help="data folder with tokens/{train,val}.npy (unigram baseline)")
+    p.add_argument("--pretrained", help="results/<profile>/pretrained.csv: the benchmark controls (base, random_init)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     rows = []
@@ -210,8 +310,16 @@ def main(argv: list[str] | None = None) -> None:
             unigram = unigram_cross_entropy(load_tokens(a.data_dir, "train"), load_tokens(a.data_dir, "val"), vocab)
         first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.first_loss]
         rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
+    if a.pretrained:
+        pretrained = read_csv(a.pretrained)
+        missing = [c for c in ("variant", "task", "metric", "num_fewshot", "value", "stderr", "n_samples", "status")
+                   if c not in pretrained.columns]
+        if missing:
+            p.error(f"--pretrained {a.pretrained}: missing column(s) {missing}")
+        rows += benchmark_controls(pretrained)
     # seed: text ("42", "42+43"); world_size: a nullable integer, so a control without rows leaves it blank, not 1.0
-    frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS).astype({"world_size": "Int64"})
+    frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS + BENCH_COLUMNS).astype(
+        {"world_size": "Int64", "num_fewshot": "Int64", "n_samples": "Int64"})
     write_csv(frame, a.out)
     print(frame[["experiment", "control", "arch", "value", "threshold", "passed"]].to_string(index=False))
 

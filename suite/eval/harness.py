@@ -34,7 +34,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from models.registry import register_auto_classes
-from suite.common import out_file, usage_errors
+from suite.common import number_list, out_file, usage_errors
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import check_folder, checkpoint_folder
 
@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 NOT_OFFLINE = "not run: dataset unavailable offline"
 QUALITY_COLUMNS = ["arch", "size", "n_params", "tokens", "seq_len", "task", "metric", "value", "unit", "status",
-                   "stderr", "n_samples", "limit", "lm_eval_task", "variant", "task_version", "lm_eval_version"]
+                   "stderr", "n_samples", "limit", "num_fewshot", "split", "source", "chance", "lm_eval_task",
+                   "variant", "task_version", "lm_eval_version"]
 UNITS = {"acc": "fraction", "acc_norm": "fraction", "contains": "fraction", "f1": "fraction",
          "word_perplexity": "ppl", "byte_perplexity": "ppl", "bits_per_byte": "bits/byte"}
 
@@ -63,14 +64,14 @@ _RECALL_CUT = ("generate until '\\n', 48 tokens, contains-match; context cut to 
 _BASED_CHUNKED = ("generate until '\\n', 48 tokens, contains-match; Based pre-chunked docs, no extra cut "
                   "(HFLM left-truncates to max_length-48)")
 TASKS: dict[str, TaskSpec] = {
-    "arc_challenge": TaskSpec("arc_challenge", ("acc_norm",), f"{_LM} arc_challenge, 0-shot"),
-    "arc_easy": TaskSpec("arc_easy", ("acc",), f"{_LM} arc_easy, 0-shot"),
-    "hellaswag": TaskSpec("hellaswag", ("acc_norm",), f"{_LM} hellaswag, 0-shot"),
-    "openbookqa": TaskSpec("openbookqa", ("acc", "acc_norm"), f"{_LM} openbookqa, 0-shot"),
-    "piqa": TaskSpec("piqa", ("acc",), f"{_LM} piqa, 0-shot"),
-    "social_iqa": TaskSpec("social_iqa", ("acc",), f"{_LM} social_iqa, 0-shot"),
-    "winogrande": TaskSpec("winogrande", ("acc",), f"{_LM} winogrande, 0-shot"),
-    "mmlu": TaskSpec("mmlu", ("acc",), f"{_LM} mmlu group (57 subjects), 0-shot"),
+    "arc_challenge": TaskSpec("arc_challenge", ("acc_norm",), f"{_LM} arc_challenge"),
+    "arc_easy": TaskSpec("arc_easy", ("acc",), f"{_LM} arc_easy"),
+    "hellaswag": TaskSpec("hellaswag", ("acc_norm",), f"{_LM} hellaswag"),
+    "openbookqa": TaskSpec("openbookqa", ("acc", "acc_norm"), f"{_LM} openbookqa"),
+    "piqa": TaskSpec("piqa", ("acc",), f"{_LM} piqa"),
+    "social_iqa": TaskSpec("social_iqa", ("acc",), f"{_LM} social_iqa"),
+    "winogrande": TaskSpec("winogrande", ("acc",), f"{_LM} winogrande"),
+    "mmlu": TaskSpec("mmlu", ("acc",), f"{_LM} mmlu group (57 subjects)"),
     "drop": TaskSpec("based_drop", ("contains",),
                      f"suite based_drop (hazyresearch/based_drop, JRT cloze form, head window); {_RECALL_CUT}"),
     # The paper's Table 3 labels NQ "NarrativeQA"; the GLA/GDN recall suite it follows uses Natural Questions.
@@ -93,7 +94,7 @@ TASKS: dict[str, TaskSpec] = {
 }
 LM_EVAL_TASK_DIRS = ["arc", "hellaswag", "openbookqa", "piqa", "siqa", "winogrande", "mmlu/default", "swde", "fda",
                      "squad_completion"]
-COMMONSENSE = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande", "mmlu"]
+COMMONSENSE = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande"]  # Table 1
 RECALL = ["drop", "nq", "narrativeqa", "swde", "triviaqa", "fda", "squad"]  # nq and narrativeqa: both readings
 PPL_METRICS = ("word_perplexity", "byte_perplexity", "bits_per_byte")
 
@@ -207,13 +208,6 @@ def _load_task(task_manager: TaskManager, spec):
         return None, f"not run: task load failed ({text[:160]})"
 
 
-def _top_level(loaded: dict) -> list:
-    """The built tasks/groups that are not members of another group (what was asked for)."""
-    members = {child for children in loaded.get("group_map", {}).values() for child in children}
-    objects = {**loaded["tasks"], **loaded["groups"]}
-    return [obj for name, obj in objects.items() if name not in members]
-
-
 def _value(block: dict, key: str):
     value = block.get(key)
     if value is None or value == "N/A":
@@ -235,19 +229,72 @@ def task_names(tasks: list[str], extra_tasks: dict | None = None) -> list[str]:
     return names
 
 
+def _n_effective(n_samples: dict, names: list[str]) -> int | None:
+    """Documents scored over ``names`` (a task, or a group's member tasks), from lm-eval's ``n-samples``."""
+    counts = [(n_samples.get(n) or {}).get("effective") for n in names]
+    return int(sum(counts)) if counts and all(c is not None for c in counts) else None
+
+
+def _chance(samples: dict, names: list[str]) -> float | None:
+    """Chance accuracy of the scored documents: the mean over them of 1 / number of choices (one loglikelihood
+    request per choice); None for generation tasks (no choice set)."""
+    docs = [s for n in names for s in samples.get(n, [])]
+    if not docs or any(not isinstance(a, tuple) or len(a) != 2 or not isinstance(a[1], str)
+                       for s in docs for a in s["arguments"]):
+        return None
+    return float(sum(1 / len(s["arguments"]) for s in docs) / len(docs))
+
+
+def _evaluate(lm, loaded: dict, limit, seed: int) -> tuple[dict, str]:
+    """lm-eval's ``evaluate`` of the built tasks ``loaded``, seeded as ``simple_evaluate`` seeds it (Python, NumPy,
+    torch and few-shot seeds; ``num_fewshot`` 0 where a task sets none); ``(output, "ok")`` or
+    ``({}, "not run: ...")``. ``simple_evaluate`` itself adds an environment report to every call (``pip list``
+    and other subprocesses, ~0.4 s), which would cost more than scoring a slice of a task."""
+    import random
+
+    import numpy as np
+    import torch
+    from lm_eval.evaluator import evaluate
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    for task in loaded["tasks"].values():
+        if task.get_config("num_fewshot") is None:
+            task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=seed)
+    try:
+        return evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=1000, log_samples=True), "ok"
+    except Exception as err:  # keep the other tasks' rows; record why this one failed
+        log.exception("evaluation failed")
+        return {}, f"not run: evaluation failed ({type(err).__name__}: {str(err)[:160]})"
+
+
 def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[str], out_csv: str | Path,
               limit: int | float | None = None, *, ppl_data: str | Path | None = None, ppl_sample_by: str = "paragraph",
               extra_tasks: dict[str, tuple[dict, tuple[str, ...]]] | None = None, profile: str = "smoke",
               arch: str = "", size: str = "", tokens: int | None = None, seq_len: int | None = None,
               batch_size: int = 1, device: str = "cpu", dtype: str = "float32", backend: str = "hf", seed: int = 0,
-              max_length: int | None = None, recall_context_len: int = 2048, boundary_token: str = "eos", lm=None):
+              max_length: int | None = None, recall_context_len: int = 2048, boundary_token: str = "eos",
+              benchmark_data: str | Path | None = None, num_fewshot: tuple[int, ...] = (0,),
+              ppl_limit: int | float | None = None, lm=None):
     """Evaluate ``checkpoint`` on ``tasks`` with lm-eval and write quality rows to ``out_csv`` (atomic).
 
     ``tasks``: names from ``TASKS`` (``"commonsense"`` / ``"recall"`` expand to those lists), ``"val_ppl"`` (needs
     ``ppl_data``), or keys of ``extra_tasks`` (``name -> (lm-eval task config dict, metrics)``, used for local
-    task fixtures). One row per (task, metric): value, stderr, unit, status ``"ok"`` or ``"not run: <why>"``, the
-    lm-eval task name, variant, task version and lm-eval version, plus provenance (wall_s = seconds for that task).
-    ``limit``: lm-eval's per-task document limit (int count or float fraction); ``None`` = the full split.
+    task fixtures). One row per (task, shot count, metric): value, stderr, unit, status ``"ok"`` or
+    ``"not run: <why>"``, the scored ``split`` and its ``source``, ``num_fewshot``, ``n_samples`` (documents
+    scored), ``limit``, ``chance`` (mean over the scored documents of 1 / number of choices; empty for generation
+    and perplexity), the lm-eval task name, variant, task version and lm-eval version, plus provenance (wall_s =
+    seconds for that task and shot count).
+
+    ``benchmark_data``: a folder prepared by ``suite.data.benchmarks``; the benchmark tasks then run from it
+    (:mod:`suite.eval.benchmarks`: lm-eval's stock prompts and metrics over the local data) and a task whose data
+    it lacks gets a ``not run: <dataset> ...`` row naming the dataset. Without it they are lm-eval's stock Hub
+    tasks (offline: ``not run: dataset unavailable offline``). ``num_fewshot``: the shot counts of the
+    commonsense tasks and MMLU (the recall tasks are zero-shot only). ``limit``: lm-eval's per-task document limit
+    (int count or float fraction; for MMLU, per subject); ``None`` = the full split. ``ppl_limit``: the same for
+    ``val_ppl`` (default: ``limit``).
 
     Held-out perplexity is scored the way the model was trained: ``max_length`` (the training length) bounds the
     rolling windows, so no token sits past a position the model saw in training, and ``boundary_token`` ("eos" or
@@ -263,6 +310,11 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     names = task_names(tasks, extra_tasks)
     if "val_ppl" in names and ppl_data is None:
         raise ValueError("task 'val_ppl' needs ppl_data=<held-out file>")
+    if benchmark_data is not None:
+        benchmark_data = Path(benchmark_data)
+        from suite.data.benchmarks import source
+
+        source(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
 
     tokenizer = str(tokenizer or checkpoint)
     if lm is None:
@@ -284,53 +336,107 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
 
     rows = []
     for name in names:
-        if name == "val_ppl":
-            spec_obj = perplexity_task_config(ppl_data, "val_ppl", ppl_sample_by)
-            data_path = Path(spec_obj["metadata"]["data_path"])
-            if data_path.is_absolute() and data_path.is_relative_to(Path.cwd()):
-                data_path = data_path.relative_to(Path.cwd())  # so results do not depend on the clone's location
-            spec = TaskSpec("val_ppl", PPL_METRICS, f"local loglikelihood_rolling over {data_path}"
-                                                   f" (sample_by={ppl_sample_by}; windows of {lm.max_length} "
-                                                   f"tokens; documents start after {boundary_token.upper()})")
-        elif name in extra_tasks:
-            spec_obj, metrics = extra_tasks[name]
-            spec = TaskSpec(spec_obj["task"], tuple(metrics), "local task config")
-        else:
-            spec = TASKS[name]
-            spec_obj = spec.lm_eval_task
-        start = time.perf_counter()
-        loaded, status = _load_task(task_manager, spec_obj)
-        results, versions, n_samples = {}, {}, {}
-        if loaded is not None:
-            try:
-                out = lm_eval.simple_evaluate(model=lm, tasks=_top_level(loaded), limit=limit,
-                                              task_manager=task_manager, random_seed=seed,
-                                              numpy_random_seed=seed, torch_random_seed=seed,
-                                              fewshot_random_seed=seed, bootstrap_iters=1000, log_samples=False)
-                results, versions = out["results"], out.get("versions", {})
-                n_samples = out.get("n-samples", {})
-                status = "ok"
-            except Exception as err:  # keep the other tasks' rows; record why this one failed
-                log.exception("task %s failed", name)
-                status = f"not run: evaluation failed ({type(err).__name__}: {str(err)[:160]})"
-        wall = time.perf_counter() - start
-        block = results.get(spec.lm_eval_task, {})
-        for metric in spec.metrics:
-            value = _value(block, f"{metric},none")
-            row_status = status if status != "ok" or value is not None else f"not run: metric {metric} missing"
-            rows.append({"arch": arch, "size": size, "n_params": n_params, "tokens": tokens, "seq_len": seq_len,
-                         "task": name, "metric": metric, "value": value if row_status == "ok" else None,
-                         "unit": UNITS.get(metric, ""), "status": row_status,
-                         "stderr": _value(block, f"{metric}_stderr,none"),
-                         "n_samples": (n_samples.get(spec.lm_eval_task) or {}).get("effective"), "limit": limit,
-                         "lm_eval_task": spec.lm_eval_task, "variant": spec.variant,
-                         "task_version": versions.get(spec.lm_eval_task), "lm_eval_version": lm_eval.__version__,
-                         "window_tokens": lm.max_length, "boundary_token": f"{boundary_token}:{boundary_id}",
-                         **provenance(profile, seed, dtype, backend, device, wall)})
+        for shots in _shots(name, num_fewshot, extra_tasks):
+            start = time.perf_counter()
+            spec, loaded, status, where = _build(name, shots, task_manager, benchmark_data, extra_tasks,
+                                                 ppl_data, ppl_sample_by, lm, boundary_token)
+            task_limit = ppl_limit if name == "val_ppl" and ppl_limit is not None else limit
+            out = {}
+            if loaded is not None:
+                out, status = _evaluate(lm, loaded, task_limit, seed)
+            wall = time.perf_counter() - start
+            block = out.get("results", {}).get(spec.lm_eval_task, {})
+            members = [t.task_name for t in loaded["tasks"].values()] if loaded else []
+            n_docs = _n_effective(out.get("n-samples", {}), members) if out else None
+            chance = _chance(out.get("samples", {}), members) if out else None
+            for metric in spec.metrics:
+                value = _value(block, f"{metric},none")
+                row_status = status if status != "ok" or value is not None else f"not run: metric {metric} missing"
+                rows.append({"arch": arch, "size": size, "n_params": n_params, "tokens": tokens, "seq_len": seq_len,
+                             "task": name, "metric": metric, "value": value if row_status == "ok" else None,
+                             "unit": UNITS.get(metric, ""), "status": row_status,
+                             "stderr": _value(block, f"{metric}_stderr,none"), "n_samples": n_docs,
+                             "limit": task_limit, "num_fewshot": shots, "split": where[0], "source": where[1],
+                             "chance": chance, "lm_eval_task": spec.lm_eval_task, "variant": spec.variant,
+                             "task_version": out.get("versions", {}).get(spec.lm_eval_task),
+                             "lm_eval_version": lm_eval.__version__, "window_tokens": lm.max_length,
+                             "boundary_token": f"{boundary_token}:{boundary_id}",
+                             **provenance(profile, seed, dtype, backend, device, wall)})
     frame = pd.DataFrame(rows, columns=QUALITY_COLUMNS + [c for c in rows[0] if c not in QUALITY_COLUMNS]
                          if rows else QUALITY_COLUMNS)
     write_csv(frame, out_csv)
     return frame
+
+
+def _shots(name: str, num_fewshot: tuple[int, ...], extra_tasks: dict) -> list[int | None]:
+    """Shot counts a task runs at: every one of ``num_fewshot`` for the commonsense tasks and MMLU, zero for the
+    recall tasks (zero-shot, as in the Based / JRT recall suite), none (one run) for perplexity and fixtures."""
+    if name == "val_ppl" or name in extra_tasks:
+        return [None]
+    return [0] if name in RECALL else sorted(set(num_fewshot))
+
+
+def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl_sample_by, lm, boundary_token):
+    """``(TaskSpec, built tasks or None, status, (split, source))`` of one task at one shot count."""
+    if name == "val_ppl":
+        spec_obj = perplexity_task_config(ppl_data, "val_ppl", ppl_sample_by)
+        data_path = Path(spec_obj["metadata"]["data_path"])
+        if data_path.is_absolute() and data_path.is_relative_to(Path.cwd()):
+            data_path = data_path.relative_to(Path.cwd())  # so results do not depend on the clone's location
+        spec = TaskSpec("val_ppl", PPL_METRICS, f"local loglikelihood_rolling over {data_path}"
+                                               f" (sample_by={ppl_sample_by}; windows of {lm.max_length} "
+                                               f"tokens; documents start after {boundary_token.upper()})")
+        loaded, status = _load_task(task_manager, spec_obj)
+        return spec, loaded, status, (f"held-out paragraphs of {data_path.name}", str(data_path))
+    if name in extra_tasks:
+        spec_obj, metrics = extra_tasks[name]
+        loaded, status = _load_task(task_manager, spec_obj)
+        return TaskSpec(spec_obj["task"], tuple(metrics), "local task config"), loaded, status, ("", "")
+    spec = TASKS[name]
+    if benchmark_data is None:  # lm-eval's stock task, its dataset from the Hub
+        loaded, status = _load_task(task_manager, spec.lm_eval_task)
+        if loaded is not None:
+            for task in loaded["tasks"].values():
+                task.set_config(key="num_fewshot", value=shots)
+        spec = TaskSpec(spec.lm_eval_task, spec.metrics, f"{spec.variant}, {shots}-shot")
+        return spec, loaded, status, _hub_split(loaded, spec)
+    from suite.eval import benchmarks
+
+    status = benchmarks.missing(name, benchmark_data)
+    if name in benchmarks.NOT_SHIPPED:
+        return spec, None, status, ("", "")
+    spec = TaskSpec(benchmarks.lm_eval_name(name), spec.metrics, benchmarks.variant(name, shots))
+    if status is not None:
+        return spec, None, status, ("", str(benchmark_data))
+    key = (str(benchmark_data), name, shots, task_manager.metadata.get("tokenizer"),
+           task_manager.metadata.get("recall_context_len"))
+    if key not in _BUILT:  # built once per process: every seed's checkpoint of a job reuses the task objects
+        loaded, status = _guarded(lambda: benchmarks.load(name, benchmark_data, shots, task_manager))
+        if loaded is None:
+            return spec, None, status, ("", str(benchmark_data))
+        _BUILT[key] = loaded
+    return spec, _BUILT[key], None, benchmarks.split_of(name, benchmark_data)
+
+
+_BUILT: dict[tuple, dict] = {}
+
+
+def _guarded(build):
+    try:
+        return build(), None
+    except Exception as err:  # a damaged local dataset: this task's rows say why, the others still run
+        log.exception("task load failed")
+        return None, f"not run: task load failed ({type(err).__name__}: {str(err)[:160]})"
+
+
+def _hub_split(loaded: dict | None, spec: TaskSpec) -> tuple[str, str]:
+    """``("test (hub)", "hub: allenai/ai2_arc ARC-Challenge")`` of a stock task (its first member for a group)."""
+    if not loaded or not loaded["tasks"]:
+        return "", f"hub: lm-eval task {spec.lm_eval_task}"
+    config = next(iter(loaded["tasks"].values())).config
+    split = config.test_split or config.validation_split or ""
+    name = f" {config.dataset_name}" if config.dataset_name and len(loaded["tasks"]) == 1 else ""
+    return f"{split} (hub)", f"hub: {config.dataset_path}{name}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -340,7 +446,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tasks", default="commonsense,recall", help="comma list: task names, commonsense, recall, val_ppl")
     p.add_argument("--out", required=True, nargs="+", type=out_file,
                    help="output CSV (quality rows), one per checkpoint")
-    p.add_argument("--limit", type=float, default=None, help="docs per task (>=1: count, <1: fraction)")
+    p.add_argument("--limit", type=float, default=None,
+                   help="docs per task (>=1: count, <1: fraction; MMLU: per subject)")
+    p.add_argument("--ppl-limit", type=float, default=None, help="docs of val_ppl (default: --limit)")
+    p.add_argument("--benchmark-data", default=None,
+                   help="folder prepared by suite.data.benchmarks: the benchmark tasks run from it (default: Hub)")
+    p.add_argument("--num-fewshot", default="0",
+                   type=functools.partial(number_list, name="--num-fewshot", minimum=0,
+                                          error=argparse.ArgumentTypeError),
+                   help="shot counts of the commonsense tasks and MMLU, e.g. 0,5 (recall tasks: zero-shot)")
     p.add_argument("--ppl-data", default=None, help="held-out text/jsonl file for val_ppl")
     p.add_argument("--ppl-sample-by", default="paragraph", choices=["line", "paragraph", "document"])
     p.add_argument("--profile", default="smoke")
@@ -370,17 +484,26 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--tokenizer {a.tokenizer}: no such folder")
     with usage_errors(p):
         task_names([t for t in a.tasks.split(",") if t])
-    if a.limit is not None and not a.limit > 0:
-        p.error(f"--limit {a.limit} must be > 0 (a count >= 1 or a fraction < 1 of each task's documents)")
-    limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
+    limits = []
+    for flag, value in (("--limit", a.limit), ("--ppl-limit", a.ppl_limit)):
+        if value is not None and not value > 0:
+            p.error(f"{flag} {value} must be > 0 (a count >= 1 or a fraction < 1 of each task's documents)")
+        limits.append(None if value is None else (int(value) if value >= 1 else value))
+    limit, ppl_limit = limits
+    if a.benchmark_data is not None:
+        from suite.data.benchmarks import source
+
+        with usage_errors(p, FileNotFoundError):
+            source(a.benchmark_data)
     for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
                           ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,
                           size=a.size, tokens=a.tokens, seq_len=a.seq_len, batch_size=a.batch_size, device=a.device,
                           dtype=a.dtype, seed=seed, max_length=a.max_length, recall_context_len=a.recall_context_len,
-                          boundary_token=a.boundary_token)
+                          boundary_token=a.boundary_token, benchmark_data=a.benchmark_data,
+                          num_fewshot=tuple(a.num_fewshot), ppl_limit=ppl_limit)
         print(out)
-        print(frame[["task", "metric", "value", "status"]].to_string(index=False))
+        print(frame[["task", "num_fewshot", "metric", "value", "status"]].to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pandas as pd
 
 from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
+from suite.report.bench_audit import evaluate_benchmark
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
 from suite.report.measured import mqar_control_rows, read_controls, read_result, scale_text, select
@@ -167,6 +168,52 @@ def _measured_verdict(res: dict, measure: dict) -> str:
     return ("reproduced here" if res["ok"] else "not reproduced here") + f" ({rule})"
 
 
+WINDOW_CLAIMS = ("C01", "C04")  # accuracy claims whose benchmark prompts are short against w (prompt_lengths.csv)
+WINDOW_NOTE = ("Window: when the whole sequence fits in the window w and the scale-offset is the identity, Orthros "
+               "computes exactly the Transformer's function (every key lies in the base stream's window), so on "
+               "such prompts an accuracy gap measures what training made of the weights, not the architecture at "
+               "inference; the paper does not discuss this.")
+
+
+def window_note(results: str | Path | None) -> str:
+    """``WINDOW_NOTE`` with the measured share of zero-shot benchmark documents longer than w = 128 per tokenizer
+    (``<results>/prompt_lengths.csv``; the note alone when the file is absent)."""
+    path = Path(results) / "prompt_lengths.csv" if results else None
+    if path is None or not path.exists():
+        return WINDOW_NOTE
+    lengths = read_result(path, "prompt_lengths")
+    parts = []
+    for (tokenizer, shots), g in lengths.groupby(["tokenizer", "num_fewshot"]):
+        shares = ", ".join(f"{r.task} {100 * r.share_above_128:.0f}%" for r in g.itertuples())
+        parts.append(f"{tokenizer} tokenizer, {int(shots)}-shot: {shares}")
+    return f"{WINDOW_NOTE} Share of scored documents longer than 128 tokens ({path}): " + "; ".join(parts) + "."
+
+
+def _join(*texts: str) -> str:
+    return " ".join(t.strip() for t in texts if t and t.strip())
+
+
+def _bench_detail(bench: dict) -> str:
+    if bench["detail"]:
+        noise = f"; {bench['noise']}" if bench["noise"] else ""
+        return f"Measured on the paper's metric: {bench['detail']}{noise}."
+    return f"Paper's metric: {bench['status']}."
+
+
+def _bench_verdict(bench: dict, block: dict) -> str:
+    """The audit text of a benchmark block: its verdict, or why it has none."""
+    if bench["status"] != "ok":
+        return f"paper's metric: {bench['status']}"
+    if bench["ok"] is None:
+        return f"paper's metric, measured only: {bench['value']:.4g} ({block['op']}; the claim is about the " \
+               "paper's own tables, no pass rule)"
+    rule = _expectation(block)
+    if bench["noise"]:
+        rule += f"; {bench['noise']}"
+    return ("reproduced here" if bench["ok"] else "not reproduced here") + \
+        f" (paper's metric: {block['op']}; {rule}; benchmark controls passed)"
+
+
 def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path | None = None,
                  gpu_results: str | Path | None = None, controls: pd.DataFrame | None = None,
                  gpu_controls: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -207,11 +254,25 @@ def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path 
                 row["verdict"] = _measured_verdict(res, check["measure"])
                 if res["status"] != "ok" and "gpu" in check["measure"]["results"]:
                     row["verdict"] = f"{res['status']} (GPU benchmark; this machine has no GPU)"
-        if "measure" in claim:
+        bench = None
+        if "benchmark" in claim:
+            block = claim["benchmark"]
+            bench = evaluate_benchmark(block, results, gpu_results,
+                                       gpu_controls if block["results"].startswith("{gpu}") else controls)
+            row["detail"] = _join(row["detail"], _bench_detail(bench))
+            if bench["value"] is not None:
+                row["measured"], row["measured_conditions"] = bench["value"], bench["conditions"]
+            row["measured_proxy"] = _bench_verdict(bench, block)
+        if "measure" in claim and (bench is None or bench["status"] != "ok"):
             res = evaluate_measure(claim["measure"], results, gpu_results, controls, gpu_controls)
             proxy = claim["measure"].get("proxy", "")
             row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
             row["measured_proxy"] = _measured_verdict(res, claim["measure"]) + (f" [{proxy}]" if proxy else "")
+            if bench is not None:
+                row["detail"] = _join(row["detail"], "No verdict on the paper's metric: the verdict and the "
+                                                     "measured value are the proxy's.")
+        if claim["id"] in WINDOW_CLAIMS:
+            row["detail"] = _join(row["detail"], window_note(results))
         rows.append(row)
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
 

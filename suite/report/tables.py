@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from suite.eval.controls import at_chance, at_chance_text, benchmark_verdict, chance_of, table_metric
 from suite.report.measured import human_count, mqar_control_cell, scale_text, select, sizes_by_params
 from suite.report.stats import mean_std
 
 TABLE_COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds",
-                 "diff", "unit", "paper_scale_conditions", "measured_scale_conditions", "status"]
+                 "n", "stderr", "chance", "split", "diff", "unit", "paper_scale_conditions",
+                 "measured_scale_conditions", "status"]
 ACC_METRICS = {"acc", "acc_norm"}
+BENCH_METRICS = ACC_METRICS | {"contains", "f1"}  # benchmark scores: per-task cells with n, stderr and chance
+AT_CHANCE = "at chance"
 
 
 def to_markdown(frame: pd.DataFrame) -> str:
@@ -44,15 +48,47 @@ def _as_percent(rows: pd.DataFrame) -> pd.Series:
     return vals.where(~frac, vals * 100)
 
 
+def benchmark_cell(ok: pd.DataFrame, controls: pd.DataFrame | None, task: str, shots: int) -> dict:
+    """A table cell of benchmark rows (one model, task, metric and shot count; one row per seed), in points: the mean
+    over seeds with its std, the documents ``n``, the stderr of the document sample, chance, the split, and the
+    status: ``at chance (n=..., stderr ...)`` when the mean lies within 2 stderr of chance (``diff`` then reads
+    ``at chance``), and why the cell gets no verdict where the task's benchmark controls did not both pass
+    (``suite.eval.controls.benchmark_verdict``)."""
+    value, std, n_seeds = mean_std(ok.assign(value=_as_percent(ok)))
+    if "stderr" in ok and "n_samples" in ok:
+        near, _, stderr, n = at_chance(ok)
+    else:
+        near, stderr, n = False, None, None
+    status = [at_chance_text(n, stderr)] if near else []
+    verdict = benchmark_verdict(controls, task, shots)
+    status += [verdict] if verdict else []
+    split = _first(ok, "split")
+    return dict(measured=value, measured_std=std, n_seeds=n_seeds, n=n, split=split,
+                stderr=None if stderr is None else 100 * stderr, chance=100 * chance_of(ok) if "chance" in ok else None,
+                near=near, status="; ".join(status) or "ok")
+
+
+def _shots(frame: pd.DataFrame) -> pd.Series:
+    """Each row's shot count (0 where the frame has no ``num_fewshot`` column or the row none)."""
+    if "num_fewshot" not in frame:
+        return pd.Series(0.0, index=frame.index)
+    return pd.to_numeric(frame["num_fewshot"], errors="coerce").fillna(0.0)
+
+
 def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key: str, paper_cond: str,
-                  missing: str, match_scale: bool = False, invalid: str | None = None) -> pd.DataFrame:
+                  missing: str, match_scale: bool = False, invalid: str | None = None,
+                  controls: pd.DataFrame | None = None) -> pd.DataFrame:
     """Compare reported quality cells with a measured quality-style CSV.
 
     reported: rows of one table from ``reported.load_tables`` (value in %). measured: a results frame with columns
-    ``key`` (arch or variant), task, metric, value, status (+ unit, size, n_params, tokens, seq_len, seed) or None.
-    Measured cells are the mean over seeds, with the sample std (``measured_std``) and ``n_seeds``. ``missing`` is
-    the reason printed when ``measured`` is None; ``invalid`` (a failed control, see ``suite.eval.controls``)
-    replaces the status of every measured cell. Returns ``TABLE_COLUMNS`` rows.
+    ``key`` (arch or variant), task, metric, value, status (+ unit, size, n_params, tokens, seq_len, seed,
+    num_fewshot, stderr, n_samples, chance, split) or None. Measured cells are the mean over seeds, with the sample
+    std (``measured_std``) and ``n_seeds``. A reported benchmark cell is matched with the task's zero-shot rows on
+    its table metric (``suite.eval.controls.table_metric``) and shown as :func:`benchmark_cell` makes it: ``diff``
+    is ``at chance`` for a model at chance, and ``controls`` (the benchmark controls) decide whether the cell gets a
+    verdict. ``missing`` is the reason printed when ``measured`` is None; ``invalid`` (a failed control of the
+    perplexity experiments, see ``suite.eval.controls``) replaces the status of every other measured cell. Returns
+    ``TABLE_COLUMNS`` rows.
     """
     rows, used = [], set()
     for r in reported.itertuples():
@@ -64,12 +100,15 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
             if match_scale:
                 filt["size"] = r.scale
             hits = select(measured, filt)
+            if len(hits) and hits["metric"].isin(BENCH_METRICS).any():  # zero-shot, on the task's table metric
+                hits = hits[(hits["metric"] == table_metric(r.task)) & (_shots(hits) == 0)]
             used.update(hits.index)
             ok = hits[hits["status"] == "ok"]
-            if len(ok) and ok["metric"].isin(ACC_METRICS).all():
-                value, std, n = mean_std(ok.assign(value=_as_percent(ok)))
-                base.update(measured=value, measured_std=std, n_seeds=n, diff=value - r.value, status=invalid or "ok",
-                            metric=f"{r.metric} (measured: {'/'.join(ok['metric'].unique())})",
+            if len(ok) and ok["metric"].isin(BENCH_METRICS).all():
+                cell = benchmark_cell(ok, controls, r.task, 0)
+                base.update({k: v for k, v in cell.items() if k != "near"},
+                            diff=AT_CHANCE if cell["near"] else cell["measured"] - r.value,
+                            metric=f"{r.metric} (measured: {'/'.join(ok['metric'].unique())}, 0-shot)",
                             measured_scale_conditions=scale_text(ok, r.model))
             elif len(hits):
                 base.update(status=str(hits["status"].iloc[0]) if len(ok) == 0 else
@@ -78,19 +117,32 @@ def quality_table(reported: pd.DataFrame, measured: pd.DataFrame | None, *, key:
                 base.update(status="not run: not measured by this suite (no row in results)")
         rows.append(base)
     if measured is not None:
-        by = [key, "task", "metric"] + (["size"] if "size" in measured else [])
-        for _, g in measured.drop(index=list(used)).groupby(by, sort=False, dropna=False):
-            ok = g[g["status"] == "ok"]
-            val, std, n = mean_std(ok) if len(ok) else (None, None, 0)
-            status = "measured only: the paper reports no such metric; not comparable" if len(ok) else \
-                str(g["status"].iloc[0])
-            rows.append(dict(model=g[key].iloc[0], variant=g[key].iloc[0], scale=_first(g, "size"),
-                             task=g["task"].iloc[0], metric=g["metric"].iloc[0], reported=None, measured=val,
-                             measured_std=std, n_seeds=n, diff=None,
-                             unit=str(g["unit"].iloc[0]) if "unit" in g else "", paper_scale_conditions="",
-                             measured_scale_conditions=scale_text(g, str(g[key].iloc[0])),
-                             status=f"{invalid} ({status})" if invalid and len(ok) else status))
+        rest = measured.drop(index=list(used))
+        rest = rest.assign(num_fewshot=_shots(rest)) if "num_fewshot" in rest else rest
+        by = [key, "task", "metric"] + (["num_fewshot"] if "num_fewshot" in rest else []) + \
+            (["size"] if "size" in rest else [])
+        for _, g in rest.groupby(by, sort=False, dropna=False):
+            rows.append(_measured_only(g, key, invalid, controls))
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def _measured_only(g: pd.DataFrame, key: str, invalid: str | None, controls: pd.DataFrame | None) -> dict:
+    """A row for measured cells the paper has no counterpart for (another metric, shot count or scale)."""
+    ok = g[g["status"] == "ok"]
+    row = dict(model=g[key].iloc[0], variant=g[key].iloc[0], scale=_first(g, "size"), task=g["task"].iloc[0],
+               metric=g["metric"].iloc[0], reported=None, diff=None,
+               unit=str(g["unit"].iloc[0]) if "unit" in g else "", paper_scale_conditions="",
+               measured_scale_conditions=scale_text(g, str(g[key].iloc[0])))
+    if len(ok) and ok["metric"].isin(BENCH_METRICS).all():
+        shots = int(_shots(ok).iloc[0])
+        cell = benchmark_cell(ok, controls, str(ok["task"].iloc[0]), shots)
+        return row | {k: v for k, v in cell.items() if k != "near"} | dict(
+            metric=f"{row['metric']}, {shots}-shot", unit="%", diff=AT_CHANCE if cell["near"] else None,
+            status=f"measured only: no reported cell at this scale, shot count or metric; {cell['status']}")
+    val, std, n = mean_std(ok) if len(ok) else (None, None, 0)
+    status = "measured only: the paper reports no such metric; not comparable" if len(ok) else str(g["status"].iloc[0])
+    return row | dict(measured=val, measured_std=std, n_seeds=n,
+                      status=f"{invalid} ({status})" if invalid and len(ok) else status)
 
 
 def _first(frame: pd.DataFrame, column: str) -> str:
@@ -176,10 +228,18 @@ RECALL_COLUMNS = TABLE_COLUMNS[:TABLE_COLUMNS.index("n_seeds") + 1] + ["n_trials
     TABLE_COLUMNS[TABLE_COLUMNS.index("n_seeds") + 1:]
 
 
+RECALL_TASKS = ["drop", "nq", "narrativeqa", "swde", "triviaqa", "fda", "squad"]  # suite.eval.harness.RECALL
+NO_RECALL_AVERAGE = ("not run: the 6-task average needs SWDE, FDA, NarrativeQA and TriviaQA with their documents, "
+                     "which no installed package ships (DROP and SQuAD are measured: their rows)")
+
+
 def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.DataFrame | None, *, paper_cond: str,
                  missing: str, invalid: dict[str, str | None] | None = None,
-                 gpu_niah: pd.DataFrame | None = None, gpu_mqar: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Table 3: reported recall cells (never measured here: the 6 recall datasets are not available offline) plus
+                 gpu_niah: pd.DataFrame | None = None, gpu_mqar: pd.DataFrame | None = None,
+                 quality: pd.DataFrame | None = None, controls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 3: reported recall cells beside the recall tasks this suite measures (``quality``: the quality.csv rows
+    of the recall tasks, contains-match in points, each with n, stderr and split; ``controls``: the benchmark
+    controls), plus
     measured MQAR (every (size, seq_len, pairs) cell, and answers beyond SWA's receptive field at the control cell)
     and NIAH (within and beyond the training length) per arch as 'measured only' rows, and the same NIAH and MQAR rows
     of the gpu profile (``gpu_niah``, ``gpu_mqar``) where given. ``invalid`` maps an experiment ("mqar", "niah",
@@ -187,10 +247,17 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
     status of its cells. A measured row's ``scale`` is its measured parameter count (e.g. ``272K``), ``n_trials``
     its held-out trials (MQAR test sequences, NIAH needles). Returns ``RECALL_COLUMNS`` rows."""
     invalid = invalid or {}
+    recall = quality[quality["task"].isin(RECALL_TASKS)] if quality is not None else None
+    if recall is not None and recall.empty:
+        recall = None
     rows = [dict(model=r.model, variant=r.variant, scale=r.scale, task=r.task_label, metric=r.metric, reported=r.value,
                  measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond, measured_scale_conditions="",
                  status="not run: recall datasets (DROP, NarrativeQA, SWDE, TriviaQA, FDA, SQuAD) unavailable offline")
             for r in reported.itertuples()]
+    if recall is not None:
+        table = quality_table(reported, recall, key="arch", paper_cond=paper_cond, missing=missing, controls=controls)
+        table.loc[table["task"].str.startswith("Avg"), "status"] = NO_RECALL_AVERAGE
+        rows = table.to_dict("records")
     for name, frame, label, column in _recall_views(mqar, niah, gpu_niah, gpu_mqar):
         if frame is None:
             rows.append(dict(model="all", variant="", scale="", task=label, metric=column, reported=None,
@@ -296,8 +363,13 @@ def format_table(frame: pd.DataFrame, title: str, paper_cond: str, note: str = "
                                                                              view["n_seeds"], trials)]
         view = view.drop(columns=["measured_std", "n_seeds", "n_trials"], errors="ignore")
     for col in ["reported", "diff"] + ([] if "measured_std" in frame else ["measured"]):
-        view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v)
-                                  else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
+        view[col] = view[col].map(lambda v: "" if v is None or (not isinstance(v, str) and pd.isna(v))
+                                  else v if isinstance(v, str) else f"{v:.6g}" if col != "diff" else f"{v:+.6g}")
+    for col in ("stderr", "chance"):
+        if col in view:
+            view[col] = view[col].map(lambda v: "" if v is None or pd.isna(v) else f"{v:.3g}")
+    if "n" in view:
+        view["n"] = view["n"].map(lambda v: "" if v is None or pd.isna(v) else str(int(v)))
     parts = [f"# {title}", "", f"Paper scale & conditions: {paper_cond}", ""]
     if note:
         parts += [note, ""]
@@ -315,3 +387,16 @@ def _mean_std_text(mean, std, n, trials=None) -> str:
     if std is None or pd.isna(std):
         return f"{mean:.6g}" + (f" ({n} seed{of})" if n == 1 else "")
     return f"{mean:.6g} +- {std:.2g} ({n} seeds{of})"
+
+
+PROMPT_COLUMNS = ["tokenizer", "task", "num_fewshot", "n_docs", "median_tokens", "p90_tokens", "max_tokens",
+                  "share_above_128", "window", "share_above_window", "split", "status"]
+
+
+def prompt_length_table(lengths: pd.DataFrame | None, missing: str) -> pd.DataFrame:
+    """The prompt-length rows (``suite.eval.prompt_lengths``) with the shares in %, or one ``not run`` row."""
+    if lengths is None or lengths.empty:
+        return pd.DataFrame([{"status": f"not run: {missing}"}], columns=PROMPT_COLUMNS)
+    out = lengths.assign(share_above_128=100 * pd.to_numeric(lengths["share_above_128"]),
+                         share_above_window=100 * pd.to_numeric(lengths["share_above_window"]), status="ok")
+    return out[PROMPT_COLUMNS].round(1)

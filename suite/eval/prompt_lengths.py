@@ -1,0 +1,120 @@
+"""Prompt length against the window: how long the sequences a benchmark scores are, in tokens of a given tokenizer.
+
+For each local benchmark task (:mod:`suite.eval.benchmarks`) and shot count, lm-eval builds the requests it would
+score (the same prompts, few-shot examples and documents as ``suite.eval.harness``, the first ``limit`` documents);
+a document's length is that of its longest scored sequence: context + continuation (the longest choice) for
+multiple choice, prompt + gold answer for generation. The CSV gives per (tokenizer, task, shot count) the median,
+90th percentile and maximum, and the share of documents longer than the paper's window w = 128 and than the
+study's own ``window``.
+
+Why it matters: when a whole sequence fits in the window and the scale-offset is the identity, Orthros computes
+exactly the Transformer's function (the base stream's sliding window sees every key, and so does the output
+stream). A task whose sequences stay under w therefore tests what training made of the weights, not the
+architecture at inference.
+
+CLI::
+
+    python -m suite.eval.prompt_lengths --benchmark-data D --tokenizer "suite BPE=data/tokenizer" \\
+        --tasks commonsense,mmlu,recall --num-fewshot 0,5 --limit 20 --window 32 --out results/<p>/prompt_lengths.csv
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from suite.common import number_list
+from suite.provenance import write_csv
+
+PAPER_WINDOW = 128
+COLUMNS = ["tokenizer", "task", "num_fewshot", "n_docs", "limit", "median_tokens", "p90_tokens", "max_tokens",
+           f"share_above_{PAPER_WINDOW}", "window", "share_above_window", "split", "source", "tokenizer_path"]
+
+
+def _doc_lengths(task, tokenizer, limit) -> list[int]:
+    """Tokens of the longest scored sequence of each of the first ``limit`` documents of a built lm-eval task."""
+    n = len(task.eval_docs)
+    limit = None if limit is None else (int(math.ceil(n * limit)) if limit < 1 else int(limit))
+    task.set_fewshot_seed(seed=0)
+    task.build_all_requests(limit=limit, rank=0, world_size=1)
+    longest: dict[int, int] = {}
+    for inst in task.instances:
+        context, rest = inst.arguments[0], inst.arguments[1]
+        tail = rest if isinstance(rest, str) else str(task.doc_to_target(inst.doc))  # generation: the gold answer
+        n_tokens = len(tokenizer(context + tail, add_special_tokens=False)["input_ids"])
+        longest[inst.doc_id] = max(longest.get(inst.doc_id, 0), n_tokens)
+    return list(longest.values())
+
+
+def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str], shots: list[int],
+                   limit: int | float | None, window: int) -> pd.DataFrame:
+    """``COLUMNS`` rows for every tokenizer (label -> folder), task and shot count (recall tasks: zero-shot only).
+    Tasks whose data the folder lacks are left out (their quality rows say why)."""
+    from transformers import AutoTokenizer
+
+    from suite.eval import benchmarks
+    from suite.eval.harness import RECALL, get_task_manager
+
+    rows = []
+    for label, path in tokenizers.items():
+        tok = AutoTokenizer.from_pretrained(path)
+        manager = get_task_manager(path, path)
+        for name in tasks:
+            if benchmarks.missing(name, root):
+                continue
+            split, source = benchmarks.split_of(name, root)
+            for k in ([0] if name in RECALL else shots):
+                loaded = benchmarks.load(name, root, k, manager)
+                lengths = np.array([n for task in loaded["tasks"].values() for n in _doc_lengths(task, tok, limit)])
+                rows.append({"tokenizer": label, "task": name, "num_fewshot": k, "n_docs": len(lengths),
+                             "limit": limit, "median_tokens": float(np.median(lengths)),
+                             "p90_tokens": float(np.percentile(lengths, 90)), "max_tokens": int(lengths.max()),
+                             f"share_above_{PAPER_WINDOW}": float((lengths > PAPER_WINDOW).mean()), "window": window,
+                             "share_above_window": float((lengths > window).mean()), "split": split,
+                             "source": source, "tokenizer_path": str(path)})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--benchmark-data", required=True, help="folder prepared by suite.data.benchmarks")
+    p.add_argument("--tokenizer", required=True, nargs="+", metavar="LABEL=DIR",
+                   help="tokenizer folder(s), each with the label its rows carry")
+    p.add_argument("--tasks", default="commonsense,mmlu,recall", help="comma list: task names, commonsense, recall")
+    p.add_argument("--num-fewshot", default="0,5", type=functools.partial(
+        number_list, name="--num-fewshot", minimum=0, error=argparse.ArgumentTypeError))
+    p.add_argument("--limit", type=float, default=None, help="documents per task (as the harness's --limit)")
+    p.add_argument("--window", type=int, default=PAPER_WINDOW, help="the study's window w (tokens)")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    from suite.data.benchmarks import source
+    from suite.eval.harness import task_names
+
+    tokenizers = {}
+    for item in a.tokenizer:
+        label, sep, path = item.rpartition("=")
+        if not sep or not label or not Path(path).is_dir():
+            p.error(f"--tokenizer {item!r}: expected LABEL=DIR with an existing folder")
+        tokenizers[label] = path
+    try:
+        source(a.benchmark_data)
+        names = task_names([t for t in a.tasks.split(",") if t])
+    except (FileNotFoundError, ValueError) as err:
+        p.error(str(err))
+    if "val_ppl" in names:
+        p.error("--tasks: val_ppl has no prompts; give benchmark tasks")
+    if a.limit is not None and not a.limit > 0:
+        p.error(f"--limit {a.limit} must be > 0")
+    limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
+    frame = prompt_lengths(a.benchmark_data, tokenizers, names, a.num_fewshot, limit, a.window)
+    write_csv(frame, a.out)
+    print(frame[["tokenizer", "task", "num_fewshot", "n_docs", "median_tokens", "p90_tokens",
+                 f"share_above_{PAPER_WINDOW}"]].to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

