@@ -110,7 +110,7 @@ def pretrained(evals: list[str], variants: list[str], metrics: list[str], base_r
     runs = {(row["arch"], int(row["seed"])): row for row in (read_csv(m).iloc[0] for m in metrics)}
     out = []
     for path, variant in zip(evals, variants):
-        rows = read_csv(path).copy()
+        rows = read_csv(path).rename(columns={"variant": "task_variant"})  # the harness's: how the task was set up
         rows["variant"] = variant
         seed = int(rows["seed"].iloc[0]) if len(rows) else 0
         run = runs.get((variant, seed))

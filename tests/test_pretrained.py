@@ -225,13 +225,13 @@ def _table2_frame():
 
 
 def test_table2_rows_mark_at_chance_and_no_verdict_and_compare_arms():
+    from suite.eval.controls import benchmark_controls
     from suite.report.pretrained import table2_rows
 
-    controls = pd.DataFrame([dict(experiment="benchmark:arc_challenge", control="positive", arch="base", value=0.27,
-                                  threshold=">= 0.337", passed=False),
-                             dict(experiment="benchmark:piqa", control="positive", arch="base", value=0.7,
-                                  threshold=">= 0.59", passed=True)])
-    table = table2_rows(_table2_frame(), controls)
+    frame = _table2_frame()
+    controls = pd.DataFrame(benchmark_controls(pd.concat([frame, frame[frame["variant"] == "base"].assign(
+        variant="random_init", value=lambda d: d["chance"])])))
+    table = table2_rows(frame, controls)
     cell = table[(table["variant"] == "base") & (table["task"] == "ARC-C")].iloc[0]
     assert cell["status"].startswith("no verdict at this scale") and cell["measured"] == pytest.approx(27)
     piqa = table[(table["variant"] == "conversion") & (table["task"] == "PIQA")].iloc[0]
@@ -240,7 +240,10 @@ def test_table2_rows_mark_at_chance_and_no_verdict_and_compare_arms():
     cmp = table[table["variant"] == "conversion - base_cpt"].iloc[0]
     assert cmp["measured"] == pytest.approx(0.25) and cmp["status"].startswith(("no difference", "differs"))
     no_controls = table2_rows(_table2_frame().assign(value=lambda d: d["chance"]), None)
-    assert no_controls[no_controls["task"] == "PIQA"]["status"].str.startswith("at chance").all()
+    chance = table2_rows(_table2_frame().assign(value=lambda d: d["chance"]), controls)
+    assert chance[(chance["task"] == "PIQA") & (chance["variant"] == "conversion")]["status"].str.startswith(
+        "at chance").all()
+    assert no_controls[no_controls["task"] == "PIQA"]["status"].str.startswith("no verdict").all()
 
 
 def test_loss_gap_pairs_the_same_seed_and_step():

@@ -144,32 +144,42 @@ rule pretrained_train:
 PRE_EVAL_CFG = PRE["eval"] if PRE else {}
 
 
+MMLU_LIMIT = PRE_EVAL_CFG.get("mmlu_limit")
+
+
+def harness_args(w):
+    """suite.eval.harness options shared by an arm's commonsense and MMLU runs."""
+    return (f"--benchmark-data {DATA}/benchmarks --num-fewshot {csv_list(PRE_EVAL_CFG.get('num_fewshot', [0]))} "
+            f"--batch-size {PRE_EVAL_CFG.get('batch_size', 1)} --dtype {PRE_EVAL_CFG.get('dtype', 'float32')} "
+            f"--device {STUDY['device']} --arch {w.variant} --seed {w.seed} --profile {PROFILE}")
+
+
 rule pretrained_benchmarks:
-    """The paper's benchmarks (suite.eval.harness on the local task data) for one arm."""
+    """The paper's benchmarks (suite.eval.harness on the local task data) for one arm: the commonsense tasks with
+    eval.limit documents each, then MMLU with eval.mmlu_limit documents per subject."""
     input:
         model=pre_model_input,
         data=f"{DATA}/benchmarks/source.json",
         code=LM_EVAL_CODE,
     output:
-        PRE_RES + "/eval/{variant}/seed{seed}/quality.csv",
+        quality=PRE_RES + "/eval/{variant}/seed{seed}/quality.csv",
+        mmlu=PRE_RES + "/eval/{variant}/seed{seed}/mmlu.csv" if MMLU_LIMIT else [],
     params:
         cfg=rule_config("pretrained_benchmarks"),
         model=lambda w: pre_model(w.variant, w.seed),
         tasks=csv_list(PRE_EVAL_CFG.get("tasks", [])),
-        shots=csv_list(PRE_EVAL_CFG.get("num_fewshot", [0])),
         limit=f"--limit {PRE_EVAL_CFG['limit']}" if PRE_EVAL_CFG.get("limit") else "",
-        batch=PRE_EVAL_CFG.get("batch_size", 1),
-        dtype=PRE_EVAL_CFG.get("dtype", "float32"),
+        common=harness_args,
+        mmlu=lambda w, output: (f" && {PY} suite.eval.harness --checkpoint {pre_model(w.variant, w.seed)} --tasks mmlu "
+                                f"--limit {MMLU_LIMIT} {harness_args(w)} --out {output.mmlu}") if MMLU_LIMIT else "",
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
         WORK + "/logs/pretrained_benchmarks_{variant}_seed{seed}.log",
     shell:
-        "{PY} suite.eval.harness --checkpoint {params.model} --tasks {params.tasks} "
-        "--benchmark-data {DATA}/benchmarks --num-fewshot {params.shots} {params.limit} "
-        "--batch-size {params.batch} --dtype {params.dtype} --device {STUDY[device]} "
-        "--arch {wildcards.variant} --seed {wildcards.seed} --profile {PROFILE} --out {output} > {log} 2>&1"
+        "({PY} suite.eval.harness --checkpoint {params.model} --tasks {params.tasks} {params.limit} {params.common} "
+        "--out {output.quality}{params.mmlu}) > {log} 2>&1"
 
 
 rule pretrained_ppl:
@@ -227,14 +237,15 @@ rule collect_pretrained:
     """The arms' benchmark rows in one tidy CSV, with the base model's name, size and quantization and each arm's
     continued-training tokens."""
     input:
-        evals=[f"{PRE_RES}/eval/{v}/seed{s}/quality.csv" for v, s in PRE_EVAL],
+        evals=[f"{PRE_RES}/eval/{v}/seed{s}/{name}.csv" for v, s in PRE_EVAL
+               for name in (["quality", "mmlu"] if MMLU_LIMIT else ["quality"])],
         metrics=[f"{PRE_RES}/train/{v}/seed{s}/metrics.csv" for v, s in PRE_EVAL if v in TRAINED_ARMS],
         base=rules.base_model.output.base,
         code=COLLECT_CODE,
     output:
         RES + "/pretrained.csv",
     params:
-        variants=" ".join(v for v, _ in PRE_EVAL),
+        variants=" ".join(v for v, _ in PRE_EVAL for _ in (["quality", "mmlu"] if MMLU_LIMIT else ["quality"])),
     shell:
         "{PY} suite.collect pretrained --evals {input.evals} --variants {params.variants} --metrics {input.metrics} "
         "--base-record {input.base} --out {output}"

@@ -4,12 +4,12 @@ Inputs (``results/<profile>/``, :mod:`workflows/pretrained.smk`): ``pretrained.c
 ``pretrained_ppl.csv`` (held-out NLL by position bucket), ``pretrained_identity.csv`` (the conversion identity control),
 ``pretrained_niah.csv`` and ``pretrained_loss.csv`` (continued-training curves). Pure functions of DataFrames.
 
-A benchmark cell is the mean over the arm's seeds of the task's headline metric (:data:`HEADLINE`: the GLA / GDN
-papers' convention, acc_norm for ARC-C, HellaSwag and OpenBookQA, acc elsewhere; the seed notes do not transcribe which
-of the paper's columns are normalised). Its status says what it may be used for:
+A benchmark cell is the mean over the arm's seeds of the task's table metric (:func:`suite.eval.controls.table_metric`:
+acc_norm for ARC-C and HellaSwag, acc elsewhere, the GLA / GDN papers' convention). Its status says what it may be used
+for (:func:`suite.eval.controls.benchmark_verdict`, :func:`suite.eval.controls.at_chance`):
 
-* ``no verdict at this scale: ...``: the task's positive control failed (the base model itself is within 2 stderr of
-  chance on it), so no arm's score on it says anything here;
+* ``no verdict ...``: the task's benchmark controls did not both pass (e.g. the base model itself is within 2 stderr
+  of chance on it), so no arm's score on it says anything here;
 * ``at chance (n=..., stderr ...)``: this arm is within 2 stderr of chance;
 * ``ok`` otherwise.
 
@@ -26,13 +26,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from suite.eval.controls import at_chance, at_chance_text, benchmark_verdict, table_metric  # noqa: E402
 from suite.report.measured import human_count  # noqa: E402
 from suite.report.stats import compare, mean_std  # noqa: E402
 
 TASKS = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande", "mmlu"]
 LABELS = {"arc_challenge": "ARC-C", "arc_easy": "ARC-E", "hellaswag": "HellaSwag", "openbookqa": "OpenBookQA",
           "piqa": "PIQA", "social_iqa": "Social-IQa", "winogrande": "WinoGrande", "mmlu": "MMLU"}
-HEADLINE = {"arc_challenge": "acc_norm", "hellaswag": "acc_norm", "openbookqa": "acc_norm"}  # others: acc
 ARMS = {"base": "Base (pretrained, untouched)", "converted": "Orthros, converted, no training",
         "base_cpt": "Base CPT", "conversion": "Orthros conversion", "random_init": "random init (negative control)"}
 COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured", "measured_std", "n_seeds", "diff",
@@ -40,9 +40,9 @@ COLUMNS = ["model", "variant", "scale", "task", "metric", "reported", "measured"
 
 
 def headline(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of each task's headline metric (``HEADLINE``), measured (status ok), of the paper's 8 tasks."""
+    """The measured (status ok) rows of the paper's 8 tasks on each task's table metric."""
     ok = frame[(frame["status"] == "ok") & frame["task"].isin(TASKS)]
-    return ok[ok["metric"] == ok["task"].map(lambda t: HEADLINE.get(t, "acc"))]
+    return ok[ok["metric"] == ok["task"].map(table_metric)]
 
 
 def _shots(frame: pd.DataFrame) -> list:
@@ -51,15 +51,6 @@ def _shots(frame: pd.DataFrame) -> list:
 
 def _at(frame: pd.DataFrame, shots) -> pd.DataFrame:
     return frame if shots is None or "num_fewshot" not in frame else frame[frame["num_fewshot"] == shots]
-
-
-def within_chance(rows: pd.DataFrame) -> bool:
-    """True when the mean value lies within 2 stderr (pooled over the rows' seeds) of the rows' chance level."""
-    if not {"chance", "stderr"} <= set(rows.columns):
-        return False
-    value, chance = rows["value"].astype(float).mean(), rows["chance"].astype(float).mean()
-    stderr = math.sqrt((rows["stderr"].astype(float) ** 2).mean())
-    return abs(value - chance) <= 2 * stderr
 
 
 def _cell_note(rows: pd.DataFrame) -> str:
@@ -97,7 +88,6 @@ def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, 
     rows = []
     name = f"{pre['base_model'].iloc[0]} (measured{', ' + label if label else ''})"
     scale = human_count(float(pre["base_n_params"].iloc[0]))
-    failed = _failed_tasks(controls)
     heads = headline(pre)
     for shots in _shots(heads):
         at = _at(heads, shots)
@@ -106,16 +96,13 @@ def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, 
             for task in [t for t in TASKS if t in set(arm["task"])]:
                 cell = arm[arm["task"] == task].assign(value=lambda d: d["value"].astype(float) * 100)
                 mean, std, n = mean_std(cell)
-                if task in failed:
-                    status = f"no verdict at this scale: {failed[task]}"
-                elif within_chance(cell.assign(value=cell["value"] / 100)):
-                    status = f"at chance ({_cell_note(cell)})"
-                else:
-                    status = f"ok ({_cell_note(cell)})"
+                near, _, stderr, docs = at_chance(cell.assign(value=cell["value"] / 100))
+                verdict = benchmark_verdict(controls, task, shots if shots is not None else 0)
+                status = verdict or (f"{at_chance_text(docs, stderr)}" if near else f"ok ({_cell_note(cell)})")
                 rows.append(dict(model=name, variant=variant, scale=scale, task=LABELS[task],
                                  metric=_metric(cell, shots), measured=mean, measured_std=std, n_seeds=n,
                                  unit="%", measured_scale_conditions=_conditions(cell, shots), status=status))
-            rows.append(_average_row(at, variant, name, scale, shots, failed))
+            rows.append(_average_row(at, variant, name, scale, shots, controls))
         rows += _comparison_rows(at, name, scale, shots)
     rows += _ppl_rows(ppl, name, scale) + _identity_rows(identity, name, scale)
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -125,37 +112,28 @@ def _metric(cell: pd.DataFrame, shots) -> str:
     return cell["metric"].iloc[0] + (f", {int(shots)}-shot" if shots is not None else "")
 
 
-def _failed_tasks(controls: pd.DataFrame | None) -> dict[str, str]:
-    """task -> why, for every benchmark task whose positive control failed (controls.csv rows of experiment
-    ``benchmark:<task>``)."""
-    if controls is None or "experiment" not in controls:
-        return {}
-    bench = controls[controls["experiment"].astype(str).str.startswith("benchmark")]
-    bad = bench[(bench["control"] == "positive") & ~bench["passed"].astype(bool)]
-    return {str(r["experiment"]).split(":", 1)[-1]: f"{r['arch']} {r['value']:.3g} vs {r['threshold']}"
-            for _, r in bad.iterrows()}
-
-
 def per_seed_average(arm: pd.DataFrame, tasks: list[str]) -> pd.Series:
     """The arm's mean over ``tasks`` per seed (in %)."""
     part = arm[arm["task"].isin(tasks)]
     return part.assign(value=part["value"].astype(float) * 100).groupby(part["seed"].astype(str))["value"].mean()
 
 
-def _average_row(at: pd.DataFrame, variant: str, name: str, scale: str, shots, failed: dict) -> dict:
+def _average_row(at: pd.DataFrame, variant: str, name: str, scale: str, shots, controls) -> dict:
     tasks = sorted(set.intersection(*(set(g["task"]) for _, g in at.groupby("variant"))))
+    failed = [t for t in tasks if benchmark_verdict(controls, t, shots if shots is not None else 0)]
+    arm = at[at["variant"] == variant]
     seeds = per_seed_average(at[at["variant"] == variant], tasks)
     mean, std = float(seeds.mean()), (float(seeds.std(ddof=1)) if len(seeds) > 1 else None)
-    judged = [t for t in tasks if t not in failed]
     note = f"mean of {len(tasks)} tasks ({', '.join(LABELS[t] for t in tasks)})"
     if len(tasks) < len(TASKS):
         note += f"; the paper's avg8 has {len(TASKS)}"
     if failed:
-        note += f"; {len(tasks) - len(judged)} of them without a verdict at this scale (base model at chance)"
+        note += f"; {len(failed)} of them without a verdict (benchmark controls)"
     return dict(model=name, variant=variant, scale=scale, task="Avg (measured tasks)",
                 metric="mean" + (f", {int(shots)}-shot" if shots is not None else ""), measured=mean,
                 measured_std=std, n_seeds=len(seeds), unit="%",
-                measured_scale_conditions=_conditions(at[at["variant"] == variant], shots), status=f"ok ({note})")
+                measured_scale_conditions=_conditions(arm.drop(columns=["source"], errors="ignore"), shots),
+                status=f"ok ({note})")
 
 
 def _comparison_rows(at: pd.DataFrame, name: str, scale: str, shots) -> list[dict]:
