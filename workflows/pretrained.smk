@@ -288,7 +288,20 @@ if TRAINED_ARMS:
             "{PY} suite.collect curves --inputs {input.loss} --runs {params.runs} --out {output}"
 
 
+if TRAINED_ARMS:
+
+    rule collect_pretrained_train:
+        """The continued-training runs' metrics rows (held-out loss after training, tokens, throughput)."""
+        input:
+            metrics=[f"{PRE_RES}/train/{a}/seed{s}/metrics.csv" for a in TRAINED_ARMS for s in PRE_SEEDS],
+            code=COLLECT_CODE,
+        output:
+            RES + "/pretrained_train.csv",
+        shell:
+            "{PY} suite.collect concat --inputs {input.metrics} --out {output}"
+
+
 # what the report reads of this experiment
 PRETRAINED_OUT = ([RES + "/pretrained.csv", RES + "/pretrained_ppl.csv", RES + "/pretrained_identity.csv"]
                   + ([RES + "/pretrained_niah.csv"] if PRE and "niah" in PRE else [])
-                  + ([RES + "/pretrained_loss.csv"] if TRAINED_ARMS else [])) if PRE else []
+                  + ([RES + "/pretrained_loss.csv", RES + "/pretrained_train.csv"] if TRAINED_ARMS else [])) if PRE else []

@@ -15,7 +15,8 @@ import pandas as pd
 from suite.provenance import read_csv
 from suite.report.schema import validate
 
-PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pretrained_niah", "pretrained_loss"]
+PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pretrained_niah", "pretrained_loss",
+                    "pretrained_train"]
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
                  *PRETRAINED_FILES]
 GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation", *PRETRAINED_FILES]

@@ -79,17 +79,22 @@ def _conditions(rows: pd.DataFrame, shots) -> str:
 
 
 def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, ppl: pd.DataFrame | None = None,
-                identity: pd.DataFrame | None = None, label: str = "") -> pd.DataFrame:
-    """Measured Table 2 rows (``COLUMNS``) of the real-model arms; empty when ``pre`` is None. ``controls``: the
-    profile's controls.csv (the benchmark controls decide which tasks can give a verdict); ``label`` marks the
-    profile (e.g. ``(gpu profile)``)."""
-    if pre is None or pre.empty:
+                identity: pd.DataFrame | None = None, label: str = "", train: pd.DataFrame | None = None,
+                ) -> pd.DataFrame:
+    """Measured Table 2 rows (``COLUMNS``) of the real-model arms: benchmark cells (``pre``, pretrained.csv), the
+    held-out loss after continued training (``train``), held-out NLL by position (``ppl``) and the identity control;
+    empty when none of them exists. ``controls``: the profile's controls.csv (the benchmark controls decide which
+    tasks can give a verdict); ``label`` marks the profile (e.g. ``gpu profile``)."""
+    frames = [f for f in (pre, identity, train, ppl) if f is not None and not f.empty]
+    if not frames:
         return pd.DataFrame(columns=COLUMNS)
+    model = next((str(f["base_model"].iloc[0]) for f in (pre, identity) if f is not None and "base_model" in f),
+                 "pretrained base model")
+    name = f"{model} (measured{', ' + label if label else ''})"
+    scale = human_count(float(pre["base_n_params"].iloc[0])) if pre is not None and len(pre) else ""
     rows = []
-    name = f"{pre['base_model'].iloc[0]} (measured{', ' + label if label else ''})"
-    scale = human_count(float(pre["base_n_params"].iloc[0]))
-    heads = headline(pre)
-    for shots in _shots(heads):
+    heads = headline(pre) if pre is not None and len(pre) else pd.DataFrame(columns=["variant", "task"])
+    for shots in _shots(heads) if len(heads) else []:
         at = _at(heads, shots)
         for variant in [v for v in ARMS if v in set(at["variant"])]:
             arm = at[at["variant"] == variant]
@@ -104,8 +109,30 @@ def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, 
                                  unit="%", measured_scale_conditions=_conditions(cell, shots), status=status))
             rows.append(_average_row(at, variant, name, scale, shots, controls))
         rows += _comparison_rows(at, name, scale, shots)
-    rows += _ppl_rows(ppl, name, scale) + _identity_rows(identity, name, scale)
+    rows += _train_rows(train, name, scale) + _ppl_rows(ppl, name, scale) + _identity_rows(identity, name, scale)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _train_rows(train: pd.DataFrame | None, name: str, scale: str) -> list[dict]:
+    """Held-out loss of each continued arm after training (mean over seeds), and conversion - base_cpt under the
+    noise rule."""
+    if train is None or train.empty:
+        return []
+    out, by = [], {v: g.rename(columns={"val_loss": "value"}) for v, g in train.groupby("arch")}
+    for variant, g in by.items():
+        mean, std, n = mean_std(g)
+        out.append(dict(model=name, variant=variant, scale=scale, task="held-out loss after continued training",
+                        metric="nats/token (lower is better)", measured=mean, measured_std=std, n_seeds=n,
+                        unit="nats", status="measured only (the paper reports no held-out loss)",
+                        measured_scale_conditions=f"+{human_count(float(g['tokens'].max()))} tokens, "
+                                                  f"T={int(g['seq_len'].iloc[0])}, {g['device'].iloc[0]}, "
+                                                  f"{g['dtype'].iloc[0]}"))
+    if {"conversion", "base_cpt"} <= set(by):
+        cmp = compare(by["conversion"], by["base_cpt"])
+        out.append(dict(model=name, variant="conversion - base_cpt", scale=scale,
+                        task="held-out loss after continued training", metric="difference, nats/token",
+                        measured=cmp.delta, unit="nats", status=cmp.text(), measured_scale_conditions="same batches"))
+    return out
 
 
 def _metric(cell: pd.DataFrame, shots) -> str:
@@ -204,8 +231,9 @@ def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, o
         fig.suptitle("Table 2 on a real pretrained LM: continued training (not run)", fontsize=10)
         return save(fig, out_dir, "fig_conversion_loss")
     for variant, color in (("base_cpt", "tab:pink"), ("conversion", "tab:purple")):
-        g = curves[curves["variant"] == variant].groupby("tokens")["loss"].mean().rolling(10, min_periods=1).mean()
-        left.plot(g.index, g.values, color=color, label=f"{ARMS[variant]} (mean of {curves['seed'].nunique()} seeds)")
+        runs = curves[curves["variant"] == variant]
+        g = runs.groupby("tokens")["loss"].mean().rolling(10, min_periods=1).mean()
+        left.plot(g.index, g.values, color=color, label=f"{ARMS[variant]} (mean of {runs['seed'].nunique()} seeds)")
     left.set_xlabel("continued-training tokens")
     left.set_ylabel("training loss (nats/token, 10-step mean)")
     left.legend(fontsize=8)
@@ -213,7 +241,8 @@ def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, o
     gap = loss_gap(curves)
     right.plot(gap["tokens"], gap["gap"], color="tab:purple")
     right.fill_between(gap["tokens"], gap["gap"] - gap["gap_std"].fillna(0), gap["gap"] + gap["gap_std"].fillna(0),
-                       color="tab:purple", alpha=0.2, label="+- std over seeds")
+                       color="tab:purple", alpha=0.2, label=f"+- std over the {int(gap['n_seeds'].max())} seeds both "
+                                                            "arms ran (same batches)")
     right.axhline(0, color="black", lw=0.8)
     right.set_xlabel("continued-training tokens")
     right.set_ylabel("loss gap, conversion - Base CPT (nats/token)")

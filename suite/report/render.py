@@ -147,7 +147,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                             paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
                                             invalid=invalid["lm"]),
                               *(table2_rows(m[f"{p}pretrained"], m[f"{p}controls"], m[f"{p}pretrained_ppl"],
-                                            m[f"{p}pretrained_identity"], label)
+                                            m[f"{p}pretrained_identity"], label, m[f"{p}pretrained_train"])
                                 for p, label in (("", ""), ("gpu_", "gpu profile")) if p == "" or not same)],
                              ignore_index=True)),
         "table3": ("Table 3: in-context recall",

@@ -46,9 +46,10 @@ SCHEMAS |= {
                             "window": NONNEG, "loss_base": NONNEG, "loss_window": NONNEG},
     "pretrained_niah": {"arch": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION},
     "pretrained_loss": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "loss": NONNEG},
+    "pretrained_train": {"arch": TEXT, "seed": NUMBER, "tokens": NONNEG, "val_loss": NONNEG},
 }
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
-                                                      "pretrained_niah", "pretrained_loss")}
+                                                      "pretrained_niah", "pretrained_loss", "pretrained_train")}
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]
