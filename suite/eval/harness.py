@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 NOT_OFFLINE = "not run: dataset unavailable offline"
 QUALITY_COLUMNS = ["arch", "size", "n_params", "tokens", "seq_len", "task", "metric", "value", "unit", "status",
-                   "stderr", "n_samples", "limit", "lm_eval_task", "variant", "task_version", "lm_eval_version"]
+                   "stderr", "n_samples", "limit", "lm_eval_task", "task_variant", "task_version", "lm_eval_version"]
 UNITS = {"acc": "fraction", "acc_norm": "fraction", "contains": "fraction", "f1": "fraction",
          "word_perplexity": "ppl", "byte_perplexity": "ppl", "bits_per_byte": "bits/byte"}
 
@@ -323,7 +323,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
                          "unit": UNITS.get(metric, ""), "status": row_status,
                          "stderr": _value(block, f"{metric}_stderr,none"),
                          "n_samples": (n_samples.get(spec.lm_eval_task) or {}).get("effective"), "limit": limit,
-                         "lm_eval_task": spec.lm_eval_task, "variant": spec.variant,
+                         "lm_eval_task": spec.lm_eval_task, "task_variant": spec.variant,
                          "task_version": versions.get(spec.lm_eval_task), "lm_eval_version": lm_eval.__version__,
                          "window_tokens": lm.max_length, "boundary_token": f"{boundary_token}:{boundary_id}",
                          **provenance(profile, seed, dtype, backend, device, wall)})

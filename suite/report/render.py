@@ -109,10 +109,10 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
         "table7": ("Table 7: scaling and scale-offset ablation",
-                   _with_gpu(quality_table(reported[reported["table"] == "Table 7"], m["ablation"], key="variant",
+                   _with_gpu(quality_table(reported[reported["table"] == "Table 7"], m["ablation"], key="arch",
                                            paper_cond=paper_conditions(cond, "Table 7"), missing=miss("ablation"),
                                            match_scale=True, invalid=invalid["lm"]),
-                             gpu_profile_rows(m["gpu_ablation"], key="variant", invalid=invalid["gpu_lm"]))),
+                             gpu_profile_rows(m["gpu_ablation"], key="arch", invalid=invalid["gpu_lm"]))),
     }
     derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
     written: dict[str, list[Path]] = {"tables": [], "figures": []}
