@@ -1,4 +1,4 @@
-"""The MQAR positive control's first phase at several seeds and schedules, all jobs at once (on the GPU machine).
+"""The MQAR positive control's first phase at several seeds and schedules, all jobs at once on one GPU.
 
 The gpu profile trains each MQAR model first on the controls' cell alone (``mqar.first_cell_frac`` of the steps at
 T=128 / 8 pairs), then on the whole mixture. Whether the d256 Transformer leaves the pre-copy plateau in that phase
@@ -8,8 +8,10 @@ controls' cell alone and only through that phase (``--stop-after``: the same bat
 job up to there), then tests that cell. A variant adds options to the recipe (``name=--lr 2e-3``; argparse keeps the
 last of a repeated option); every variant runs at every seed.
 
-    python3 scripts/gpu_mqar_control.py --variants "profile=;no_warmup=--warmup 0" --seeds 42,43,44 \\
+    python3 tools/offline_gpu/mqar_control.py --variants "profile=;no_warmup=--warmup 0" --seeds 42,43,44 \\
         --out work_dirs/gpu/run/mqar_control.csv --log-dir work_dirs/gpu/run
+
+(``results/gpu/calibration/mqar_control.csv`` is one such run: results/gpu/CALIBRATION.md.)
 
 Rows (one per job): variant, options, seed, accuracy at the controls' cell, final_train_loss, ``crossed_step`` (the
 first logged step whose loss is under ``--crossed-loss``: the copy transition; empty when none), train_s, status
@@ -29,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from suite.config import load_config, mqar_cli_args, mqar_control_cell, mqar_control_size  # noqa: E402
