@@ -69,7 +69,8 @@ rule gpu_benchmarks:
 
 rule fla_crosscheck:
     """25M, one GPU: FLA Triton kernels vs the naive route per mixer (fwd/bwd, bf16/fp32, T=2K) and the training
-    throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang (README)."""
+    throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang
+    (docs/gpu.md)."""
     input:
         sources("suite.bench.fla_vs_naive"),
     output:
