@@ -18,13 +18,15 @@ if STUDY["conversion"].get("pretrained"):
 include: "workflows/bench.smk"
 include: "workflows/report.smk"
 
-# Snakemake (>= 7.7) does not rebuild a file whose inputs are missing while the file itself exists (snakemake issue
-# #2011), so a collected CSV whose list of runs grew (a new arch, size or seed in the config) would read "Nothing to be
-# done". Say so instead of staying silent.
+# Snakemake (>= 7.7) does not rebuild a file whose inputs are missing while the file itself exists and is newer than
+# the inputs that do (snakemake issue #2011), so a collected CSV whose list of runs grew (a new arch, size or seed in
+# the config) would read "Nothing to be done". Say so instead of staying silent. (In a fresh clone the per-job CSVs,
+# which git ignores, are missing too, but the code is newer than the committed results and everything reruns.)
 for _rule in workflow.rules:
     if _rule.name.startswith("collect_") and all(Path(str(o)).exists() for o in _rule.output):
         _missing = [str(i) for i in _rule.input if not Path(str(i)).exists()]
-        if _missing:
+        _made = min(Path(str(o)).stat().st_mtime for o in _rule.output)
+        if _missing and all(Path(str(i)).stat().st_mtime <= _made for i in _rule.input if Path(str(i)).exists()):
             print(f"WARNING: {', '.join(map(str, _rule.output))} exists but {len(_missing)} of the files it collects "
                   f"do not (e.g. {_missing[0]}); snakemake does not rebuild it for that: add --forcerun {_rule.name}",
                   file=sys.stderr)

@@ -64,11 +64,10 @@ def quality(evals: list[str], metrics: list[str]) -> pd.DataFrame:
 
 
 def ablation(evals: list[str], metrics: list[str]) -> pd.DataFrame:
-    """SO ablation (Table 7 / Fig. 2 in miniature): held-out byte perplexity and the benchmark scores per variant
-    and size."""
+    """SO ablation (Table 7 / Fig. 2 in miniature): held-out byte perplexity and the benchmark scores per arch
+    (orthros, orthros_noso, transformer) and size."""
     rows = quality(evals, metrics)
-    rows = rows[((rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)) | rows["metric"].isin(BENCH_METRICS)]
-    return rows.rename(columns={"variant": "task_variant"}).rename(columns={"arch": "variant"})
+    return rows[((rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)) | rows["metric"].isin(BENCH_METRICS)]
 
 
 def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.DataFrame:
@@ -86,7 +85,6 @@ def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.
     for ev, run, variant in zip(evals, runs, variants):
         rows = read_csv(ev)
         rows = rows[(rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)].copy()
-        rows = rows.rename(columns={"variant": "task_variant"})
         rows["variant"] = variant
         for col in SCALE:
             rows[col] = run[col]

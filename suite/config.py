@@ -208,7 +208,7 @@ def mqar_control_size(mqar: dict) -> str:
 
 def mqar_cli_args(mqar: dict) -> list[str]:
     """The ``python -m suite.eval.mqar`` options of a study config's recipe (all but --arch, --size, --seed,
-    --device, --dtype, --profile, --out), as the DAG's ``mqar`` rule and ``scripts/gpu_niah_calibration.sh`` pass
+    --device, --dtype, --profile, --out), as the DAG's ``mqar`` rule and ``tools/offline_gpu/mqar_control.py`` pass
     them. A per-seq_len ``train_kv`` becomes ``--train-kv 16,32/32,64`` (one group per seq_len); the loss is logged
     every steps / 40 steps."""
     def csv(values):

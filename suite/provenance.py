@@ -34,7 +34,7 @@ def git_commit(repo: str | Path | None = None) -> str:
     checkout: a copy of the tree that is no checkout of its own (an archive unpacked inside another
     repository) records ``unknown``, never the enclosing repository's commit.
     ``SUITE_COMMIT`` in the environment wins: machines that get a copy of the tree without ``.git``
-    (the lent GPU machine) are told the commit by the command that starts them.
+    (e.g. an offline GPU host that received the files alone) are told the commit by the command that starts them.
     """
     if os.environ.get("SUITE_COMMIT"):
         return os.environ["SUITE_COMMIT"]

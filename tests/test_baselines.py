@@ -310,7 +310,7 @@ def test_fla_vs_naive_dry_run_writes_csvs(tmp_path):
     check = read_csv(tmp_path / "fla_crosscheck.csv")
     assert sorted(set(check["mixer"])) == ["gdn", "gla", "retnet"]
     assert set(check["direction"]) == {"forward", "backward"}
-    assert check["pass"].all() and (check["rel_err"] < 1e-4).all()
+    assert check["passed"].all() and (check["rel_err"] < 1e-4).all()
     assert {"commit", "device", "backend", "dtype", "seed", "wall_s"} <= set(check.columns)
     speed = read_csv(tmp_path / "baseline_throughput.csv")
     assert list(speed["arch"]) == ["gdn"] and (speed["tokens_per_s"] > 0).all()

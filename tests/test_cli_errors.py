@@ -167,7 +167,7 @@ def test_shell_scripts_call_the_clis_with_options_they_accept(monkeypatch):
                 for group in parser._mutually_exclusive_groups:
                     both = flags & {o for action in group._group_actions for o in action.option_strings}
                     assert len(both) <= 1, f"{script}: {name} takes only one of {sorted(both)}"
-    assert calls >= 4  # gpu_niah_calibration.sh (niah, mqar), multi_gpu_all.sh (train.run twice)
+    assert calls >= 2  # multi_gpu_all.sh (train.run twice)
 
 
 def test_checkpoint_folder_names_a_missing_path(tmp_path):

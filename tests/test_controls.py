@@ -178,7 +178,7 @@ def _ablation(so_gain):
     rows = []
     for seed, noise in zip((42, 43, 44), (0.0, 0.02, -0.02)):
         for variant, value in (("orthros", 5.0 - so_gain + noise), ("orthros_noso", 5.0 + noise / 2)):
-            rows.append({"variant": variant, "task": "val_ppl", "metric": "byte_perplexity", "value": value,
+            rows.append({"arch": variant, "task": "val_ppl", "metric": "byte_perplexity", "value": value,
                          "size": "1M", "n_params": 1_000_000, "status": "ok", **{**PROV, "seed": seed}})
     return pd.DataFrame(rows)
 

@@ -308,7 +308,7 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 
 
 def test_killed_training_job_resumes_in_the_dag(resume_studies):
-    """SIGKILL the snakemake process group after the job's first checkpoint; the README's resume command
+    """SIGKILL the snakemake process group after the job's first checkpoint; the resume command (docs/reproducing.md)
     (`snakemake --unlock`, then the same command with --rerun-incomplete) resumes that checkpoint and ends with the
     weights and loss curve of an uninterrupted run. (After Ctrl-C, a crash or a time limit there is no stale lock to
     remove; the rest is the same.)"""

@@ -132,21 +132,24 @@ def test_engine_refuses_non_attention_mixer():
 
 
 def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
-    """The H200 scripts, end to end on CPU at tiny size: CSV columns, target rows, definitions."""
+    """The H200 scripts, end to end on CPU at tiny size: CSV columns, target rows (targets.csv), definitions."""
     from suite.bench import e2e_gpu, prefill_cpu, prefill_gpu
 
     prefill_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--lengths", "32,64",
                       "--layer-lengths", "96", "--matmul-n", "64", "--window", "8", "--ffn-chunk", "32",
                       "--repeats", "1", "--out-dir", str(tmp_path)])
     pre = pd.read_csv(tmp_path / "prefill.csv")
-    need = {"model", "shape", "seq_len", "gpus", "ms", "tflops", "mfu", "peak_mem_gib", "kv_cache_gib", "kernel",
+    need = {"arch", "shape", "seq_len", "gpus", "ms", "tflops", "mfu", "peak_mem_gib", "kv_cache_gib", "kernel",
             "attn_kernel_tflops", "method", "status", "gpu_name", "driver", "torch", "triton", "commit", "backend"}
     assert need <= set(pre.columns)
     ok = pre[pre.status == "ok"]
     assert set(ok.method) == {"full-model", "one-layer x n_layers", "cost-model prediction"}
     assert (ok[ok.method != "cost-model prediction"].ms > 0).all()
     assert set(ok[ok.gpus == 8].seq_len) >= {1048576}
-    assert len(pre[pre.method == "target"]) == 3 and set(pre[pre.method == "target"].status) <= {"pass", "fail"}
+    assert not {"target", "value", "threshold"} & set(pre.columns) and set(pre.method) != {"target"}
+    targets = pd.read_csv(tmp_path / "targets.csv")
+    pre_t = targets[(targets.source == "prefill.csv") & (targets.method == "target")]
+    assert len(pre_t) == 3 and set(pre_t.status) <= {"pass", "fail"} and set(pre_t.arch) == {"orthros"}
     assert (tmp_path / "rates.json").exists()
 
     e2e_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--configs", "40/3,30/12",
@@ -155,32 +158,36 @@ def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
                   "--rates", str(tmp_path / "rates.json"), "--out-dir", str(tmp_path)])
     e2e = pd.read_csv(tmp_path / "e2e.csv")
     rows = e2e[e2e.status == "ok"]
-    assert len(rows) == 4 and set(rows.model) == {"transformer", "orthros"}
+    assert len(rows) == 4 and set(rows.arch) == {"transformer", "orthros"}
     assert (rows.ttft_s < rows.e2e_s).all()
     assert ((rows.output_tok_s - rows.batch * rows.output_len / rows.e2e_s).abs() < 1e-9).all()
     assert ((rows.decode_tok_s - rows.batch * rows.output_len / (rows.e2e_s - rows.ttft_s)).abs() < 1e-6).all()
     assert set(rows.method) == {"measured", "measured TTFT + timed decode steps x output_len"}
-    check = e2e[e2e.model == "engine"]
-    assert check.status.tolist() == ["pass"] and check.value.iloc[0] < 1e-4
+    targets = pd.read_csv(tmp_path / "targets.csv")
+    check = targets[(targets.source == "e2e.csv") & (targets.method == "engine check")]
+    assert check.arch.tolist() == ["orthros+transformer"] and check.status.tolist() == ["pass"]
+    assert check.value.iloc[0] < 1e-4 and len(targets[targets.source == "prefill.csv"]) == 3  # prefill's stay
 
     # the Table 4 hybrid rows, appended (the rows above stay)
     prefill_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--lengths", "32", "--layer-lengths", "",
                       "--matmul-n", "64", "--window", "8", "--repeats", "1", "--archs", "linear_hybrid,orthros_h",
                       "--append", "--out-dir", str(tmp_path)])
     pre = pd.read_csv(tmp_path / "prefill.csv")
-    hyb = pre[pre.model.isin(["linear_hybrid", "orthros_h"]) & (pre.status == "ok") & (pre.method == "full-model")]
+    hyb = pre[pre.arch.isin(["linear_hybrid", "orthros_h"]) & (pre.status == "ok") & (pre.method == "full-model")]
     assert len(hyb) == 2 and hyb.kernel.str.contains("fla-naive:GatedDeltaNet").all()
-    assert {"transformer", "orthros"} <= set(pre[pre.status == "ok"].model)
+    assert {"transformer", "orthros"} <= set(pre[pre.status == "ok"].arch)
     e2e_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--configs", "40/3", "--archs",
                   "linear_hybrid,orthros_h", "--bucket", "16", "--chunk", "8", "--window", "8", "--check-steps", "6",
                   "--rates", str(tmp_path / "rates.json"), "--out-dir", str(tmp_path), "--append"])
     e2e = pd.read_csv(tmp_path / "e2e.csv")
     rows = e2e[(e2e.status == "ok")]
-    assert set(rows.model) == {"transformer", "orthros", "linear_hybrid", "orthros_h"}
-    hyb = rows[rows.model.isin(["linear_hybrid", "orthros_h"])]
+    assert set(rows.arch) == {"transformer", "orthros", "linear_hybrid", "orthros_h"}
+    hyb = rows[rows.arch.isin(["linear_hybrid", "orthros_h"])]
     assert (hyb.state_gib > 0).all() and (hyb.hbm_bound_ms > 0).all()
-    check = e2e[e2e.model == "engine:linear_hybrid+orthros_h"]
-    assert check.status.tolist() == ["pass"] and check.value.iloc[0] < 1e-4
+    targets = pd.read_csv(tmp_path / "targets.csv")
+    check = targets[targets.method == "engine check"].set_index("arch")
+    assert check.loc["linear_hybrid+orthros_h", "status"] == "pass"
+    assert check.loc["linear_hybrid+orthros_h", "value"] < 1e-4 and "orthros+transformer" in check.index
 
     out = prefill_cpu.main(["--profile", "ci", "--archs", "orthros,transformer", "--lengths", "32", "--repeats", "1",
                             "--out", str(tmp_path / "prefill_cpu.csv")])

@@ -202,7 +202,7 @@ def test_narrativeqa_loads_its_task_and_reaches_the_dataset(tiny, monkeypatch):
     df = harness.run_tasks(ckpt, None, ["narrativeqa"], root / "narrativeqa.csv", lm=lm)
     assert df.status.tolist() == [harness.NOT_OFFLINE], df.status.tolist()
     assert df.metric.tolist() == ["f1"] and df.unit.tolist() == ["fraction"]
-    assert "NarrativeQA" in df.variant.iloc[0] and "F1" in df.variant.iloc[0]
+    assert "NarrativeQA" in df.task_variant.iloc[0] and "F1" in df.task_variant.iloc[0]
     assert any("narrative_qa" in str(c.get("data_files")) for c in calls)
 
 

@@ -32,7 +32,10 @@ def test_smoke_run_writes_both_csvs(data_dir, tmp_path):
     one = measured[measured["gpus"] == 1].set_index(["arch", "seq_len"])
     two = measured[measured["gpus"] == 2].set_index(["arch", "seq_len"])
     pd.testing.assert_series_equal(two["speedup"], one["ms"] / two["ms"], check_names=False)
-    assert set(two["within_15pct"]) <= {"pass", "fail"}
+    targets = pd.read_csv(out / "targets.csv")
+    sp_t = targets[targets["source"] == "seq_parallel.csv"]
+    assert len(sp_t) == len(two) and set(sp_t["status"]) <= {"pass", "fail"} and (sp_t["threshold"] == 0.15).all()
+    assert not {"within_15pct", "target"} & set(sp.columns)
     rates = cm.Rates.load(ROOT / "results" / "gpu" / "rates.json")
     for (arch, T), row in two.iterrows():  # the prediction is the cost model's, at the tiny model's shape
         window = 128 if arch == "orthros" else None
@@ -48,7 +51,8 @@ def test_smoke_run_writes_both_csvs(data_dir, tmp_path):
     loss = train[train["kind"] == "loss"]
     assert list(loss["step"]) == [1, 2, 3, 4]
     assert loss["abs_diff"].max() < 1e-5  # fp32 on the CPU: 2 ranks x 2 rows == 1 process x 4 rows
-    targets = train[train["kind"] == "target"].set_index("threshold")
+    assert "target" not in set(train["kind"])
+    targets = targets[targets["source"] == "multi_gpu_train.csv"].set_index("threshold")
     assert targets.loc[1.8, "status"] in ("pass", "fail")
     assert targets.loc[1.8, "value"] == pytest.approx(runs["tok_s"].iloc[1] / runs["tok_s"].iloc[0])
     assert targets.loc[0.05, "status"] == "pass"

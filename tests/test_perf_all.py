@@ -37,39 +37,47 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
         <= set(checks.case)
     assert json.loads((out / "attn_choice.json").read_text())["fa2_ok"] is True
 
+    # pass/fail rows (targets and the checks made before timing) live in targets.csv, not in the measurement CSVs
+    targets = pd.read_csv(out / "targets.csv")
+    by = {name: targets[targets.source == name] for name in set(targets.source)}
     pre = pd.read_csv(out / "prefill.csv")
-    assert (pre[pre.method == "path check"].status == "pass").all() and len(pre[pre.method == "path check"]) == 2
+    assert not {"target", "value", "threshold"} & set(pre.columns)
+    assert not pre.method.isin(["target", "path check"]).any()
+    path_checks = by["prefill.csv"][by["prefill.csv"].method == "path check"]
+    assert (path_checks.status == "pass").all() and len(path_checks) == 2
     sweep = pre[(pre.method == "full-model") & (pre.status == "ok")]
-    assert set(sweep.model) == {"transformer", "orthros"} and sweep.path.isin(["eager", "compiled"]).all()
+    assert set(sweep.arch) == {"transformer", "orthros"} and sweep.path.isin(["eager", "compiled"]).all()
     assert len(pre[pre.method.str.endswith("comparison)")]) == 2
-    assert len(pre[pre.method == "target"]) == 3 and set(pre[pre.method == "target"].status) <= {"pass", "fail"}
+    pre_t = by["prefill.csv"][by["prefill.csv"].method == "target"]
+    assert len(pre_t) == 3 and set(pre_t.status) <= {"pass", "fail"}
     carried = pre[(pre.method == "one-layer x n_layers") & (pre.seq_len == 1048576)]
-    assert set(carried.model) == {"transformer", "orthros"} and (carried.commit == "7066ee8456f3").all()
+    assert set(carried.arch) == {"transformer", "orthros"} and (carried.commit == "7066ee8456f3").all()
 
     p1m = pd.read_csv(out / "prefill_1m_fp8.csv")
     assert set(p1m[p1m.method == "check"].kv) == {"bf16 (chunked runner) vs model forward",
                                                   "fp8 vs bf16 (chunked runner)"}
     assert (p1m[p1m.method == "full-model (fp8 kv, chunked)"].status == "ok").all()
-    assert len(p1m[p1m.method == "target"]) == 3 and "transformer" in set(p1m.model)
+    assert len(by["prefill_1m_fp8.csv"]) == 3 and "transformer" in set(p1m.arch) and "target" not in set(p1m.method)
 
     e2e = pd.read_csv(out / "e2e.csv")
     rows = e2e[e2e.status == "ok"]
-    assert set(rows.model) == {"transformer", "orthros", "orthros_h", "linear_hybrid"}
+    assert set(rows.arch) == {"transformer", "orthros", "orthros_h", "linear_hybrid"}
     for r in rows.itertuples():
         runs = json.loads(r.ttft_runs_s)
         assert len(runs) == 3 and abs(r.ttft_s - statistics.median(runs)) < 1e-3
         assert r.decode_kernels_per_step > 0
-        assert r.prefill_path == ("eager" if r.model in ("orthros_h", "linear_hybrid") else "fused compiled")
-    assert rows[rows.model.isin(["orthros_h", "linear_hybrid"])].fla_norm_bucket.notna().all()
-    checks = e2e[e2e.model.str.startswith("engine")]
-    assert set(checks.model) == {"engine", "engine:orthros_h+linear_hybrid"} and (checks.status == "pass").all()
-    compiled = e2e[e2e.method == "compiled check"]
-    assert set(compiled.model) == {"transformer", "orthros"} and (compiled.status == "pass").all()
-    assert len(pd.read_csv(out / "train_step.csv").query("method == 'target'")) == 1
+        assert r.prefill_path == ("eager" if r.arch in ("orthros_h", "linear_hybrid") else "fused compiled")
+    assert rows[rows.arch.isin(["orthros_h", "linear_hybrid"])].fla_norm_bucket.notna().all()
+    e2e_t = by["e2e.csv"]
+    checks = e2e_t[e2e_t.method == "engine check"]
+    assert set(checks.arch) == {"orthros+transformer", "orthros_h+linear_hybrid"} and (checks.status == "pass").all()
+    compiled = e2e_t[e2e_t.method == "compiled check"]
+    assert set(compiled.arch) == {"transformer", "orthros"} and (compiled.status == "pass").all()
+    assert set(e2e.method) & {"target", "engine check", "compiled check"} == set()
+    assert len(by["train_step.csv"]) == 1 and "target" not in set(pd.read_csv(out / "train_step.csv").method)
     assert (out / "cost_model.csv").exists()
 
     # every target row of every CSV, pass/fail, with its provenance (commit from SUITE_COMMIT, device, dtype, ...)
-    targets = pd.read_csv(out / "targets.csv")
     assert {"prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "train_step.csv"} <= set(targets.source)
     assert targets.status.str.match(r"^(pass|fail|not run)").all()
     for col in ("commit", "device", "backend", "dtype", "gpu_name", "torch"):
@@ -120,20 +128,20 @@ def test_merge_results_refuses_a_source_that_is_neither_folder_nor_archive(tmp_p
 def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
-    pd.DataFrame({"model": ["orthros_h", "engine:orthros_h"], "ttft_s": [7.0, None]}).to_csv(a / "e2e.csv", index=False)
-    pd.DataFrame({"model": ["transformer", "orthros_h"], "ttft_s": [23.0, 7.3]}).to_csv(b / "e2e.csv", index=False)
+    pd.DataFrame({"arch": ["orthros_h", "linear_hybrid"], "ttft_s": [7.0, None]}).to_csv(a / "e2e.csv", index=False)
+    pd.DataFrame({"arch": ["transformer", "orthros_h"], "ttft_s": [23.0, 7.3]}).to_csv(b / "e2e.csv", index=False)
     pd.DataFrame({"x": [1]}).to_csv(a / "train_step.csv", index=False)
     (a / "rates.json").write_text("{}")
     merge([a, b], tmp_path / "into")
-    got = pd.read_csv(tmp_path / "into" / "e2e.csv").set_index("model")["ttft_s"]
-    assert got["orthros_h"] == 7.3 and got["transformer"] == 23.0 and "engine:orthros_h" in got.index and len(got) == 3
+    got = pd.read_csv(tmp_path / "into" / "e2e.csv").set_index("arch")["ttft_s"]
+    assert got["orthros_h"] == 7.3 and got["transformer"] == 23.0 and "linear_hybrid" in got.index and len(got) == 3
     assert (tmp_path / "into" / "train_step.csv").exists() and (tmp_path / "into" / "rates.json").exists()
 
 
 def test_merge_results_reads_an_archive_like_a_folder(tmp_path):
     a = tmp_path / "a"
     a.mkdir()
-    pd.DataFrame({"model": ["orthros"], "ttft_s": [7.5]}).to_csv(a / "e2e.csv", index=False)
+    pd.DataFrame({"arch": ["orthros"], "ttft_s": [7.5]}).to_csv(a / "e2e.csv", index=False)
     (a / "rates.json").write_text('{"matmul_tflops": 1}')
     with tarfile.open(tmp_path / "a.tar.gz", "w:gz") as tar:
         tar.add(a, arcname=".")

@@ -117,8 +117,8 @@ def test_a_rerender_of_the_same_rows_writes_the_same_bytes(rendered, tmp_path):
 
 
 def test_evaluate_measure_missing_and_filters():
-    m = {"results": "{gpu}/prefill.csv", "column": "kv_cache_gib", "op": "ratio", "numerator": {"model": "orthros"},
-         "denominator": {"model": "transformer"}, "where": {"status": "ok", "gpus": 1, "seq_len": 131072},
+    m = {"results": "{gpu}/prefill.csv", "column": "kv_cache_gib", "op": "ratio", "numerator": {"arch": "orthros"},
+         "denominator": {"arch": "transformer"}, "where": {"status": "ok", "gpus": 1, "seq_len": 131072},
          "expect": {"approx": 1.0, "rel_tol": 0.05}}
     res = evaluate_measure(m, FIX / "default", FIX / "gpu")
     assert res["value"] == 1.0 and res["ok"]
@@ -140,10 +140,10 @@ def test_ttft_outlier_is_flagged_as_suspect():
 
     from suite.report.tables import ttft_suspects
 
-    rows = [dict(model=m, input_len=i, output_len=o, ttft_s=t, status="ok")
+    rows = [dict(arch=m, input_len=i, output_len=o, ttft_s=t, status="ok")
             for m, ts in (("a", (12.2, 7.3, 11.2)), ("b", (24.8, 24.5, 22.0)))
             for (i, o), t in zip(((131072, 128), (130048, 1024), (122880, 8192)), ts)]
-    rows.append(dict(model="c", input_len=131072, output_len=128, ttft_s=1.0, status="ok"))  # one config: no median
+    rows.append(dict(arch="c", input_len=131072, output_len=128, ttft_s=1.0, status="ok"))  # one config: no median
     flags = ttft_suspects(pd.DataFrame(rows))
     assert list(flags) == [("a", 130048.0, 1024.0)] and 0.6 < flags[("a", 130048.0, 1024.0)] < 0.7
 
@@ -317,19 +317,19 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
     from suite.report.tables import quality_table
 
     def frame(values, device):
-        return pd.DataFrame([dict(variant="orthros", size="1M", task="val_ppl", metric="byte_perplexity", value=v,
+        return pd.DataFrame([dict(arch="orthros", size="1M", task="val_ppl", metric="byte_perplexity", value=v,
                                   unit="ppl", status="ok", seed=42 + i, n_params=1e6, device=device)
                              for i, v in enumerate(values)])
 
     empty = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
-    cpu = quality_table(empty, frame([6.0, 8.0], "cpu"), key="variant", paper_cond="", missing="", invalid=None)
-    gpu = gpu_profile_rows(frame([4.0, 4.0, 4.0], "NVIDIA H200"), key="variant", invalid="invalid: lm control failed")
+    cpu = quality_table(empty, frame([6.0, 8.0], "cpu"), key="arch", paper_cond="", missing="", invalid=None)
+    gpu = gpu_profile_rows(frame([4.0, 4.0, 4.0], "NVIDIA H200"), key="arch", invalid="invalid: lm control failed")
     both = _with_gpu(cpu, gpu).set_index("scale")
     assert both.loc["1M", "measured"] == 7.0 and both.loc["1M", "n_seeds"] == 2
     assert both.loc["1M (gpu profile)", "measured"] == 4.0 and both.loc["1M (gpu profile)", "n_seeds"] == 3
     assert both.loc["1M (gpu profile)", "status"].startswith("invalid: lm control failed")
     assert both.loc["1M", "status"].startswith("measured only")
-    assert gpu_profile_rows(None, key="variant", invalid=None).empty
+    assert gpu_profile_rows(None, key="arch", invalid=None).empty
 
 
 def test_the_mqar_proxy_claim_reads_the_controls_cell_at_the_widest_size(tmp_path):

@@ -74,7 +74,7 @@ def test_ci_profile_end_to_end(ci_run):  # the run itself: tests/conftest.py, sh
         assert set(frame["arch"]) == archs, name
         assert not frame[PROVENANCE].isna().all().any(), f"{name}: a provenance column is empty"
     ablation = pd.read_csv(res / "ablation.csv")
-    assert set(ablation["variant"]) == {"orthros", "orthros_noso", "transformer"}
+    assert set(ablation["arch"]) == {"orthros", "orthros_noso", "transformer"}
     assert len(set(ablation["size"])) >= 2
     assert set(pd.read_csv(res / "conversion.csv")["variant"]) == {"base", "base_cpt", "conversion"}
     quality = pd.read_csv(res / "quality.csv")

@@ -1,16 +1,16 @@
 # Benchmarks: the CPU prefill-latency sweep of the small models (trained, or random weights: prefill_cpu.weights),
 # a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose
 # committed CSVs in results/gpu/ feed the renderers in every profile. The system benchmarks are not part of `all`
-# (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: README, Performance): name the
-# `benchmarks` target, or scripts/gpu_run.sh's PART=bench, to run them.
+# (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: docs/performance.md): name the
+# `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks).
 
 PREFILL_CODE = sources("suite.bench.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
 
 
 # the archs whose main-size checkpoint the sweep loads: all (prefill_cpu.weights: trained) or none (random: latency
-# does not depend on the weights' values, so the sweep runs without the training, e.g. in the gpu profile's bench
-# part on a fresh machine)
+# does not depend on the weights' values, so the sweep runs without the training, e.g. in the gpu profile on a host
+# that has not trained yet)
 PREFILL_CHECKPOINTED = ARCHS if PREFILL.get("weights", "trained") == "trained" else []
 
 
@@ -69,7 +69,8 @@ rule gpu_benchmarks:
 
 rule fla_crosscheck:
     """25M, one GPU: FLA Triton kernels vs the naive route per mixer (fwd/bwd, bf16/fp32, T=2K) and the training
-    throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang (README)."""
+    throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang
+    (docs/gpu.md)."""
     input:
         sources("suite.bench.fla_vs_naive"),
     output:

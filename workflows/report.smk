@@ -25,6 +25,7 @@ rule render:
     output:
         tables=[report(p, category="Tables") for p in TABLES],
         audit=report(f"{RENDER_PREFIX}paper_tables/claims_audit.md", category="Claims audit"),
+        findings=f"{RENDER_PREFIX}paper_tables/findings.md",  # the README's findings at a glance
         figures=[report(p, category="Figures") for p in FIGURES if p.endswith(".png")],
         pdfs=[p for p in FIGURES if p.endswith(".pdf")],
     shell:

@@ -1,8 +1,8 @@
 # Training: six architectures at the main size, the SO ablation at >= 3 sizes, and the conversion experiment
 # (Table 2 in miniature), each for every seed of the study. One job trains all seeds of one (arch, size) one after
 # the other (one process start instead of one per seed). Checkpoints live under work_dir (git-ignored) and are not
-# rule outputs, so an interrupted job resumes from its last checkpoint on the next run (README, "Resuming an
-# interrupted run"); results/ gets the metrics and loss curves. A job that Snakemake reruns because its code, inputs
+# rule outputs, so an interrupted job resumes from its last checkpoint on the next run (docs/reproducing.md);
+# results/ gets the metrics and loss curves. A job that Snakemake reruns because its code, inputs
 # or config values changed starts its runs afresh (--restart-if-changed: the run folder's run_config.json differs).
 
 RUN = WORK + "/runs/{arch}/{size}/seed{seed}"

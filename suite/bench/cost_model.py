@@ -1,7 +1,7 @@
 """Analytic cost model of prefill, decode and E2E generation (paper Sec. 4.5-4.6, Fig. 4, Table 4).
 
 Times are predicted from FLOPs and bytes with *measured* kernel rates (:class:`Rates`; defaults are
-the H200 figures of the shared platform notes (``platform-facts.md``), overridable by what a GPU run measures):
+figures measured on one H200, overridable by what a GPU run measures, ``rates.json``):
 
 * dense projections, FFN and LM head: FLOPs / dense-GEMM rate;
 * full causal attention (Transformer): FLOPs / SDPA-flash rate; FLOPs = 4 * Hq * d * (causal query-key pairs);
@@ -79,7 +79,7 @@ class Shape:
 
 @dataclass(frozen=True)
 class Rates:
-    """Kernel rates. Defaults: one H200, measured (platform-facts.md); TFLOP/s and bytes/s.
+    """Kernel rates. Defaults: measured on one H200; TFLOP/s and bytes/s.
 
     gemm_tflops: dense GEMMs of one Qwen3-8B layer at 128K (73.6 ms, 687 TFLOP/s).
     attn_tflops: torch SDPA flash, causal, 128K (564 TFLOP/s).
@@ -342,7 +342,7 @@ def main(argv=None) -> None:
     rates = Rates.load(args.rates) if args.rates else Rates()
     rows = prediction_rows(Shape.from_size(args.size), rates, args.window, args.size)
     prov = provenance("gpu", None, "bf16", "cost-model", "cpu", time.perf_counter() - start)
-    prov["device"] = "model of one H200 (rates: " + (args.rates or "platform-facts defaults") + ")"
+    prov["device"] = "model of one H200 (rates: " + (args.rates or "built-in defaults") + ")"
     write_csv([{**r, **prov} for r in rows], args.out)
     print(f"{'quantity':16} {'gpus':>4} {'in':>8} {'out':>5} {'pred':>7} {'paper':>6}  condition")
     for r in rows:

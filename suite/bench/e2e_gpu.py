@@ -10,8 +10,9 @@ decode and is not counted.
 Decode runs in full when output_len - 1 <= ``--full-decode-max`` (method "measured"); otherwise a
 few steps are timed at the start, middle and end contexts and their mean times output_len - 1
 (method "measured TTFT + timed decode steps x output_len"). Each decode-step time is compared with
-its HBM bound (weight bytes + K/V bytes read) / measured copy bandwidth; a target row per model
-says pass when the worst ratio is <= 1.3.
+its HBM bound (weight bytes + K/V bytes read) / measured copy bandwidth; a target row per model (in
+``targets.csv`` beside ``e2e.csv``, with the engine's and the compiled path's checks) says pass when the worst ratio
+is <= 1.3.
 
 TTFT is the median of ``--ttft-repeats`` prefills of the same batch (column ``ttft_runs_s`` lists them):
 FLA's fused gate-norm kernel (GDN layers) is autotuned per bucket of ``ceil(rows / 65536)`` rows, rows =
@@ -196,10 +197,11 @@ def main(argv=None) -> list[dict]:
     hbm = json.loads(Path(args.rates).read_text())["hbm_bytes_per_s"] if args.rates else copy_bandwidth(device)
     archs = [a for a in args.archs.split(",") if a]
     recurrent = [a for a in archs if a not in ("transformer", "swa", "orthros")]
-    check = "engine" if not recurrent else "engine:" + "+".join(recurrent)
-    keep = (lambda r: r["model"] not in archs + [check]) if args.append else None
+    checked = recurrent or ["orthros", "transformer"]  # the models the engine check runs
+    check = "+".join(checked)  # its target row's arch
+    keep = (lambda r: r["arch"] not in archs + [check]) if args.append else None
     if args.check_only:
-        keep = lambda r: r["model"] != check  # noqa: E731
+        keep = lambda r: r["arch"] != check  # noqa: E731
     writer = RowWriter(out_dir / "e2e.csv", common_columns(device, args.dtype), keep=keep)
     # FLA's chunked prefill kernels use TF32 dot products, so the recurrent models' check gets a looser bound
     limit = 1e-2 if recurrent else 1e-3
@@ -210,13 +212,13 @@ def main(argv=None) -> list[dict]:
     check_kw = {k: (False if k == "compiled" and v else v) for k, v in engine_kw.items()
                 if k != "prefill_chunk" or not recurrent}
     try:
-        err = check_engine(device, args.check_steps, recurrent or ("orthros", "transformer"), **check_kw)
+        err = check_engine(device, args.check_steps, checked, **check_kw)
         status = "pass" if err <= limit else "fail"
     except Exception as exc:  # a kernel refusing the tiny shape: recorded, the benchmark goes on
         err, status = float("nan"), f"fail: {type(exc).__name__}: {exc}"[:300]
-    writer.add(model=check, shape="1M", batch=2, method="target", target=target, value=err, threshold=limit,
-               status=status)
-    print(f"[e2e_gpu] {check} check: max |logit diff| {err:.2e} {status}", flush=True)
+    writer.target(arch=check, shape="1M", batch=2, method="engine check", target=target, value=err, threshold=limit,
+                  status=status)
+    print(f"[e2e_gpu] engine check ({check}): max |logit diff| {err:.2e} {status}", flush=True)
     if args.check_only:
         return writer.rows
     max_len = max(i + o for i, o in configs)
@@ -233,7 +235,7 @@ def main(argv=None) -> list[dict]:
             engine = Engine(model, args.batch, max_len, bucket=args.bucket, chunk=args.chunk, **kw)
         except (ValueError, torch.cuda.OutOfMemoryError) as err:
             for inp, outp in configs:
-                writer.add(model=arch, batch=args.batch, input_len=inp, output_len=outp, status=f"not run: {err}"[:300])
+                writer.add(arch=arch, batch=args.batch, input_len=inp, output_len=outp, status=f"not run: {err}"[:300])
             continue
         shape = cm.Shape.from_config(model.config)
         vocab = model.config.vocab_size
@@ -252,10 +254,10 @@ def main(argv=None) -> list[dict]:
             if not ok:  # wrong compiled code must not be timed: fall back to the eager fused functions
                 engine.set_compiled(False)
                 path = "fused eager (compiled check failed)"
-            writer.add(model=arch, shape=args.size, batch=args.batch, method="compiled check",
-                       target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
-                              f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
-                       status="pass" if ok else "fail")
+            writer.target(arch=arch, shape=args.size, batch=args.batch, method="compiled check",
+                          target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
+                                 f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
+                          status="pass" if ok else "fail")
             print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}",
                   flush=True)
             engine.prefill(warm_ids)
@@ -268,7 +270,7 @@ def main(argv=None) -> list[dict]:
         ratios = []
         for inp, outp in configs:
             if time.perf_counter() - start > args.budget_s:
-                writer.add(model=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp,
+                writer.add(arch=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp,
                            status=f"not run: time budget {args.budget_s:.0f}s spent")
                 continue
             ids = torch.randint(0, vocab, (args.batch, inp))
@@ -308,7 +310,7 @@ def main(argv=None) -> list[dict]:
                 ratios.append(mean_step / bound_ms)
             e2e = ttft + decode_s
             results[(arch, inp, outp)] = (ttft, e2e)
-            writer.add(model=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp, ttft_s=ttft,
+            writer.add(arch=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp, ttft_s=ttft,
                        e2e_s=e2e, output_tok_s=args.batch * outp / e2e,
                        decode_tok_s=args.batch * outp / decode_s if decode_s else None,
                        decode_step_ms=mean_step, hbm_bound_ms=bound_ms,
@@ -326,9 +328,10 @@ def main(argv=None) -> list[dict]:
                   f"E2E {e2e:8.2f}s  step {(mean_step or 0):6.2f} ms (HBM bound {bound_ms:6.2f})  {method}", flush=True)
         if ratios:
             worst = max(ratios)
-            writer.add(model=arch, shape=args.size, batch=args.batch, method="target",
-                       target="decode step / HBM bound <= 1.3 (worst config)", value=worst, threshold=1.3,
-                       status="pass" if worst <= 1.3 else "fail")
+            row = writer.target(arch=arch, shape=args.size, batch=args.batch, method="target",
+                                target="decode step / HBM bound <= 1.3 (worst config)", value=worst, threshold=1.3,
+                                status="pass" if worst <= 1.3 else "fail")
+            print(f"target {arch}: {row['target']}: {worst:.2f} -> {row['status']}")
         del engine, model
         free(device)
 
@@ -341,9 +344,6 @@ def main(argv=None) -> list[dict]:
                 ref = paper.get((inp, outp), {})
                 p_e2e = f"{ref[base] / ref[ours]:11.2f}" if base in ref and ours in ref else f"{'-':>11}"
                 print(f"{'':>{len(base) + len(ours) + 6}}{inp:>7}/{outp:<5} {bt / ot:7.2f} {be / oe:7.2f} {p_e2e}")
-    for row in writer.rows:
-        if row.get("method") == "target":
-            print(f"target {row['model']}: {row['target']}: {row['value']:.2f} -> {row['status']}")
     print(f"[e2e_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
     kernels.prefer_kernels()
     return writer.rows

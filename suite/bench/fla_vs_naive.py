@@ -4,7 +4,7 @@ For each FLA mixer (GDN, GLA, RetNet, built as the suite builds them, random wei
 forward and backward on T tokens twice on the same GPU: once through FLA's Triton kernels, once
 through :mod:`baselines.fla_internals` (FLA's pure-PyTorch references, forced onto the GPU with
 ``force_naive``). Writes ``fla_crosscheck.csv``: mixer, direction (forward | backward), seq_len,
-dtype, max_abs_err, rel_err (Frobenius ||kernel - naive|| / ||naive||), tolerance, pass, status.
+dtype, max_abs_err, rel_err (Frobenius ||kernel - naive|| / ||naive||), tolerance, passed, status.
 Backward compares the gradients of ``sum(out * w)`` (fixed random w) w.r.t. the input and all
 layer parameters, concatenated.
 
@@ -110,12 +110,12 @@ def crosscheck(mixer_name: str, size: str, seq_len: int, dtype_name: str, device
                   f"{str(err).splitlines()[0]} -> {TILELANG_HINT}")
     for direction, kernel, naive in (("forward", kernel_fwd, naive_fwd), ("backward", kernel_bwd, naive_bwd)):
         if kernel is None:
-            rows.append({**base, "direction": direction, "max_abs_err": None, "rel_err": None, "pass": None,
+            rows.append({**base, "direction": direction, "max_abs_err": None, "rel_err": None, "passed": None,
                          "status": reason})
             continue
         err = errors(kernel, naive, torch.float32, floor=1e-12)
         rows.append({**base, "direction": direction, "max_abs_err": err["max_abs_err"], "rel_err": err["rel_err"],
-                     "pass": err["rel_err"] <= TOLERANCE[dtype_name], "status": status[direction]})
+                     "passed": err["rel_err"] <= TOLERANCE[dtype_name], "status": status[direction]})
     return rows
 
 
@@ -245,7 +245,7 @@ def main(argv=None) -> None:
             rows += [{**row, **prov, **env} for row in found]
             write_csv(rows, os.path.join(out_dir, "fla_crosscheck.csv"))  # row by row: a cut run keeps its rows
             for row in found:
-                print(f"{mixer:7s} {row['direction']:8s} {dtype_name}: rel_err={row['rel_err']} pass={row['pass']} "
+                print(f"{mixer:7s} {row['direction']:8s} {dtype_name}: rel_err={row['rel_err']} passed={row['passed']} "
                       f"{row['status']}")
     rows = kept("baseline_throughput.csv", lambda r: r["arch"] in args.archs)
     dtype = "bf16-autocast" if device == "cuda" else "fp32"

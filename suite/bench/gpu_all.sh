@@ -8,7 +8,7 @@
 # Every step writes its CSV row by row, so a step cut by its time limit keeps what it measured.
 # Usage (repository root or anywhere): OUT=/path/to/out bash suite/bench/gpu_all.sh
 #   TOTAL_S (default 470) caps the whole command; PART=main runs steps 1-3, PART=hybrids step 4 (GDN kernels
-#   JIT-compile for minutes, so on a 10-minute limit it is a second command), PART=all (default) both.
+#   JIT-compile for minutes, so under a 10-minute cap a command of its own), PART=all (default) both.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -18,11 +18,7 @@ RES=results/gpu
 TOTAL_S=${TOTAL_S:-470}
 mkdir -p "$OUT" "$RES"
 
-# FLA (pure Python) travels as wheels in .whl/ (see README: GPU runs); the H200 image has no FLA.
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH="/tmp/site:$PYTHONPATH"
-fi
+source tools/offline_gpu/site.sh  # on a host without internet access: the wheels built elsewhere (.whl.tar)
 
 
 left() { echo $(( TOTAL_S - SECONDS )); }

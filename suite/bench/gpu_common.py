@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 
 from models import kernels
+from suite.bench.targets import TARGETS
 from suite.common import kernels_summary
 from suite.provenance import provenance, read_csv, software_versions, write_csv
 
@@ -120,15 +121,28 @@ PAIRS = {"transformer": "orthros", "linear_hybrid": "orthros_h"}  # baseline -> 
 class RowWriter:
     """Collects result rows and rewrites the CSV after every row, so a killed run keeps what it measured.
 
-    ``keep`` selects rows of an existing CSV to carry over (``--append`` runs); the rest are replaced.
+    ``keep`` selects rows of an existing CSV to carry over (``--append`` runs); the rest are replaced. Pass/fail rows
+    (a target or a check with its threshold) go through :meth:`target` into ``targets.csv`` beside the CSV.
     """
 
     def __init__(self, path: str | Path, common: dict, keep=None):
-        self.path, self.common, self.rows = Path(path), common, []
+        self.path, self.common, self.rows, self.keep = Path(path), common, [], keep
         self.old = []
         if keep is not None and self.path.exists():
             self.old = [r for r in read_csv(self.path).to_dict("records") if keep(r)]
         self.start = time.perf_counter()
+        self.targets: RowWriter | None = None
+
+    def target(self, *, arch: str, method: str, target: str, value, threshold: float, status: str,
+               **context) -> dict:
+        """A pass/fail row of this benchmark: into ``targets.csv`` beside this CSV (``source`` names this CSV), not
+        into this CSV. There, rows of other sources stay, and so do this source's that ``keep`` selects."""
+        if self.targets is None:
+            source, keep = self.path.name, self.keep
+            self.targets = RowWriter(self.path.parent / TARGETS, self.common,
+                                     keep=lambda r: r.get("source") != source or (keep is not None and keep(r)))
+        return self.targets.add(source=self.path.name, arch=arch, method=method, target=target, value=value,
+                                threshold=threshold, status=status, **context)
 
     def write(self) -> None:
         """Rewrite the CSV: measurement columns first, then environment and provenance columns."""

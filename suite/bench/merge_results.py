@@ -3,9 +3,9 @@
 ``perf_all.sh`` runs its main command (``PART=main``: prefill, decode step, ...) and, optionally, Table 4 as
 further commands (``PART=table4``, ``PART=hybrids``); each writes an ``e2e.csv`` and a ``targets.csv``. For
 every CSV name found in the sources, rows are merged in source order: a later source's rows replace the
-earlier rows of the same key (``e2e.csv``: ``model``; ``prefill.csv``: ``(model, gpus, seq_len, method)``, so a
+earlier rows of the same key (``e2e.csv``: ``arch``; ``prefill.csv``: ``(arch, gpus, seq_len, method)``, so a
 re-measured length replaces the older row whatever path either ran on;
-``targets.csv``: ``(source, model, target)``; other files: the later file replaces the earlier one whole).
+``targets.csv``: ``(source, arch, method)``; other files: the later file replaces the earlier one whole).
 ``rates.json`` and ``attn_choice.json`` are copied from the last source that has them.
 
 A source is a folder or a ``.tar.gz`` archive of one (``perf_all.sh`` with ``ARCHIVE`` set).
@@ -24,8 +24,8 @@ import pandas as pd
 
 from suite.provenance import read_csv, write_csv
 
-KEYS = {"e2e.csv": ("model",), "prefill.csv": ("model", "gpus", "seq_len", "method"),
-        "targets.csv": ("source", "model", "target")}
+KEYS = {"e2e.csv": ("arch",), "prefill.csv": ("arch", "gpus", "seq_len", "method"),
+        "targets.csv": ("source", "arch", "method")}
 
 
 def _key(frame: pd.DataFrame, cols) -> pd.Series:

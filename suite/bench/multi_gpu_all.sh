@@ -38,11 +38,7 @@ else
          --dtype bfloat16)
   SP=()
   SKIP=5
-  # FLA (pure Python) travels as wheels in .whl/ (README: GPU runs); the H200 image has no FLA.
-  if compgen -G ".whl/*.whl" > /dev/null; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-      && export PYTHONPATH="/tmp/site:$PYTHONPATH"
-  fi
+  PYTHON=$PY source tools/offline_gpu/site.sh  # on a host without internet access: the wheels built elsewhere
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvidia-smi topo -m; } \
     > "$OUT/multi_gpu_env.log" 2>&1 || true
 fi

@@ -7,9 +7,9 @@ one process vs ``torchrun --nproc_per_node N`` (FSDP2). Rows (column ``kind``):
   steps after the first ``--skip`` (steady state; startup and kernel compilation excluded), ``step_ms``,
   final train and val loss;
 * ``loss``: per step, ``loss_1gpu``, ``loss_ngpu`` and their absolute difference;
-* ``target`` (status pass/fail): N-GPU tok/s >= ``--min-scaling`` x 1-GPU tok/s (default 1.8), and
-  max |loss difference| <= ``--loss-atol`` nats (default 0.05: bf16 autocast on GPUs is not bitwise
-  reproducible across batch splits; the fp32 CPU tests hold 1e-5).
+* ``target`` (status pass/fail; written to ``targets.csv`` beside the CSV, not into it): N-GPU tok/s >=
+  ``--min-scaling`` x 1-GPU tok/s (default 1.8), and max |loss difference| <= ``--loss-atol`` nats (default 0.05:
+  bf16 autocast on GPUs is not bitwise reproducible across batch splits; the fp32 CPU tests hold 1e-5).
 
 Provenance columns come from each run's ``metrics.csv`` (the N-GPU run's for loss and target rows).
 A run that did not finish gives a ``run`` row with status "not run: ..." and targets "not run".
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.bench.targets import write_targets
 from suite.provenance import PROVENANCE_COLUMNS, read_csv, write_csv
 
 RUN_COLUMNS = ("arch", "size", "n_params", "batch_size", "seq_len", "steps", "train_loss", "val_loss")
@@ -82,7 +83,11 @@ def main(argv=None) -> list[dict]:
     if args.skip < 0:
         raise ValueError(f"--skip must be >= 0, got {args.skip}")
     rows = summarize(args.one, args.many, args.skip, args.min_scaling, args.loss_atol)
-    write_csv(rows, args.out)
+    out = Path(args.out)
+    write_csv([r for r in rows if r["kind"] != "target"], out)
+    write_targets(out.parent, out.name, [{"arch": rows[1].get("arch"), "method": "data-parallel training",
+                                          **{k: v for k, v in r.items() if k != "kind"}}
+                                         for r in rows if r["kind"] == "target"])
     for r in rows:
         if r["kind"] == "run":
             print(f"[multi_gpu_train] {r.get('gpus', '?')} GPU(s): {r.get('tok_s', float('nan')):.0f} tok/s "

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 15 ("Orthros at the hardware limit") on one H200 in ONE command of < 10 minutes (TOTAL_S, default 540 s,
-# caps it). Standalone: a fresh, offline machine each call; FLA and transformers come from the carried wheels in
-# .whl/ (installed into /tmp/site). Every step writes its CSV row by row straight into $OUT, logs to $OUT/<step>.log
-# and its exit status to $OUT/steps.tsv, so a step cut by its cap (or a command killed at the wall) keeps what it
-# measured; at the end every pass/fail target row of every CSV is collected into $OUT/targets.csv. Rows carry the
-# provenance columns (commit = $SUITE_COMMIT, profile, device, backend, dtype, seed, wall_s) and the software /
-# GPU columns (gpu_name, driver, torch, triton, transformers, fla).
+# caps it), for a host whose commands are limited in time; on a host without internet access FLA and transformers
+# come from the wheels built elsewhere (.whl.tar, tools/offline_gpu/). Every step writes its CSV row by row straight
+# into $OUT, logs to $OUT/<step>.log and its exit status to $OUT/steps.tsv, so a step cut by its cap (or a command
+# killed at the wall) keeps what it measured; its pass/fail rows go to $OUT/targets.csv. Rows carry the provenance
+# columns (commit = $SUITE_COMMIT, profile, device, backend, dtype, seed, wall_s) and the software / GPU columns
+# (gpu_name, driver, torch, triton, transformers, fla).
 #
 # Steps of PART=main (the default), most valuable first; GPU seconds estimated from the committed H200 numbers
-# (results/gpu/) and the predictions in suite/bench/perf15_notes.md, compile and autotune included:
+# (results/gpu/) and the predictions in docs/performance.md, compile and autotune included:
 #   0. setup         ~15 s  wheels -> /tmp/site, env.log
 #   1. attn_kernels  ~55 s  (cap 90) every attention kernel vs the blocked reference (fp32) at 4K and 64K: key lengths
 #                           past 65,536, chunked T_q != T_k with/without window (bottom-right), one query, the decode
@@ -35,14 +35,13 @@
 # Optional further commands (each standalone, each < 10 min, each into its own $OUT):
 #   PART=table4  Table 4 re-measured for Transformer and Orthros: 3 configs, TTFT = median of 3 prefills (~8.5 min)
 #   PART=hybrids Table 4 for Orthros-H and Linear Hybrid (FLA's GDN JIT ~65 s once; the cap may cut Linear Hybrid)
-#   PART=all     everything in one go (the CPU smoke test; ~25 GPU minutes, so not for the 10-minute machine)
+#   PART=all     everything in one go (the CPU smoke test; ~25 GPU minutes, so for a host without a time cap)
 # Then, locally: python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
-# Usage (run tool, carry [".whl"]): SUITE_COMMIT=<sha> ARCHIVE=$OUT/perf_all.tar.gz OUT=/tmp/perf_all \
-#   bash suite/bench/perf_all.sh   (ARCHIVE first: it must name the run tool's $OUT, which OUT= then replaces)
+# Usage: SUITE_COMMIT=<sha> OUT=/tmp/perf_all ARCHIVE=/tmp/perf_all.tar.gz bash suite/bench/perf_all.sh
 #   ARCHIVE: when set, everything the command wrote to OUT is packed into this one .tar.gz at exit, whatever
-#   happened: the run tool brings back at most 8 files, and OUT holds ~18; it must lie outside OUT.
-#   python -m suite.bench.merge_results reads the archive as it reads a folder.
+#   happened, for copying back (it must lie outside OUT); python -m suite.bench.merge_results reads the archive as
+#   it reads a folder. SUITE_COMMIT: the commit the rows record, where the host's copy has no .git.
 #   SMOKE=1: the same steps on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter;
 #   TOTAL_S: the whole command's cap in seconds; ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check.
 set -uo pipefail
@@ -73,17 +72,14 @@ if [[ -n "$ARCHIVE" ]]; then
 fi
 STEPS="$OUT/steps.tsv"
 [[ -f "$STEPS" ]] || printf 'step\texit\tseconds\n' > "$STEPS"
-if [[ -z "${SUITE_COMMIT:-}" ]]; then  # the lent machine gets the tree without .git: the caller must say
+if [[ -z "${SUITE_COMMIT:-}" ]]; then  # a copy of the tree without .git: the caller must say
   SUITE_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
   echo "== SUITE_COMMIT not set: rows record commit '$SUITE_COMMIT'" | tee -a "$OUT/env.log"
 fi
 export SUITE_COMMIT
 
-# FLA and transformers 5.24 (pure Python) travel as wheels in .whl/ (README: GPU runs); the H200 image has no FLA.
-if [[ "$SMOKE" != 1 ]] && compgen -G ".whl/*.whl" > /dev/null; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH="/tmp/site:$PYTHONPATH"
-fi
+# on a host without internet access: the wheels built elsewhere (.whl.tar: FLA, transformers, ...)
+[[ "$SMOKE" != 1 ]] && PYTHON=$PY source tools/offline_gpu/site.sh
 
 left() { echo $(( TOTAL_S - SECONDS )); }
 # cap WANT [RESERVE]: WANT seconds, at most what is left after RESERVE seconds kept for later steps

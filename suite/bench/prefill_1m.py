@@ -18,10 +18,10 @@ Rows of ``prefill_1m_fp8.csv`` (row by row; ``method`` says what each is):
   rates.json), peak memory (``torch.cuda.max_memory_allocated``), K/V bytes;
 * the Transformer at 1M stays layer-wise: a row copied from ``--prefill-csv`` (method
   ``one-layer x n_layers``, labelled with its source), no new measurement;
-* targets: FP8 top-1 agreement >= 0.99 (random weights; see the noise-floor row: bf16 vs bf16 already
-  disagrees on random-weight logits whose top-2 gaps are tiny), FP8 max |dlogit| <= 0.4 x RMS(bf16 logits)
-  (the stated bound: e4m3 rounds each element with ~3.6% RMS relative error; the max over ~78M logits of a
-  roughly Gaussian error is ~6 sigma), and "1M single-GPU Orthros prefill completes".
+* targets (into ``targets.csv`` beside it): FP8 top-1 agreement >= 0.99 (random weights; see the noise-floor row:
+  bf16 vs bf16 already disagrees on random-weight logits whose top-2 gaps are tiny), FP8 max |dlogit| <= 0.4 x
+  RMS(bf16 logits) (the stated bound: e4m3 rounds each element with ~3.6% RMS relative error; the max over ~78M
+  logits of a roughly Gaussian error is ~6 sigma), and "1M single-GPU Orthros prefill completes".
 
 GPU: ``python -m suite.bench.prefill_1m --out-dir $OUT``. CPU smoke: ``--device cpu --smoke``.
 """
@@ -108,14 +108,14 @@ def main(argv=None) -> list[dict]:
     model = build_bench_model("orthros", size, device, dtype, args.seq_len + 1, **overrides)
     shape = cm.Shape.from_config(model.config)
     runner = PrefillRunner(model, compiled=compiled, chunk=args.chunk, backend_name=args.compile_backend)
-    common = dict(model="orthros", shape=args.size if not args.smoke else "smoke", window=args.window,
+    common = dict(arch="orthros", shape=args.size if not args.smoke else "smoke", window=args.window,
                   chunk=args.chunk, fp8_block=args.fp8_block, path="compiled" if compiled else "eager")
 
     def add_target(name, value, threshold, op):  # written at once: a run cut later keeps it
         status = ("not run: measurement missing" if value is None else
                   "pass" if (value >= threshold if op == ">=" else value <= threshold) else "fail")
-        writer.add(model="orthros", shape=common["shape"], method="target", target=f"{name} {op} {threshold}",
-                   value=value, threshold=threshold, status=status)
+        writer.target(arch="orthros", shape=common["shape"], method="target", target=f"{name} {op} {threshold}",
+                      value=value, threshold=threshold, status=status)
         print(f"target: {name} {op} {threshold}: {value} -> {status}", flush=True)
 
     # 1. the whole prefill (first: the step runs last in perf_all.sh and may be cut) at --seq-len with the FP8 cache
@@ -189,16 +189,16 @@ def main(argv=None) -> list[dict]:
     row = None
     if args.prefill_csv and Path(args.prefill_csv).exists():
         pre = read_csv(args.prefill_csv)
-        hits = pre[(pre["model"] == "transformer") & (pre["seq_len"] == T) & (pre["status"] == "ok")
+        hits = pre[(pre["arch"] == "transformer") & (pre["seq_len"] == T) & (pre["status"] == "ok")
                    & (pre["method"] == "one-layer x n_layers")]
         if len(hits):
             row = hits.iloc[-1]
     if row is not None:
-        writer.add(model="transformer", shape=common["shape"], method="one-layer x n_layers", seq_len=T,
+        writer.add(arch="transformer", shape=common["shape"], method="one-layer x n_layers", seq_len=T,
                    ms=float(row["ms"]), kv="bf16 (one layer)", path=str(row.get("path", "eager")),
                    status=f"ok (copied from {args.prefill_csv}, commit {row.get('commit', '?')}; not measured here)")
     else:
-        writer.add(model="transformer", shape=common["shape"], method="one-layer x n_layers", seq_len=T,
+        writer.add(arch="transformer", shape=common["shape"], method="one-layer x n_layers", seq_len=T,
                    status=f"not run: the Transformer at {T} tokens stays layer-wise; no one-layer row in "
                           f"{args.prefill_csv}")
 

@@ -13,8 +13,9 @@ Also measured, first: an 8192^3 bf16 matmul (the MFU reference), the dense GEMMs
 SDPA causal kernel and the window kernel at each length, and copy bandwidth; they are written to
 ``rates.json`` for the cost model (:mod:`suite.bench.cost_model`), whose predictions with these rates
 are printed next to the measured speedups, and whose 8-GPU predictions are added as rows
-(method "cost-model prediction"). Target rows (method "target", status pass/fail):
-Orthros 128K speedup >= 4.0x; Orthros 128K MFU >= 0.80; measured speedups within 15% of the model.
+(method "cost-model prediction"). Pass/fail rows go to ``targets.csv`` beside it (source ``prefill.csv``): the
+compiled path's check (method "path check"), and the targets (method "target"): Orthros 128K speedup >= 4.0x;
+Orthros 128K MFU >= 0.80; measured speedups within 15% of the model.
 
 Paths (``--paths``, column ``path``): ``eager`` is the model's own forward; ``compiled`` is
 :class:`suite.bench.fused.PrefillRunner` with ``torch.compile``-fused element-wise work (fused QKV and
@@ -241,7 +242,7 @@ def main(argv=None) -> list[dict]:
     matmul = measured["matmul_tflops"]
 
     common = common_columns(device, args.dtype)
-    keep = (lambda r: r["model"] not in archs) if args.append else None
+    keep = (lambda r: r["arch"] not in archs) if args.append else None
     writer = RowWriter(out_dir / "prefill.csv", common, keep=keep)
     if args.keep_from and Path(args.keep_from).exists():
         from suite.provenance import read_csv
@@ -269,7 +270,7 @@ def main(argv=None) -> list[dict]:
                 shape_of[arch] = cm.Shape.from_config(models[arch].config)
             except Exception as err:  # unregistered arch, FLA missing, out of memory
                 for T in lengths:
-                    writer.add(model=arch, **base, seq_len=T, method="full-model",
+                    writer.add(arch=arch, **base, seq_len=T, method="full-model",
                                status=f"not run: {type(err).__name__}: {err}"[:300])
         weight_gib = {a: sum(p.numel() * p.element_size() for p in m.parameters()) / 2**30 for a, m in models.items()}
         runners, chosen = {}, {}
@@ -298,7 +299,7 @@ def main(argv=None) -> list[dict]:
                 mfu = tflops / matmul
             kr = kernel_rates.get((T, None if arch in ("transformer", "linear_hybrid") else args.window))
             kernel = r["kernel"] + (f"+fused:{args.compile_backend}" if path == "compiled" else "")
-            row = writer.add(model=arch, **base, seq_len=T, ms=r["ms"], tflops=tflops, mfu=mfu,
+            row = writer.add(arch=arch, **base, seq_len=T, ms=r["ms"], tflops=tflops, mfu=mfu,
                              peak_mem_gib=r["peak_mem_gib"], kv_cache_gib=r["kv_cache_gib"], kernel=kernel,
                              attn_kernel_tflops=kr["tflops"] if kr else None, method=method, path=path,
                              attn_prefer=attn_prefer, status="ok")
@@ -319,9 +320,9 @@ def main(argv=None) -> list[dict]:
                 status = "pass" if ok else "fail"
             except Exception as err:
                 rel, ok, status = float("nan"), False, f"fail: {type(err).__name__}: {err}"[:300]
-            writer.add(model=arch, **base, seq_len=T_check, method="path check", path="compiled",
-                       target=f"compiled-path logits vs model forward, relative error <= {PATH_CHECK_REL}", value=rel,
-                       threshold=PATH_CHECK_REL, status=status)
+            writer.target(arch=arch, **base, seq_len=T_check, method="path check", path="compiled",
+                          target=f"compiled-path logits vs model forward, relative error <= {PATH_CHECK_REL}",
+                          value=rel, threshold=PATH_CHECK_REL, status=status)
             print(f"[prefill_gpu] {arch}: compiled path vs model forward at T={T_check}: rel {rel:.2e} {status}",
                   flush=True)
             if not ok:
@@ -341,7 +342,7 @@ def main(argv=None) -> list[dict]:
                         r = measure(arch, model, args.select_len, path, 2, 1)
                     except Exception as err:  # a compile failure keeps the eager path
                         free(device)
-                        writer.add(model=arch, **base, seq_len=args.select_len, method="path selection", path=path,
+                        writer.add(arch=arch, **base, seq_len=args.select_len, method="path selection", path=path,
                                    status=f"not run: {type(err).__name__}: {err}"[:300])
                         continue
                     found[path] = r["ms"]
@@ -354,11 +355,11 @@ def main(argv=None) -> list[dict]:
             for i, T in enumerate(Ts):
                 for arch, model in models.items():
                     if arch not in cm.ARCHS and method != "full-model":
-                        writer.add(model=arch, **base, seq_len=T, method=method,
+                        writer.add(arch=arch, **base, seq_len=T, method=method,
                                    status="not run: hybrid layers differ, one-layer scaling does not apply")
                         continue
                     if time.perf_counter() - start > args.budget_s:
-                        writer.add(model=arch, **base, seq_len=T, method=method,
+                        writer.add(arch=arch, **base, seq_len=T, method=method,
                                    status=f"not run: time budget {args.budget_s:.0f}s spent")
                         continue
                     shape = shape_of[arch]
@@ -376,7 +377,7 @@ def main(argv=None) -> list[dict]:
                                 r["peak_mem_gib"] -= sum(g for a, g in weight_gib.items() if a != arch)
                     except Exception as err:  # out of memory, a kernel refusing a shape
                         free(device)
-                        writer.add(model=arch, **base, seq_len=T, method=method, path=path,
+                        writer.add(arch=arch, **base, seq_len=T, method=method, path=path,
                                    status=f"not run: {type(err).__name__}: {err}"[:300])
                         continue
                     measured_ms[(arch, T, method)] = r["ms"]
@@ -390,7 +391,7 @@ def main(argv=None) -> list[dict]:
                             r = measure(arch, model, T, other[0], 1, 0)
                         except Exception as err:
                             free(device)
-                            writer.add(model=arch, **base, seq_len=T, method=f"full-model ({other[0]}, comparison)",
+                            writer.add(arch=arch, **base, seq_len=T, method=f"full-model ({other[0]}, comparison)",
                                        path=other[0], status=f"not run: {type(err).__name__}: {err}"[:300])
                             continue
                         add_row(arch, T, f"full-model ({other[0]}, comparison)", other[0], r)
@@ -420,23 +421,23 @@ def main(argv=None) -> list[dict]:
             summary.append(dict(pair=f"{ours} vs {baseline}", seq_len=T, method=method, speedup=speed, predicted=pred))
     for s in summary:
         for row in writer.rows:
-            if row["model"] == s["pair"].split()[0] and row["seq_len"] == s["seq_len"] and row["method"] == s["method"]:
+            if row["arch"] == s["pair"].split()[0] and row["seq_len"] == s["seq_len"] and row["method"] == s["method"]:
                 row.update(speedup=s["speedup"], predicted_speedup=s["predicted"])
     if "orthros" in shape_of:
         shape = shape_of["orthros"]
         for arch in ("transformer", "orthros"):
             for k in range(8):
                 T = 8192 << k
-                writer.add(model=arch, **{**base, "gpus": 8}, seq_len=T,
+                writer.add(arch=arch, **{**base, "gpus": 8}, seq_len=T,
                            ms=_predicted_ms(shape, T, arch, 8, rates, args.window),
                            method="cost-model prediction", status="ok")
     if "transformer" in archs and "orthros" in archs:
         T128 = max(lengths)
         s128 = next((s for s in summary if s["seq_len"] == T128 and s["method"] == "full-model"
                      and s["pair"].split()[0] == "orthros"), None)
-        mfu128 = next((r["mfu"] for r in writer.rows if r["model"] == "orthros" and r["seq_len"] == T128
+        mfu128 = next((r["mfu"] for r in writer.rows if r["arch"] == "orthros" and r["seq_len"] == T128
                        and r["method"] == "full-model" and r.get("mfu") is not None), None)
-        mfu128_t = next((r["mfu"] for r in writer.rows if r["model"] == "transformer" and r["seq_len"] == T128
+        mfu128_t = next((r["mfu"] for r in writer.rows if r["arch"] == "transformer" and r["seq_len"] == T128
                          and r["method"] == "full-model" and r.get("mfu") is not None), None)
         devs = [abs(s["speedup"] / s["predicted"] - 1) for s in summary if s["predicted"]]
         paths_128 = (f"transformer {measured_path.get(('transformer', T128, 'full-model'), '-')}, "
@@ -447,14 +448,15 @@ def main(argv=None) -> list[dict]:
                     "orthros"),
                    ("max |measured/predicted speedup - 1| over lengths", max(devs) if devs else None, 0.15, "<=",
                     "orthros")]
-        for name, value, threshold, op, model_name in targets:
+        for name, value, threshold, op, arch in targets:
             if value is None:
                 status = "not run: measurement missing"
             else:
                 ok = value >= threshold if op == ">=" else value <= threshold
                 status = "pass" if ok else "fail"
-            writer.add(model=model_name, **base, seq_len=T128, method="target", target=f"{name} {op} {threshold}",
-                       value=value, threshold=threshold, status=status)
+            row = writer.target(arch=arch, **base, seq_len=T128, method="target", target=f"{name} {op} {threshold}",
+                                value=value, threshold=threshold, status=status)
+            print(f"target: {row['target']}: value={value} -> {status}")
         print(f"[prefill_gpu] MFU at T={T128}: orthros {mfu128}, transformer {mfu128_t} ({paths_128})", flush=True)
     writer.write()  # speedup columns were filled in place
 
@@ -462,9 +464,6 @@ def main(argv=None) -> list[dict]:
     for s in summary:
         pred = f"{s['predicted']:7.2f}" if s["predicted"] else "      -"
         print(f"{s['pair']:24} {s['seq_len']:8d} {s['method']:21} {s['speedup']:8.2f} {pred}")
-    for row in writer.rows:
-        if row["method"] == "target":
-            print(f"target: {row['target']}: value={row['value']} -> {row['status']}")
     print(f"[prefill_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
     kernels.prefer_kernels()
     return writer.rows

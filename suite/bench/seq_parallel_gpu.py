@@ -12,7 +12,8 @@ a one-layer model of the same shape, and ``ms`` is that time x the layer count (
 
 ``predicted_ms`` / ``predicted_speedup`` come from :func:`suite.bench.cost_model.prefill_time` with the
 kernel rates of ``--rates`` (the single-GPU run's ``rates.json``) and the link bandwidth / latency of
-:class:`~suite.bench.cost_model.Rates`; ``within_15pct`` is "pass" when |speedup / predicted_speedup - 1| <= 0.15.
+:class:`~suite.bench.cost_model.Rates`; a target row per measured multi-GPU row (``targets.csv`` beside the CSV)
+passes when |speedup / predicted_speedup - 1| <= 0.15.
 Rows for ``--predict-gpus`` (default 8) GPUs are cost-model predictions (method "cost-model prediction").
 Rows are written as they come (a killed run keeps them); ``world_size`` is the ranks that ran the row (1 for the
 predictions, computed by rank 0).
@@ -41,8 +42,8 @@ from suite.common import DTYPES, int_list, kernels_summary
 
 FULL, LAYER_WISE = "full-model", "layer-wise (one layer x n_layers)"
 TOLERANCE = 0.15
-COLUMNS = ("arch", "gpus", "seq_len", "ms", "speedup", "predicted_speedup", "method", "within_15pct", "target",
-           "status", "predicted_ms", "kernel", "peak_mem_gib", "shape", "window")  # measurement columns, in order
+COLUMNS = ("arch", "gpus", "seq_len", "ms", "speedup", "predicted_speedup", "method", "status", "predicted_ms",
+           "kernel", "peak_mem_gib", "shape", "window")  # measurement columns, in order
 
 
 def parse_layer_wise(text: str) -> dict[str, int]:
@@ -195,10 +196,13 @@ def _run(args, archs, lengths, layer_wise, device) -> list[dict]:
                 extra = ""
                 if g > 1 and 1 in measured:
                     speedup, predicted = measured[1] / ms, cm.seq_parallel_speedup(shape, T, arch, g, rates, window)
-                    ok = abs(speedup / predicted - 1) <= TOLERANCE
-                    row.update(speedup=speedup, predicted_speedup=predicted, within_15pct="pass" if ok else "fail",
-                               target=f"|speedup / predicted_speedup - 1| <= {TOLERANCE}")
-                    extra = f" speedup {speedup:.2f} (model {predicted:.2f}, {row['within_15pct']})"
+                    off = abs(speedup / predicted - 1)
+                    row.update(speedup=speedup, predicted_speedup=predicted)
+                    verdict = "pass" if off <= TOLERANCE else "fail"
+                    writer.common["prov"]["world_size"] = g
+                    writer.target(arch=arch, gpus=g, seq_len=T, method=method, value=off, threshold=TOLERANCE,
+                                  target=f"|speedup / predicted_speedup - 1| <= {TOLERANCE}", status=verdict)
+                    extra = f" speedup {speedup:.2f} (model {predicted:.2f}, {verdict})"
                 add(g, **row)
                 print(f"[seq_parallel] {arch:11} T={T:8d} gpus={g} {method:33} {ms:10.1f} ms "
                       f"(model {pred_ms:10.1f}){extra}", flush=True)

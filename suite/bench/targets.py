@@ -1,49 +1,50 @@
-"""Collect every pass/fail target row (``method == "target"``) of the benchmark CSVs in a folder into
-``targets.csv`` beside them (issue 15's speed and memory targets; provenance columns kept).
+"""Pass/fail rows of the benchmarks: ``targets.csv`` in a results folder (issue 15's speed and memory targets, and
+the checks a benchmark makes before it times anything).
 
-CLI: ``python -m suite.bench.targets DIR`` (``suite/bench/perf_all.sh`` runs it last).
+One row per target or check: ``source`` (the benchmark CSV it belongs to), ``arch``, ``method`` (``target``, or the
+kind of check), ``target`` (the rule in words), ``value``, ``threshold``, ``status`` (pass / fail / not run: ...)
+and the provenance columns. The benchmarks write it as they go (:meth:`suite.bench.gpu_common.RowWriter.target`,
+:func:`write_targets`); their measurement CSVs hold no pass/fail columns.
+
+CLI: ``python -m suite.bench.targets DIR`` prints a folder's targets and its attention-kernel check tally
+(``suite/bench/perf_all.sh`` runs it last).
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from suite.provenance import read_csv, write_csv
 
+TARGETS = "targets.csv"
 
-def collect(out: Path) -> pd.DataFrame | None:
-    """Target rows of ``out/*.csv`` (but targets.csv) with a ``source`` column; None when there are none.
-    Prints one line per target and the kernel-check tally of attention_kernels.csv."""
-    targets = []
-    for path in sorted(out.glob("*.csv")):
-        if path.name == "targets.csv":
-            continue
-        frame = read_csv(path)
-        if path.name == "attention_kernels.csv" and "status" in frame:
-            checks = frame[frame["part"] == "check"]
-            print(f"[{path.name}] checks: {dict(checks['status'].value_counts())}")
-        if "method" not in frame or "target" not in frame:
-            continue
-        rows = frame[frame["method"].astype(str) == "target"].copy()
-        rows.insert(0, "source", path.name)
-        targets.append(rows)
-        for r in rows.itertuples():
-            print(f"target [{path.name}] {getattr(r, 'model', '')}: {r.target}: value={getattr(r, 'value', '')} "
-                  f"-> {r.status}")
-    return pd.concat(targets, ignore_index=True) if targets else None
+
+def write_targets(folder: str | Path, source: str, rows: list[dict]) -> Path:
+    """Replace the rows of ``source`` in ``folder/targets.csv`` by ``rows``; the other sources' rows stay."""
+    path = Path(folder) / TARGETS
+    old = [r for r in read_csv(path).to_dict("records") if r.get("source") != source] if path.exists() else []
+    return write_csv(old + [{"source": source, **r} for r in rows], path)
+
+
+def summary(folder: str | Path) -> list[str]:
+    """One line per row of ``folder/targets.csv``, then the tally of the kernel checks in attention_kernels.csv."""
+    folder, lines = Path(folder), []
+    if (folder / TARGETS).exists():
+        for r in read_csv(folder / TARGETS).to_dict("records"):
+            lines.append(f"{r['method']} [{r['source']}] {r['arch']}: {r['target']}: value={r['value']} -> "
+                         f"{r['status']}")
+    if (folder / "attention_kernels.csv").exists():
+        kernels = read_csv(folder / "attention_kernels.csv")
+        checks = kernels[kernels["part"] == "check"]
+        lines.append(f"[attention_kernels.csv] checks: {dict(checks['status'].value_counts())}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not Path(args[0]).is_dir():
         sys.exit(f"usage: python -m suite.bench.targets DIR (a folder of benchmark CSVs); got {args}")
-    out = Path(args[0])
-    frame = collect(out)
-    if frame is not None:
-        write_csv(frame, out / "targets.csv")
-        print(f"wrote {out / 'targets.csv'}")
+    print("\n".join(summary(args[0])) or f"no {TARGETS} in {args[0]}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ Four formats:
   tokens (both counts on the gpu profile's corpus), and only the `` =`` before it
   (never followed by a number in the haystack) marks the needle: a Transformer's first layer must keep a sharp
   previous-token feature against 32K keys, which 2-layer 3.7M Transformers did not learn on the H200 (<= 0.7 at
-  4K-32K in every recipe tried, results/gpu/calibration/README.md) while Orthros, whose 128-token base window gives
+  4K-32K in every recipe tried, results/gpu/CALIBRATION.md) while Orthros, whose 128-token base window gives
   that feature at every length, reached 0.75-0.95. ``value_digits`` does not apply (None).
 * ``kv``: the code format without the `` =``: the needle is the line `` <key><value>`` and the question
   `` <key>``, so the value directly follows its key, as in Zoology's MQAR. In the code format the token
@@ -29,7 +29,7 @@ Four formats:
   asked needle means matching the token two back: 2-layer attention models stayed at the copy-any-needle
   loss there (ln(3)/2 with 3 needles a row) on the H200 while GatedDeltaNet, whose short convolution
   sees the previous tokens, matched keys within ~100 steps. With the key adjacent, retrieval is one
-  induction step, as on MQAR. Measured on the H200 (results/gpu/calibration/README.md): no better than the
+  induction step, as on MQAR. Measured on the H200 (results/gpu/CALIBRATION.md): no better than the
   code format (Transformer 0.45 / 0.20 / 0.05 at 4K / 16K / 32K), and Python is full of look-alikes of
   its needles (a word then a bare number: ``int32``, ``base64``); kept for that comparison.
 

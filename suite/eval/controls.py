@@ -32,7 +32,7 @@ MQAR's control cell is a training cell: the first ``mqar.seq_lens`` entry and it
 most capacity to leak; both controls read that one size. The gpu profile keeps the cell that has passed its controls
 on the H200 (T=128, 8 pairs, the 3.7M shape = d256) as its first seq_len, trained in the grid's mixture, because the
 grid's own smallest cell (T=256, 16 pairs) is unproven: on the CPU the d64 Transformer stayed far below 0.95 there
-within the calibration budget (results/gpu/calibration/README.md). So the gpu controls read T=128, 8 pairs, d256.
+within the calibration budget (results/gpu/CALIBRATION.md). So the gpu controls read T=128, 8 pairs, d256.
 
 CLI::
 

@@ -44,7 +44,7 @@ TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 NOT_OFFLINE = "not run: dataset unavailable offline"
 QUALITY_COLUMNS = ["arch", "size", "n_params", "tokens", "seq_len", "task", "metric", "value", "unit", "status",
                    "stderr", "n_samples", "limit", "num_fewshot", "split", "source", "chance", "lm_eval_task",
-                   "variant", "task_version", "lm_eval_version"]
+                   "task_variant", "task_version", "lm_eval_version"]
 UNITS = {"acc": "fraction", "acc_norm": "fraction", "contains": "fraction", "f1": "fraction",
          "word_perplexity": "ppl", "byte_perplexity": "ppl", "bits_per_byte": "bits/byte"}
 
@@ -357,7 +357,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
                              "unit": UNITS.get(metric, ""), "status": row_status,
                              "stderr": _value(block, f"{metric}_stderr,none"), "n_samples": n_docs,
                              "limit": task_limit, "num_fewshot": shots, "split": where[0], "source": where[1],
-                             "chance": chance, "lm_eval_task": spec.lm_eval_task, "variant": spec.variant,
+                             "chance": chance, "lm_eval_task": spec.lm_eval_task, "task_variant": spec.variant,
                              "task_version": out.get("versions", {}).get(spec.lm_eval_task),
                              "lm_eval_version": lm_eval.__version__, "window_tokens": lm.max_length,
                              "boundary_token": f"{boundary_token}:{boundary_id}",

@@ -182,7 +182,7 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     shortest cell), the rest cycle through the mixture. ``constant_tokens``: a step at ``seq_len`` T draws
     ``max(1, batch_size * T0 // T)`` rows, T0 the mixture's shortest seq_len (the same tokens a step, as Zoology's
     batch sizes halve per doubling). ``stop_after``: train only the first ``stop_after`` steps of that schedule, then
-    evaluate (a calibration of the schedule's early phase, scripts/gpu_mqar_control.py; default: all ``steps``).
+    evaluate (a calibration of the schedule's early phase, tools/offline_gpu/mqar_control.py; default: all ``steps``).
     ``model_factory(vocab_size, seq_len)`` returns an untrained causal LM (logits ``[B, T, V]``) for sequences up to
     the longest ``seq_len`` of the mixture and of ``eval_cells``. Held-out data: ``num_test`` examples per evaluated
     cell (``eval_cells``, default the training cells) from other seeds.

@@ -16,10 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from suite.eval.controls import invalid_reason
-from suite.provenance import write_csv, write_text
+from suite.provenance import read_csv, write_csv, write_text
 from suite.report.bench_audit import evaluate_benchmark
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
+from suite.report.findings import findings_markdown
 from suite.report.measured import mqar_control_rows, read_controls, read_result, scale_text, select
 from suite.report.schema import NUMBER, check_columns
 from suite.report.stats import NOISE_RULE, compare
@@ -337,11 +338,13 @@ def _controls(results: str | Path | None, name: str = "controls") -> pd.DataFram
 
 
 def save_audit(out_dir: str | Path, derived: pd.DataFrame, audit: pd.DataFrame) -> None:
-    """Write ``derived.csv`` and ``claims_audit.{csv,md}`` into ``out_dir`` (each atomically)."""
+    """Write ``derived.csv``, ``claims_audit.{csv,md}`` and ``findings.md`` (the README's findings at a glance, from
+    the CSV as written) into ``out_dir`` (each atomically)."""
     out = Path(out_dir)
     write_csv(derived.round(6), out / "derived.csv")
     write_csv(audit, out / "claims_audit.csv")
     write_text(audit_markdown(audit, derived), out / "claims_audit.md")
+    write_text(findings_markdown(read_csv(out / "claims_audit.csv")), out / "findings.md")
 
 
 def write_audit(out_dir: str | Path, results: str | Path | None, gpu_results: str | Path | None,

@@ -105,8 +105,8 @@ def fig2(table7: pd.DataFrame, ablation: pd.DataFrame | None, out_dir: str | Pat
         ok = ok if len(ok) else ablation[ablation["status"] == "ok"]
         task = "val_ppl" if (ok["task"] == "val_ppl").any() else ok["task"].iloc[0]
         ok = ok[ok["task"] == task]
-        for variant, (label, color, marker) in VARIANT_STYLE.items():
-            g = ok[ok["variant"] == variant]
+        for arch, (label, color, marker) in VARIANT_STYLE.items():
+            g = ok[ok["arch"] == arch]
             if g.empty:
                 continue
             stats = [(pd.to_numeric(r["n_params"]).mean(), *mean_std(r)) for _, r in g.groupby("size")]
@@ -155,7 +155,7 @@ def _accuracy_panel(ax, ablation: pd.DataFrame | None, missing: str) -> None:
     chances = []
     for variant, (label, color, marker) in VARIANT_STYLE.items():
         points = []
-        for _, g in ok[ok["variant"] == variant].groupby("size"):
+        for _, g in ok[ok["arch"] == variant].groupby("size"):
             if g["task"].nunique() < len(TABLE7_TASKS):
                 continue
             per_seed = g.groupby("seed")["value"].mean() * 100 if "seed" in g else g["value"] * 100
@@ -352,9 +352,8 @@ def _caption(frame: pd.DataFrame | None, what: str) -> str:
 
 def _speedups(rows: pd.DataFrame, slow: str = "transformer", fast: str = "orthros") -> pd.DataFrame:
     """Per (method, seq_len): ms of ``slow`` / ms of ``fast``."""
-    key = "model" if "model" in rows else "arch"
-    t = rows[rows[key] == slow].groupby(["method", "seq_len"])["ms"].mean()
-    o = rows[rows[key] == fast].groupby(["method", "seq_len"])["ms"].mean()
+    t = rows[rows["arch"] == slow].groupby(["method", "seq_len"])["ms"].mean()
+    o = rows[rows["arch"] == fast].groupby(["method", "seq_len"])["ms"].mean()
     return (t / o).dropna().rename("speedup").reset_index()
 
 
@@ -378,11 +377,11 @@ def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: p
         if g is None or g.empty:
             _empty(ax, f"{gpus} GPU(s): not run\n{textwrap.fill(missing_gpu, 50)}")
         else:
-            for (model, method), rows in g.groupby(["model", "method"], sort=False):
+            for (arch, method), rows in g.groupby(["arch", "method"], sort=False):
                 rows = rows.sort_values("seq_len")
                 style = {"full-model": "-", "cost-model prediction": "--"}.get(method, ":")
-                ax.plot(rows["seq_len"], rows["ms"], marker="o", linestyle=style, color=ARCH_COLOR.get(model),
-                        label=f"{model} ({method})")
+                ax.plot(rows["seq_len"], rows["ms"], marker="o", linestyle=style, color=ARCH_COLOR.get(arch),
+                        label=f"{arch} ({method})")
             ax.legend(fontsize=7, loc="upper left")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -406,7 +405,7 @@ def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: p
     if seq_parallel is not None and "arch" in seq_parallel:
         sp_ok = seq_parallel[(seq_parallel["status"] == "ok") & (pd.to_numeric(seq_parallel["gpus"]) > 1)]
         for gpus, rows in sp_ok.groupby("gpus"):
-            ratio = _speedups(rows.assign(model=rows["arch"]))
+            ratio = _speedups(rows)
             if len(ratio):
                 b.plot(ratio["seq_len"], ratio["speedup"], marker="s", linestyle="-", color="tab:green",
                        label=f"measured, {int(gpus)} GPUs (sequence parallel)")

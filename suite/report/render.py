@@ -160,10 +160,10 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
         "table7": ("Table 7: scaling and scale-offset ablation",
                    _with_gpu(quality_table(reported[reported["table"] == "Table 7"], no_recall(m["ablation"]),
-                                           key="variant", paper_cond=paper_conditions(cond, "Table 7"),
+                                           key="arch", paper_cond=paper_conditions(cond, "Table 7"),
                                            missing=miss("ablation"), match_scale=True, invalid=invalid["lm"],
                                            controls=m["controls"]),
-                             gpu_profile_rows(no_recall(m["gpu_ablation"]), key="variant", invalid=invalid["gpu_lm"],
+                             gpu_profile_rows(no_recall(m["gpu_ablation"]), key="arch", invalid=invalid["gpu_lm"],
                                               controls=m["gpu_controls"]))),
     }
     derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)

@@ -283,19 +283,19 @@ TTFT_SPREAD = 0.25  # a run's TTFT per input token may differ this much from the
 
 
 def ttft_suspects(e2e: pd.DataFrame) -> dict:
-    """``{(model, input_len, output_len): ratio}`` for ok rows whose TTFT per input token is off the same model's
+    """``{(arch, input_len, output_len): ratio}`` for ok rows whose TTFT per input token is off the same model's
     median over its configs by more than ``TTFT_SPREAD`` (prefill cost is near linear in the input at these
     lengths, so such a row points at a measurement problem, e.g. a first-call autotune or a fast path)."""
     ok = e2e[(e2e["status"] == "ok") & e2e["ttft_s"].notna()].copy()
     ok["per_token"] = pd.to_numeric(ok["ttft_s"]) / pd.to_numeric(ok["input_len"])
     out = {}
-    for model, g in ok.groupby("model"):
+    for arch, g in ok.groupby("arch"):
         if len(g) < 3:
             continue
         median = g["per_token"].median()
         for r in g.itertuples():
             if abs(r.per_token / median - 1) > TTFT_SPREAD:
-                out[(model, float(r.input_len), float(r.output_len))] = r.per_token / median
+                out[(arch, float(r.input_len), float(r.output_len))] = r.per_token / median
     return out
 
 
@@ -310,7 +310,7 @@ def e2e_table(reported: pd.DataFrame, e2e: pd.DataFrame | None, *, paper_cond: s
                     measured=None, diff=None, unit=r.unit, paper_scale_conditions=paper_cond,
                     measured_scale_conditions="", status=f"not run: {missing}")
         if e2e is not None:
-            hits = select(e2e, {"model": r.model, "batch": float(r.batch), "output_len": float(r.output_len)})
+            hits = select(e2e, {"arch": r.model, "batch": float(r.batch), "output_len": float(r.output_len)})
             hits = hits[(pd.to_numeric(hits["input_len"]) - r.input_len).abs() <= 0.02 * r.input_len]
             ok = hits[hits["status"] == "ok"]
             if len(ok) and r.metric in ok:
