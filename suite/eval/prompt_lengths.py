@@ -71,10 +71,12 @@ def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str
                 loaded = benchmarks.load(name, root, k, manager)
                 lengths = np.array([n for task in loaded["tasks"].values() for n in _doc_lengths(task, tok, limit)])
                 rows.append({"tokenizer": label, "task": name, "num_fewshot": k, "n_docs": len(lengths),
-                             "limit": limit, "median_tokens": float(np.median(lengths)),
-                             "p90_tokens": float(np.percentile(lengths, 90)), "max_tokens": int(lengths.max()),
-                             f"share_above_{PAPER_WINDOW}": float((lengths > PAPER_WINDOW).mean()), "window": window,
-                             "share_above_window": float((lengths > window).mean()), "split": split,
+                             "limit": limit, "median_tokens": round(float(np.median(lengths)), 1),
+                             "p90_tokens": round(float(np.percentile(lengths, 90)), 1),
+                             "max_tokens": int(lengths.max()),
+                             f"share_above_{PAPER_WINDOW}": round(float((lengths > PAPER_WINDOW).mean()), 4),
+                             "window": window, "share_above_window": round(float((lengths > window).mean()), 4),
+                             "split": split,
                              "source": source, "tokenizer_path": str(path)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
