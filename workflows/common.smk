@@ -85,7 +85,7 @@ RULE_CONFIG = {
     "prefill_cpu": section("prefill_cpu") + ["threads", "profile"],
     "prefill_cpu_128k": ["threads", "profile"],
     "benchmark_data": ["lm_eval.data"],
-    "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window"],
+    "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window", "profile"],
     # the MQAR cell the controls read, and (for a grid) which size is the largest
     "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
 }

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from suite.common import number_list
-from suite.provenance import write_csv
+from suite.provenance import PROVENANCE_COLUMNS, provenance, write_csv
 
 PAPER_WINDOW = 128
 COLUMNS = ["tokenizer", "task", "num_fewshot", "n_docs", "limit", "median_tokens", "p90_tokens", "max_tokens",
@@ -51,9 +51,10 @@ def _doc_lengths(task, tokenizer, limit) -> list[int]:
 
 
 def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str], shots: list[int],
-                   limit: int | float | None, window: int) -> pd.DataFrame:
-    """``COLUMNS`` rows for every tokenizer (label -> folder), task and shot count (recall tasks: zero-shot only).
-    Tasks whose data the folder lacks are left out (their quality rows say why)."""
+                   limit: int | float | None, window: int, profile: str = "smoke") -> pd.DataFrame:
+    """``COLUMNS`` rows (plus provenance: no model, no seed) for every tokenizer (label -> folder), task and shot
+    count (recall tasks: zero-shot only). Tasks whose data the folder lacks are left out (their quality rows say
+    why)."""
     from transformers import AutoTokenizer
 
     from suite.eval import benchmarks
@@ -77,8 +78,9 @@ def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str
                              f"share_above_{PAPER_WINDOW}": round(float((lengths > PAPER_WINDOW).mean()), 4),
                              "window": window, "share_above_window": round(float((lengths > window).mean()), 4),
                              "split": split,
-                             "source": source, "tokenizer_path": str(path)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                             "source": source, "tokenizer_path": str(path),
+                             **provenance(profile, None, "", "tokenizer")})
+    return pd.DataFrame(rows, columns=COLUMNS + PROVENANCE_COLUMNS)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         number_list, name="--num-fewshot", minimum=0, error=argparse.ArgumentTypeError))
     p.add_argument("--limit", type=float, default=None, help="documents per task (as the harness's --limit)")
     p.add_argument("--window", type=int, default=PAPER_WINDOW, help="the study's window w (tokens)")
+    p.add_argument("--profile", default="smoke")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     from suite.data.benchmarks import source
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.limit is not None and not a.limit > 0:
         p.error(f"--limit {a.limit} must be > 0")
     limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
-    frame = prompt_lengths(a.benchmark_data, tokenizers, names, a.num_fewshot, limit, a.window)
+    frame = prompt_lengths(a.benchmark_data, tokenizers, names, a.num_fewshot, limit, a.window, a.profile)
     write_csv(frame, a.out)
     print(frame[["tokenizer", "task", "num_fewshot", "n_docs", "median_tokens", "p90_tokens",
                  f"share_above_{PAPER_WINDOW}"]].to_string(index=False))

