@@ -386,7 +386,8 @@ finish() {  # the end of every part of `all`, so that whichever part runs last c
     return 0
   fi
   data_prep || return 1  # controls reads the corpus and tokenizer (a DRY run plans them in the final step instead)
-  smk final "$SLOTS" 30 --allowed-rules controls render corpus tokenizer -- "$RES/controls.csv" render
+  smk final "$SLOTS" 30 --allowed-rules controls render corpus tokenizer benchmark_data prompt_lengths \
+    -- "$RES/controls.csv" render
 }
 
 if (( PROBE && DRY )); then
