@@ -206,6 +206,19 @@ def test_missing_dataset_gives_a_not_run_row_naming_it(tiny, benchmark_data, tmp
         harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "x.csv", lm=lm, benchmark_data=tmp_path / "nothing")
 
 
+def test_a_folder_named_in_the_study_config_is_read_in_place(tiny, benchmark_data, tmp_path):
+    """lm_eval.data: {folder: PATH}: the prepared folder holds only source.json; the tasks read PATH."""
+    from suite.data.benchmarks import prepare
+
+    ckpt, lm = tiny
+    prepare({"folder": str(benchmark_data)}, tmp_path / "bench", tmp_path / "archives")
+    assert sorted(p.name for p in (tmp_path / "bench").iterdir()) == ["source.json"]
+    frame = harness.run_tasks(ckpt, None, ["winogrande"], tmp_path / "q.csv", limit=1, lm=lm,
+                              benchmark_data=tmp_path / "bench")
+    assert frame["status"].tolist() == ["ok"]
+    assert frame["split"].iloc[0] == f"validation (folder {benchmark_data})"
+
+
 def test_written_yamls_load_in_lm_eval_with_the_same_documents(built, benchmark_data, tmp_path):
     from lm_eval.tasks import TaskManager
 

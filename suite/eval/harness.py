@@ -318,10 +318,10 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     if "val_ppl" in names and ppl_data is None:
         raise ValueError("task 'val_ppl' needs ppl_data=<held-out file>")
     if benchmark_data is not None:
-        benchmark_data = Path(benchmark_data)
-        from suite.data.benchmarks import source
+        from suite.eval.benchmarks import data_root
 
-        source(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
+        benchmark_data = Path(benchmark_data)
+        data_root(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
 
     tokenizer = str(tokenizer or checkpoint)
     if lm is None:
@@ -409,18 +409,19 @@ def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl
         return spec, loaded, status, _hub_split(loaded, spec)
     from suite.eval import benchmarks
 
-    status = benchmarks.missing(name, benchmark_data)
+    root = benchmarks.data_root(benchmark_data)
+    status = benchmarks.missing(name, root)
     if name in benchmarks.NOT_SHIPPED:
         return spec, None, status, ("", "")
     spec = TaskSpec(benchmarks.lm_eval_name(name), spec.metrics, benchmarks.variant(name, shots))
     if status is not None:
-        return spec, None, status, ("", str(benchmark_data))
-    key = (str(benchmark_data), name, shots, task_manager.metadata.get("tokenizer"),
+        return spec, None, status, ("", str(root))
+    key = (str(root), name, shots, task_manager.metadata.get("tokenizer"),
            task_manager.metadata.get("recall_context_len"))
     if key not in _BUILT:  # built once per process: every seed's checkpoint of a job reuses the task objects
-        loaded, status = _guarded(lambda: benchmarks.load(name, benchmark_data, shots, task_manager))
+        loaded, status = _guarded(lambda: benchmarks.load(name, root, shots, task_manager))
         if loaded is None:
-            return spec, None, status, ("", str(benchmark_data))
+            return spec, None, status, ("", str(root))
         _BUILT[key] = loaded
     return spec, _BUILT[key], None, benchmarks.split_of(name, benchmark_data)
 
@@ -498,10 +499,10 @@ def main(argv: list[str] | None = None) -> None:
         limits.append(None if value is None else (int(value) if value >= 1 else value))
     limit, ppl_limit = limits
     if a.benchmark_data is not None:
-        from suite.data.benchmarks import source
+        from suite.eval.benchmarks import data_root
 
         with usage_errors(p, FileNotFoundError):
-            source(a.benchmark_data)
+            data_root(a.benchmark_data)
     for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
                           ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,

@@ -50,7 +50,7 @@ def _doc_lengths(task, tokenizer, limit) -> list[int]:
     return list(longest.values())
 
 
-def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str], shots: list[int],
+def prompt_lengths(folder: str | Path, tokenizers: dict[str, str], tasks: list[str], shots: list[int],
                    limit: int | float | None, window: int, profile: str = "smoke") -> pd.DataFrame:
     """``COLUMNS`` rows (plus provenance: no model, no seed) for every tokenizer (label -> folder), task and shot
     count (recall tasks: zero-shot only). Tasks whose data the folder lacks are left out (their quality rows say
@@ -60,6 +60,7 @@ def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str
     from suite.eval import benchmarks
     from suite.eval.harness import RECALL, get_task_manager
 
+    root = benchmarks.data_root(folder)
     rows = []
     for label, path in tokenizers.items():
         tok = AutoTokenizer.from_pretrained(path)
@@ -67,7 +68,7 @@ def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str
         for name in tasks:
             if benchmarks.missing(name, root):
                 continue
-            split, source = benchmarks.split_of(name, root)
+            split, source = benchmarks.split_of(name, folder)
             for k in ([0] if name in RECALL else shots):
                 loaded = benchmarks.load(name, root, k, manager)
                 lengths = np.array([n for task in loaded["tasks"].values() for n in _doc_lengths(task, tok, limit)])
