@@ -206,6 +206,19 @@ def test_missing_dataset_gives_a_not_run_row_naming_it(tiny, benchmark_data, tmp
         harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "x.csv", lm=lm, benchmark_data=tmp_path / "nothing")
 
 
+def test_a_folder_named_in_the_study_config_is_read_in_place(tiny, benchmark_data, tmp_path):
+    """lm_eval.data: {folder: PATH}: the prepared folder holds only source.json; the tasks read PATH."""
+    from suite.data.benchmarks import prepare
+
+    ckpt, lm = tiny
+    prepare({"folder": str(benchmark_data)}, tmp_path / "bench", tmp_path / "archives")
+    assert sorted(p.name for p in (tmp_path / "bench").iterdir()) == ["source.json"]
+    frame = harness.run_tasks(ckpt, None, ["winogrande"], tmp_path / "q.csv", limit=1, lm=lm,
+                              benchmark_data=tmp_path / "bench")
+    assert frame["status"].tolist() == ["ok"]
+    assert frame["split"].iloc[0] == f"validation (folder {benchmark_data})"
+
+
 def test_written_yamls_load_in_lm_eval_with_the_same_documents(built, benchmark_data, tmp_path):
     from lm_eval.tasks import TaskManager
 
@@ -240,3 +253,20 @@ def test_table_metrics_follow_the_harness_convention():
     for name, spec in harness.TASKS.items():
         assert table_metric(name) == spec.metrics[0], name
     assert ast.literal_eval(repr(sorted(benchmarks.NOT_SHIPPED))) == ["fda", "narrativeqa", "nq", "swde", "triviaqa"]
+
+
+def test_cli_refuses_bad_benchmark_arguments(tiny, tmp_path, capsys):
+    from suite.eval import prompt_lengths
+
+    ckpt, _ = tiny
+    base = ["--checkpoint", str(ckpt), "--tasks", "piqa", "--out", str(tmp_path / "q.csv")]
+    for extra, message in ((["--benchmark-data", str(tmp_path / "none")], f"{tmp_path / 'none'}/source.json missing"),
+                           (["--num-fewshot", "0,x"], "--num-fewshot must be comma-separated integers"),
+                           (["--num-fewshot", "-1"], "--num-fewshot"), (["--ppl-limit", "0"], "--ppl-limit 0.0")):
+        with pytest.raises(SystemExit) as err:
+            harness.main(base + extra)
+        assert err.value.code == 2 and message in capsys.readouterr().err, extra
+    with pytest.raises(SystemExit) as err:
+        prompt_lengths.main(["--benchmark-data", str(tmp_path), "--tokenizer", "x=/no/such/dir", "--out", "p.csv"])
+    assert err.value.code == 2 and "LABEL=DIR" in capsys.readouterr().err
+    assert not (tmp_path / "q.csv").exists()

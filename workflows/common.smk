@@ -85,7 +85,7 @@ RULE_CONFIG = {
     "prefill_cpu": section("prefill_cpu") + ["threads", "profile"],
     "prefill_cpu_128k": ["threads", "profile"],
     "benchmark_data": ["lm_eval.data"],
-    "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window"],
+    "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window", "profile"],
     # Table 2 on a real pretrained LM (workflows/pretrained.smk)
     "base_model": ["conversion.base_model"],
     "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],

@@ -91,7 +91,7 @@ if LM.get("data"):
         shell:
             "{PY} suite.eval.prompt_lengths --benchmark-data {BENCH} --tokenizer {params.tokenizers} "
             "--tasks commonsense,mmlu,recall --num-fewshot {params.shots} {params.limit} --window {STUDY[window]} "
-            "--out {output} > {log} 2>&1"
+            "--profile {PROFILE} --out {output} > {log} 2>&1"
 
 
 rule conversion_lm_eval:

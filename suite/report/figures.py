@@ -175,6 +175,8 @@ def _accuracy_panel(ax, ablation: pd.DataFrame | None, missing: str) -> None:
                             textcoords="offset points", color=color)
     if chances:
         ax.axhline(np.mean(chances), color="black", linestyle=":", linewidth=1, label="chance (mean over tasks)")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(lo, np.mean(chances) - 5), max(hi, np.mean(chances) + 5))
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: human_count(v)))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())

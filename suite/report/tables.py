@@ -52,14 +52,16 @@ def benchmark_cell(ok: pd.DataFrame, controls: pd.DataFrame | None, task: str, s
     """A table cell of benchmark rows (one model, task, metric and shot count; one row per seed), in points: the mean
     over seeds with its std, the documents ``n``, the stderr of the document sample, chance, the split, and the
     status: ``at chance (n=..., stderr ...)`` when the mean lies within 2 stderr of chance (``diff`` then reads
-    ``at chance``), and why the cell gets no verdict where the task's benchmark controls did not both pass
-    (``suite.eval.controls.benchmark_verdict``)."""
+    ``at chance``), ``below chance (...)`` when it lies further below, and why the cell gets no verdict where the
+    task's benchmark controls did not both pass (``suite.eval.controls.benchmark_verdict``)."""
     value, std, n_seeds = mean_std(ok.assign(value=_as_percent(ok)))
     if "stderr" in ok and "n_samples" in ok:
-        near, _, stderr, n = at_chance(ok)
+        near, mean, stderr, n = at_chance(ok)
     else:
-        near, stderr, n = False, None, None
+        near, mean, stderr, n = False, None, None, None
     status = [at_chance_text(n, stderr)] if near else []
+    if not near and mean is not None and mean < chance_of(ok) - 2 * stderr:  # acc can favour short answers
+        status.append(f"below chance (n={n}, stderr {stderr:.3g})")
     verdict = benchmark_verdict(controls, task, shots)
     status += [verdict] if verdict else []
     split = _first(ok, "split")
