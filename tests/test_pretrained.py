@@ -269,3 +269,16 @@ def test_cli_refusals(tmp_path):
     out = run("suite.eval.ppl_buckets", "--checkpoint", str(tmp_path), "--data-dir", str(tmp_path / "none"),
               "--variant", "base", "--out", str(tmp_path / "p.csv"))
     assert out.returncode == 2 and not (tmp_path / "p.csv").exists()
+
+
+def test_conversion_controls_from_the_identity_row():
+    from suite.eval.controls import conversion_controls
+
+    row = dict(tokens=512, window=128, max_abs_dlogit=1.3e-4, threshold=1e-3, loss_base=2.2, loss_window=2.7,
+               passed=True, commit="x", profile="default", device="cpu", backend="b", dtype="float32", seed=None,
+               wall_s=1.0, world_size=1)
+    pos, neg = conversion_controls(pd.DataFrame([row]))
+    assert (pos["control"], pos["passed"], neg["control"], neg["passed"]) == ("positive", True, "negative", True)
+    broken = conversion_controls(pd.DataFrame([row | {"max_abs_dlogit": 0.5, "loss_window": 2.2}]))
+    assert [r["passed"] for r in broken] == [False, False]
+    assert conversion_controls(None) == []

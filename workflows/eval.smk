@@ -261,6 +261,7 @@ MQAR_CONTROL = "--mqar-cell " + ":".join(map(str, mqar_control_cell(MQAR))) + \
 
 # the pretrained models' benchmark rows (workflows/pretrained.smk): the benchmarks' positive and negative controls
 PRETRAINED_CSV = [RES + "/pretrained.csv"] if STUDY["conversion"].get("pretrained") else []
+IDENTITY_CSV = [RES + "/pretrained_identity.csv"] if STUDY["conversion"].get("pretrained") else []  # conversion
 
 
 rule controls:
@@ -272,12 +273,13 @@ rule controls:
         first=runs(RES + "/train/{arch}/{size}/seed{seed}/loss.csv", ["transformer"], [MAIN]),
         tokens=[rules.tokenizer.output.tokenizer, rules.tokenizer.output.train, rules.tokenizer.output.val],  # unigram
         pretrained=PRETRAINED_CSV,
+        identity=IDENTITY_CSV,
         code=sources("suite.eval.controls"),
     output:
         RES + "/controls.csv",
     params:
         cfg=rule_config("controls"),
-        pretrained=f"--pretrained {PRETRAINED_CSV[0]}" if PRETRAINED_CSV else "",
+        pretrained=(f"--pretrained {PRETRAINED_CSV[0]} --identity {IDENTITY_CSV[0]}") if PRETRAINED_CSV else "",
     shell:
         "{PY} suite.eval.controls --mqar {input.mqar} {MQAR_CONTROL} --niah {input.niah} "
         "--val-loss {input.quality} --first-loss {input.first} --main-size {MAIN} --data-dir {DATA} "

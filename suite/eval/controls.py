@@ -15,8 +15,15 @@ audit and the renderers give a verdict only where both controls of the experimen
 | lm | negative | transformer | step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
 | bench:<task>:<k>shot | positive | base | the pretrained base model on the task | acc > chance + 2 stderr |
 | bench:<task>:<k>shot | negative | random_init | random init, the base's shape | abs(acc - chance) <= 2 stderr |
+| conversion | positive | converted | the base converted with w >= T, held-out text, float32 | max abs dlogit <= 1e-3 |
+| conversion | negative | converted | the base converted with its own w < T, same text | held-out loss > Base's + 0.01 |
 
 The ``lm`` controls cover the perplexity experiments (main comparison, SO ablation, conversion).
+
+The ``conversion`` controls (``--identity``, ``results/<profile>/pretrained_identity.csv``, :mod:`suite.eval.identity`)
+cover the real-model conversion arms: converted with a window covering the sequence, Orthros must compute Base's
+function (positive); converted with its own window, it cannot, so its held-out loss before any training must lie
+above Base's (negative: a conversion that lost nothing would mean the window never acted).
 
 The benchmark controls (one experiment per task and shot count, on the paper's metric of the task: the first of
 ``suite.eval.harness.TASKS[task].metrics``) read the pretrained models' rows (``--pretrained``, the collected
@@ -278,6 +285,25 @@ def invalid_reason(controls: pd.DataFrame | None, experiment: str) -> str | None
     return "invalid: " + "; ".join(failed) if failed else None
 
 
+IDENTITY_LOSS_MARGIN = 0.01  # nats: the windowed conversion's held-out loss above Base's, before training
+
+
+def conversion_controls(identity: pd.DataFrame | None) -> list[dict]:
+    """The conversion controls (module docstring) from the identity check's row (``pretrained_identity.csv``)."""
+    if identity is None or identity.empty:
+        return []
+    r = identity.iloc[0]
+    tokens, window = int(r["tokens"]), int(r["window"])
+    positive = _row("conversion", "positive", "converted", f"w >= T = {tokens} held-out tokens, float32 logits vs Base",
+                    "max_abs_dlogit", float(r["max_abs_dlogit"]), f"<= {float(r['threshold']):g}",
+                    float(r["max_abs_dlogit"]) <= float(r["threshold"]), identity)
+    gap = float(r["loss_window"]) - float(r["loss_base"])
+    negative = _row("conversion", "negative", "converted", f"w = {window} < T = {tokens}, held-out loss minus Base's, "
+                    "before training", "loss_gap_nats", gap, f"> {IDENTITY_LOSS_MARGIN:g}", gap > IDENTITY_LOSS_MARGIN,
+                    identity)
+    return [positive, negative]
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mqar", help="results/<profile>/mqar.csv")
@@ -290,6 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--main-size", default="1M")
     p.add_argument("--data-dir", help="data folder with tokens/{train,val}.npy (unigram baseline)")
     p.add_argument("--pretrained", help="results/<profile>/pretrained.csv: the benchmark controls (base, random_init)")
+    p.add_argument("--identity", help="results/<profile>/pretrained_identity.csv: the conversion controls")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     rows = []
@@ -317,6 +344,8 @@ def main(argv: list[str] | None = None) -> None:
         if missing:
             p.error(f"--pretrained {a.pretrained}: missing column(s) {missing}")
         rows += benchmark_controls(pretrained)
+    if a.identity:
+        rows += conversion_controls(read_csv(a.identity))
     # seed: text ("42", "42+43"); world_size: a nullable integer, so a control without rows leaves it blank, not 1.0
     frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS + BENCH_COLUMNS).astype(
         {"world_size": "Int64", "num_fewshot": "Int64", "n_samples": "Int64"})

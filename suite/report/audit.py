@@ -332,9 +332,20 @@ def build_audit(results: str | Path | None, gpu_results: str | Path | None, repo
 
 
 def _controls(results: str | Path | None, name: str = "controls") -> pd.DataFrame | None:
-    """``<results>/controls.csv`` through the one controls loader (``read_controls``), or None when absent."""
+    """``<results>/controls.csv`` through the one controls loader (``read_controls``), or None when absent; with the
+    conversion controls (``suite.eval.controls.conversion_controls``) derived from ``pretrained_identity.csv`` where
+    a controls.csv written before that experiment existed lacks them."""
     path = Path(results) / "controls.csv" if results else None
-    return read_controls(path, name) if path is not None and path.exists() else None
+    if path is None or not path.exists():
+        return None
+    controls = read_controls(path, name)
+    identity = Path(results) / "pretrained_identity.csv"
+    if identity.exists() and not (controls["experiment"] == "conversion").any():
+        from suite.eval.controls import conversion_controls
+
+        extra = pd.DataFrame(conversion_controls(read_result(identity, "pretrained_identity")))
+        controls = pd.concat([controls, extra], ignore_index=True)
+    return controls
 
 
 def save_audit(out_dir: str | Path, derived: pd.DataFrame, audit: pd.DataFrame) -> None:
