@@ -107,13 +107,19 @@ def prepare(spec: dict, out_dir: str | Path, cache: str | Path, dtype: str = "fl
     record |= {"model_type": model.config.model_type, "n_params": sum(p.numel() for p in model.parameters()),
                "dtype": dtype, "max_position_embeddings": model.config.max_position_embeddings,
                "num_hidden_layers": model.config.num_hidden_layers, "hidden_size": model.config.hidden_size}
+    save_folder(model, tokenizer, out_dir, record)
+    return record
+
+
+def save_folder(model, tokenizer, out_dir: str | Path, record: dict) -> None:
+    """Write ``model``, ``tokenizer`` and ``record`` (``base_model.json``, written last: a folder without it is
+    incomplete) into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / META).unlink(missing_ok=True)  # written last: a folder without it is incomplete
+    (out / META).unlink(missing_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / META).write_text(json.dumps(record, indent=1) + "\n")
-    return record
 
 
 def random_init(base_dir: str | Path, out_dir: str | Path, seed: int = 0) -> dict:
@@ -125,12 +131,7 @@ def random_init(base_dir: str | Path, out_dir: str | Path, seed: int = 0) -> dic
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(base_dir)).eval()
     record = base | {"name": f"{base['name']} (random init, seed {seed})", "quantization": "none (random init)",
                      "init_seed": seed, "dtype": "float32"}
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / META).unlink(missing_ok=True)
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base_dir).save_pretrained(out)
-    (out / META).write_text(json.dumps(record, indent=1) + "\n")
+    save_folder(model, AutoTokenizer.from_pretrained(base_dir), out_dir, record)
     return record
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from suite.common import out_folder, positive_int
-from suite.train.base_model import META, read_record
+from suite.train.base_model import META, read_record, save_folder
 
 
 def load_base(base_dir: str | Path, dtype=torch.float32):
@@ -38,12 +38,7 @@ def convert(base_dir: str | Path, out_dir: str | Path, window: int) -> dict:
     model = transformer_to_orthros(load_base(base_dir), window_size=window)
     record = base | {"name": f"{base['name']} -> Orthros (w={window}, identity scale-offset)", "window": window,
                      "model_type": model.config.model_type, "n_params": sum(p.numel() for p in model.parameters())}
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / META).unlink(missing_ok=True)
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(base_dir).save_pretrained(out)
-    (out / META).write_text(json.dumps(record, indent=1) + "\n")
+    save_folder(model, AutoTokenizer.from_pretrained(base_dir), out_dir, record)
     return record
 
 
