@@ -1,7 +1,7 @@
 # Rendering: every paper table and figure, reported beside measured, with the diff and the measured scale.
 
 RENDER_PREFIX = "" if RENDER in (".", "./", "") else RENDER.rstrip("/") + "/"  # "./x" paths make snakemake warn
-TABLES = [f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv")]
+TABLES = [f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv", "tex")]
 FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu")
 FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("png", "pdf")]
 

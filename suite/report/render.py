@@ -67,10 +67,8 @@ def _with_gpu(frame: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
 def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> None:
     write_csv(frame, out / f"{name}.csv")
     write_text(format_table(frame, title, cond, NOTES[name]), out / f"{name}.md")
-    try:
-        write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g"), out / f"{name}.tex")
-    except ImportError:  # pandas' LaTeX writer needs jinja2; the md/csv are the primary outputs
-        pass
+    # escape: a cell's % would start a LaTeX comment (the rest of the row lost) and its _ # & $ break the table
+    write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g", escape=True), out / f"{name}.tex")
 
 
 def render(results: str | Path | None, gpu_results: str | Path | None, out_tables: str | Path,
@@ -120,7 +118,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     for name, (title, frame) in specs.items():
         item = f"Table {name[-1]}"
         _write_table(frame, out_t, name, title, paper_conditions(cond, item))
-        written["tables"] += [out_t / f"{name}.md", out_t / f"{name}.csv"]
+        written["tables"] += [out_t / f"{name}.{ext}" for ext in ("md", "csv", "tex")]
     save_audit(out_t, derived, audit)
     written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
     written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
