@@ -254,6 +254,44 @@ def test_heldout_perplexity_matches_direct_loglik(tiny):
     assert set(df.boundary_token) == {f"eos:{tok.eos_token_id}"}
 
 
+def test_heldout_perplexity_scores_document_text_only(tiny):
+    """val.txt as the corpus writes it (documents joined by DOC_SEPARATOR, the EOS token's text on a line of its
+    own): what is scored is exactly the documents' paragraphs (lines, whole documents), never the separator, whose
+    text encodes as EOS; sampling the file by paragraph once left it at the head or inside a scored document."""
+    import datasets
+
+    from suite.data.corpus import DOC_SEPARATOR, EOS_TOKEN
+
+    root, ckpt, model, tok, lm = tiny
+    docs = ["def f():\n    return 1\n\n\ndef g():\n    pass\n", "x = 1\ny = 2", "# a comment\n\nz = 3\n"]
+    path = root / "corpus_val.txt"
+    path.write_text(DOC_SEPARATOR.join(docs))
+    units = {"paragraph": [u.strip() for d in docs for u in d.split("\n\n") if u.strip()],
+             "line": [u.strip() for d in docs for u in d.splitlines() if u.strip()],
+             "document": [d.strip() for d in docs]}
+    raw = datasets.load_dataset("text", data_files={"test": str(path)}, sample_by="document")["test"]
+    for sample_by, want in units.items():
+        got = harness.perplexity_task_config(path, sample_by=sample_by)["process_docs"](raw)["text"]
+        assert got == want and not any(EOS_TOKEN in text for text in got), sample_by
+    inputs = []
+    hook = lm.model.register_forward_pre_hook(lambda m, args, kw: inputs.append(kw.get("input_ids", args and args[0])),
+                                              with_kwargs=True)
+    try:
+        df = harness.run_tasks(ckpt, None, ["val_ppl"], root / "corpus_ppl.csv", lm=lm, ppl_data=path)
+    finally:
+        hook.remove()
+    assert inputs and all(int((ids[:, 1:] == tok.eos_token_id).sum()) == 0 for ids in inputs)  # EOS only first
+    total_ll = total_bytes = 0
+    for text in units["paragraph"]:
+        ids = [tok.eos_token_id] + tok(text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logp = model(input_ids=torch.tensor([ids])).logits.log_softmax(-1)[0]
+        total_ll += sum(float(logp[i - 1, ids[i]]) for i in range(1, len(ids)))
+        total_bytes += len(text.encode())
+    got = dict(zip(df.metric, df.value))
+    assert got["byte_perplexity"] == pytest.approx(math.exp(-total_ll / total_bytes), rel=1e-4)
+
+
 def _doc_loglik(model, tok, text, boundary_id, window):
     """Independent rolling log-likelihood: the document after ``boundary_id`` in consecutive chunks of ``window``
     predicted tokens; a chunk's inputs are the ``window`` tokens before its last target (never more)."""

@@ -35,6 +35,7 @@ from lm_eval.tasks import TaskManager
 
 from models.registry import register_auto_classes
 from suite.common import out_file, usage_errors
+from suite.data.corpus import EOS_TOKEN
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import check_folder, checkpoint_folder
 
@@ -138,28 +139,45 @@ class OrthrosHFLM(HFLM):
         return context_ids, self.tok_encode(tail, add_special_tokens=False)
 
 
-def _clean_docs(dataset):
-    """Strip each document and drop empty ones (the text loader keeps a trailing newline on the last paragraph)."""
-    return dataset.map(lambda d: {"text": d["text"].strip()}).filter(lambda d: len(d["text"]) > 0)
+SAMPLE_BY = {"line": lambda doc: doc.splitlines(), "paragraph": lambda doc: doc.split("\n\n"),
+             "document": lambda doc: [doc]}
+
+
+def scored_documents(sample_by: str):
+    """lm-eval ``process_docs`` of the held-out file: each record cut at the corpus's document separator (the EOS
+    token's text, ``suite.data.corpus.DOC_SEPARATOR``), each document into ``sample_by`` units, every unit
+    stripped, empty ones dropped. The separator is never scored: its text encodes as the EOS token, which lm-eval
+    would score as content (the boundary token each document is conditioned on comes from the model instead)."""
+    split = SAMPLE_BY[sample_by]
+
+    def process(dataset):
+        import datasets
+
+        units = [unit.strip() for record in dataset["text"] for doc in record.split(EOS_TOKEN) for unit in split(doc)]
+        return datasets.Dataset.from_dict({"text": [u for u in units if u]})
+
+    return process
 
 
 def perplexity_task_config(data_path: str | Path, task: str = "val_ppl", sample_by: str = "paragraph") -> dict:
     """lm-eval task config (``loglikelihood_rolling``) over a local held-out file.
 
-    ``.jsonl``/``.json``: one document per record, field ``text``. Any other suffix is read as plain text, one
-    document per ``sample_by`` unit (``"line"``, ``"paragraph"`` = blank-line separated, or ``"document"`` = the
-    whole file). Metrics: word_perplexity, byte_perplexity, bits_per_byte. Raises ValueError for a missing file
-    or an unknown ``sample_by``.
+    ``.jsonl``/``.json``: one document per record, field ``text``. Any other suffix is read as plain text (the
+    corpus's ``val.txt``: documents joined by ``suite.data.corpus.DOC_SEPARATOR``), one scored document per
+    ``sample_by`` unit of each document (``"line"``, ``"paragraph"`` = blank-line separated, or ``"document"``);
+    separator text is never scored (:func:`scored_documents`). Metrics: word_perplexity, byte_perplexity,
+    bits_per_byte. Raises ValueError for a missing file or an unknown ``sample_by``.
     """
     path = Path(data_path).resolve()
     if not path.is_file():
         raise ValueError(f"perplexity data file not found: {data_path}")
-    if sample_by not in ("line", "paragraph", "document"):
+    if sample_by not in SAMPLE_BY:
         raise ValueError(f"sample_by={sample_by!r} must be 'line', 'paragraph' or 'document'")
     is_json = path.suffix in (".jsonl", ".json")
-    kwargs = {"data_files": {"test": str(path)}} | ({} if is_json else {"sample_by": sample_by})
+    kwargs = {"data_files": {"test": str(path)}} | ({} if is_json else {"sample_by": "document"})
     return {"task": task, "dataset_path": "json" if is_json else "text", "dataset_kwargs": kwargs,
-            "test_split": "test", "process_docs": _clean_docs, "output_type": "loglikelihood_rolling",
+            "test_split": "test", "process_docs": scored_documents("document" if is_json else sample_by),
+            "output_type": "loglikelihood_rolling",
             "doc_to_text": "",
             "doc_to_target": "{{text}}", "metric_list": [{"metric": m} for m in PPL_METRICS],
             "metadata": {"version": 1.0, "data_path": str(path), "sample_by": sample_by}}
