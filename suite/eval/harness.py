@@ -59,8 +59,8 @@ class TaskSpec:
 
 
 _LM = f"lm-eval {lm_eval.__version__}"
-_RECALL_CUT = ("generate until '\\n', 48 tokens, contains-match; context cut to recall_context_len-50 tokens "
-               "(default 1998) of the model tokenizer")
+_RECALL_CUT = ("generate until '\\n', 48 tokens, contains-match; prompt cut to window_tokens-48 tokens of the "
+               "model tokenizer (the window lm-eval keeps), question kept")
 _BASED_CHUNKED = ("generate until '\\n', 48 tokens, contains-match; Based pre-chunked docs, no extra cut "
                   "(HFLM left-truncates to max_length-48)")
 TASKS: dict[str, TaskSpec] = {
@@ -184,22 +184,23 @@ def perplexity_task_config(data_path: str | Path, task: str = "val_ppl", sample_
 
 
 def get_task_manager(checkpoint: str | Path, tokenizer: str | Path | None = None,
-                     recall_context_len: int = 2048) -> TaskManager:
+                     max_length: int | None = None) -> TaskManager:
     """lm-eval ``TaskManager`` over the lm-eval task folders that ``TASKS`` uses plus ``suite/eval/tasks``.
 
     Indexing all ~28k lm-eval YAMLs takes 5-10 s, so only ``LM_EVAL_TASK_DIRS`` are indexed, and the manager is
-    cached per argument set. Its metadata (``pretrained``, ``tokenizer``, ``recall_context_len``) reaches every
-    task config; the recall tasks use it to truncate contexts with the model's tokenizer.
+    cached per argument set. Its metadata (``pretrained``, ``tokenizer``, ``max_length``) reaches every task config;
+    the recall tasks cut their prompts to ``max_length`` (the evaluated model's ``lm.max_length``, the window lm-eval
+    keeps) with the model's tokenizer.
     """
-    return _task_manager(str(checkpoint), str(tokenizer or checkpoint), int(recall_context_len))
+    return _task_manager(str(checkpoint), str(tokenizer or checkpoint), max_length)
 
 
 @functools.lru_cache(maxsize=4)
-def _task_manager(checkpoint: str, tokenizer: str, recall_context_len: int) -> TaskManager:
+def _task_manager(checkpoint: str, tokenizer: str, max_length: int | None) -> TaskManager:
     root = Path(lm_eval.tasks.__file__).parent
     paths = [str(root / d) for d in LM_EVAL_TASK_DIRS] + [str(TASKS_DIR)]
-    return TaskManager(include_path=paths, include_defaults=False, metadata={
-        "pretrained": checkpoint, "tokenizer": tokenizer, "recall_context_len": recall_context_len})
+    metadata = {"pretrained": checkpoint, "tokenizer": tokenizer} | ({"max_length": max_length} if max_length else {})
+    return TaskManager(include_path=paths, include_defaults=False, metadata=metadata)
 
 
 def force_offline() -> None:
@@ -258,7 +259,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
               extra_tasks: dict[str, tuple[dict, tuple[str, ...]]] | None = None, profile: str = "smoke",
               arch: str = "", size: str = "", tokens: int | None = None, seq_len: int | None = None,
               batch_size: int = 1, device: str = "cpu", dtype: str = "float32", backend: str = "hf", seed: int = 0,
-              max_length: int | None = None, recall_context_len: int = 2048, boundary_token: str = "eos", lm=None):
+              max_length: int | None = None, boundary_token: str = "eos", lm=None):
     """Evaluate ``checkpoint`` on ``tasks`` with lm-eval and write quality rows to ``out_csv`` (atomic).
 
     ``tasks``: names from ``TASKS`` (``"commonsense"`` / ``"recall"`` expand to those lists), ``"val_ppl"`` (needs
@@ -298,7 +299,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     from models.sizes import count_parameters
 
     n_params = count_parameters(lm.model)
-    task_manager = get_task_manager(str(checkpoint), tokenizer, recall_context_len)
+    task_manager = get_task_manager(str(checkpoint), tokenizer, lm.max_length)  # recall prompts fit lm's window
 
     rows = []
     for name in names:
@@ -373,7 +374,6 @@ def main(argv: list[str] | None = None) -> None:
                    help="longest window in tokens; give the training length (default: the model's limit)")
     p.add_argument("--boundary-token", default="eos", choices=["eos", "bos"],
                    help="token a document is conditioned on first: the one training put between documents")
-    p.add_argument("--recall-context-len", type=int, default=2048)
     p.add_argument("--seed", type=int, default=[0], nargs="+", help="seed label(s), one per checkpoint (or one)")
     a = p.parse_args(argv)
     seeds = a.seed * len(a.checkpoint) if len(a.seed) == 1 else a.seed
@@ -395,8 +395,7 @@ def main(argv: list[str] | None = None) -> None:
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
                           ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,
                           size=a.size, tokens=a.tokens, seq_len=a.seq_len, batch_size=a.batch_size, device=a.device,
-                          dtype=a.dtype, seed=seed, max_length=a.max_length, recall_context_len=a.recall_context_len,
-                          boundary_token=a.boundary_token)
+                          dtype=a.dtype, seed=seed, max_length=a.max_length, boundary_token=a.boundary_token)
         print(out)
         print(frame[["task", "metric", "value", "status"]].to_string(index=False))
 
