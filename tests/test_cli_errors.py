@@ -361,3 +361,27 @@ def test_bad_input_found_by_a_new_user_is_a_usage_error(data_dir, tmp_path, caps
         err = _refused(main, argv, capsys)
         assert message in err and "Traceback" not in err, (argv, err)
         assert not out.exists(), argv
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("mqar.csv", "header only", "mqar.csv: a header and no rows"),
+    ("ablation.csv", "header only", "ablation.csv: a header and no rows"),
+    ("controls.csv", "passed=maybe", "controls.csv row 1: column 'passed' holds 'maybe'; a control either passed or "
+                                     "failed: expected true or false"),
+])
+def test_render_refuses_a_damaged_input_before_writing_anything(name, damage, message, tmp_path, capsys):
+    """A header-only mqar.csv or ablation.csv crashed the figures after the tables were written; a control that
+    neither passed nor failed was read as failed. Each is refused, naming the file, and nothing is written."""
+    from suite.report import render
+
+    res, gpu = _results_copy(tmp_path)
+    frame = pd.read_csv(res / name, dtype=str, keep_default_na=False)
+    if damage == "header only":
+        frame = frame.iloc[0:0]
+    else:
+        frame.loc[0, "passed"] = "maybe"
+    frame.to_csv(res / name, index=False)
+    err = _refused(render.main, ["--results", str(res), "--gpu-results", str(gpu), "--out-tables",
+                                 str(tmp_path / "t"), "--out-figures", str(tmp_path / "f")], capsys)
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()

@@ -174,6 +174,31 @@ def test_every_latex_table_compiles(rendered_specials, tmp_path):
         assert run.returncode == 0, (tex.name, run.stdout[-2000:])
 
 
+def test_a_render_that_fails_half_way_leaves_the_previous_outputs(tmp_path, monkeypatch):
+    """The tables are written, then a figure fails: the output folders keep what they held (nothing half-written,
+    no staging folder left beside them)."""
+    import suite.report.render as render_module
+
+    tables, figures = tmp_path / "tables", tmp_path / "figures"
+    render(FIX / "default", FIX / "gpu", tables, figures)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    copy = tmp_path / "in"
+
+    def broken(*args, **kwargs):
+        raise IndexError("a figure fails")
+
+    monkeypatch.setattr(render_module, "fig_mqar", broken)
+    quality = pd.read_csv(FIX / "default" / "quality.csv")
+    quality.loc[0, "value"] = 99.0  # tables written from these rows would differ
+    shutil.copytree(FIX, copy)
+    quality.to_csv(copy / "default" / "quality.csv", index=False)
+    with pytest.raises(IndexError, match="a figure fails"):
+        render(copy / "default", copy / "gpu", tables, figures)
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and copy not in p.parents}
+    assert after == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures", "in", "tables"]
+
+
 def test_evaluate_measure_missing_and_filters():
     m = {"results": "{gpu}/prefill.csv", "column": "kv_cache_gib", "op": "ratio", "numerator": {"model": "orthros"},
          "denominator": {"model": "transformer"}, "where": {"status": "ok", "gpus": 1, "seq_len": 131072},

@@ -13,6 +13,10 @@ line prints that message (no traceback) and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -64,19 +68,38 @@ def _with_gpu(frame: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame, gpu], ignore_index=True) if len(gpu) else frame
 
 
-def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> None:
+def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> list[Path]:
     write_csv(frame, out / f"{name}.csv")
     write_text(format_table(frame, title, cond, NOTES[name]), out / f"{name}.md")
     # escape: a cell's % would start a LaTeX comment (the rest of the row lost) and its _ # & $ break the table
     write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g", escape=True), out / f"{name}.tex")
+    return [out / f"{name}.{ext}" for ext in ("md", "csv", "tex")]
+
+
+@contextlib.contextmanager
+def _all_or_nothing(*folders: Path):
+    """One staging folder per output folder (beside it), moved file by file into place only when the block ends
+    without an exception, so a render that fails half-way leaves the previous outputs as they were."""
+    stages = []
+    try:
+        for folder in folders:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            stages.append(Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent)))
+        yield stages
+        for folder, stage in zip(folders, stages):
+            folder.mkdir(parents=True, exist_ok=True)
+            for path in sorted(stage.iterdir()):
+                os.replace(path, folder / path.name)
+    finally:
+        for stage in stages:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def render(results: str | Path | None, gpu_results: str | Path | None, out_tables: str | Path,
            out_figures: str | Path, reported_dir: str | Path = REPORTED_DIR,
            claims_path: str | Path = CLAIMS_PATH) -> dict[str, list[Path]]:
     """Render all outputs; returns {kind: [paths]}. Raises ValueError on corrupt inputs (naming the file), before
-    writing anything."""
-    out_t, out_f = Path(out_tables), Path(out_figures)
+    writing anything; a render that fails later writes nothing either (:func:`_all_or_nothing`)."""
     reported, cond, figs = load_tables(reported_dir), load_conditions(reported_dir), load_figures(reported_dir)
     m = load_measured(results, gpu_results)
     res, gpu = results or "<no --results>", gpu_results or "<no --gpu-results>"
@@ -114,25 +137,26 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     }
     derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
     written: dict[str, list[Path]] = {"tables": [], "figures": []}
-    out_t.mkdir(parents=True, exist_ok=True)
-    for name, (title, frame) in specs.items():
-        item = f"Table {name[-1]}"
-        _write_table(frame, out_t, name, title, paper_conditions(cond, item))
-        written["tables"] += [out_t / f"{name}.{ext}" for ext in ("md", "csv", "tex")]
-    save_audit(out_t, derived, audit)
-    written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
-    written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
-                               invalid["lm"])
-    written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
-    written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
-                               invalid["gpu_niah"], name="fig3_gpu", profile="gpu")
-    table3 = reported[reported["table"] == "Table 3"]
-    written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"])
-    written["figures"] += fig_mqar(m["gpu_mqar"], table3, out_f, f"{gpu}/mqar.csv missing (the gpu profile's MQAR)",
-                                   invalid["gpu_mqar"], name="fig_mqar_gpu", profile="gpu")
-    written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
-                               f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"), m["gpu_seq_parallel"])
-    return written
+    with _all_or_nothing(Path(out_tables), Path(out_figures)) as (out_t, out_f):
+        for name, (title, frame) in specs.items():
+            written["tables"] += _write_table(frame, out_t, name, title, paper_conditions(cond, f"Table {name[-1]}"))
+        save_audit(out_t, derived, audit)
+        written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
+        written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
+                                   invalid["lm"])
+        written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
+        written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
+                                   invalid["gpu_niah"], name="fig3_gpu", profile="gpu")
+        table3 = reported[reported["table"] == "Table 3"]
+        written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"])
+        written["figures"] += fig_mqar(m["gpu_mqar"], table3, out_f,
+                                       f"{gpu}/mqar.csv missing (the gpu profile's MQAR)", invalid["gpu_mqar"],
+                                       name="fig_mqar_gpu", profile="gpu")
+        written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
+                                   f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"),
+                                   m["gpu_seq_parallel"])
+    final = {"tables": Path(out_tables), "figures": Path(out_figures)}
+    return {kind: [final[kind] / path.name for path in paths] for kind, paths in written.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
