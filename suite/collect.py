@@ -17,6 +17,7 @@ import argparse
 
 import pandas as pd
 
+from suite.cli import in_file, out_file, usage_errors
 from suite.provenance import read_csv, write_csv
 
 SCALE = ["n_params", "tokens", "seq_len"]
@@ -92,26 +93,31 @@ def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.
     return pd.concat(out, ignore_index=True)
 
 
+def _not_run(text: str) -> tuple[str, str]:
+    arch, sep, reason = text.partition("=")
+    if not (arch and sep and reason):
+        raise argparse.ArgumentTypeError(f"expected ARCH=REASON, got {text!r}")
+    return arch, reason
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat"])
-    parser.add_argument("--evals", nargs="*", default=[])
-    parser.add_argument("--metrics", nargs="*", default=[])
+    parser.add_argument("--evals", nargs="*", type=in_file, default=[])
+    parser.add_argument("--metrics", nargs="*", type=in_file, default=[])
     parser.add_argument("--variants", nargs="*", default=[])
-    parser.add_argument("--inputs", nargs="*", default=[])
-    parser.add_argument("--not-run", nargs="*", default=[], metavar="ARCH=REASON",
+    parser.add_argument("--inputs", nargs="*", type=in_file, default=[])
+    parser.add_argument("--not-run", nargs="*", type=_not_run, default=[], metavar="ARCH=REASON",
                         help="concat: archs with no results, and why (a 'not run' row per cell)")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, type=out_file)
     args = parser.parse_args(argv)
-    if args.kind == "concat":
-        bad = [item for item in args.not_run if "=" not in item]
-        if bad:
-            parser.error(f"--not-run items must be ARCH=REASON, got {bad}")
-        frame = concat(args.inputs, dict(item.split("=", 1) for item in args.not_run))
-    elif args.kind == "conversion":
-        frame = conversion(args.evals, args.metrics, args.variants)
-    else:
-        frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
+    with usage_errors(parser):  # a damaged input CSV; conversion's inputs not one per variant
+        if args.kind == "concat":
+            frame = concat(args.inputs, dict(args.not_run))
+        elif args.kind == "conversion":
+            frame = conversion(args.evals, args.metrics, args.variants)
+        else:
+            frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
     write_csv(frame, args.out)
     print(f"wrote {args.out} ({len(frame)} rows)")
 

@@ -12,6 +12,7 @@ CLI: ``python -m suite.config default`` validates a profile and prints it as JSO
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import importlib.util
 import json
@@ -288,16 +289,21 @@ def workflow_profile(overrides: dict) -> str:
     return str(overrides.get("profile", "default"))
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
-        sys.exit("usage: python -m suite.config [PROFILE | path/to/config.yaml]  "
-                 "(validates and prints the study config)")
-    try:
-        print(json.dumps(load_config(sys.argv[1] if len(sys.argv) > 1 else "default"), indent=2))
-    except ConfigError as err:
-        sys.exit(str(err))
 
 
 def curriculum_arg(phases: list[dict]) -> str:
     """A config's ``niah.curriculum`` as ``suite.eval.niah --curriculum``'s ``LEN:FRAC:ROWS[:QUERIES],...``."""
     return ",".join(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p) for p in phases)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from suite.cli import study_config
+
+    parser = argparse.ArgumentParser(prog="python -m suite.config", description="Validate and print a study config.")
+    parser.add_argument("config", nargs="?", default="default", type=study_config,
+                        help="profile name or path/to/config.yaml (default: default)")
+    print(json.dumps(load_config(parser.parse_args(argv).config), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,11 +5,12 @@ CLI: ``python -m suite.bench.targets DIR`` (``suite/bench/perf_all.sh`` runs it 
 """
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import pandas as pd
 
+from suite.cli import in_folder, usage_errors
 from suite.provenance import read_csv, write_csv
 
 
@@ -36,11 +37,11 @@ def collect(out: Path) -> pd.DataFrame | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or not Path(args[0]).is_dir():
-        sys.exit(f"usage: python -m suite.bench.targets DIR (a folder of benchmark CSVs); got {args}")
-    out = Path(args[0])
-    frame = collect(out)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=in_folder, help="a folder of benchmark CSVs")
+    out = Path(ap.parse_args(argv).folder)
+    with usage_errors(ap):  # a damaged CSV, named
+        frame = collect(out)
     if frame is not None:
         write_csv(frame, out / "targets.csv")
         print(f"wrote {out / 'targets.csv'}")

@@ -34,7 +34,16 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from models.registry import register_auto_classes
-from suite.common import out_file, usage_errors
+from suite.cli import (
+    device_name,
+    in_file,
+    in_folder,
+    nonnegative_int,
+    out_file,
+    positive_float,
+    positive_int,
+    usage_errors,
+)
 from suite.data.corpus import EOS_TOKEN
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import check_folder, checkpoint_folder
@@ -355,26 +364,27 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", required=True, nargs="+", help="checkpoint dir(s); one --out (and --seed) each")
-    p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: the checkpoint)")
+    p.add_argument("--tokenizer", type=in_folder, default=None, help="tokenizer dir (default: the checkpoint)")
     p.add_argument("--tasks", default="commonsense,recall", help="comma list: task names, commonsense, recall, val_ppl")
     p.add_argument("--out", required=True, nargs="+", type=out_file,
                    help="output CSV (quality rows), one per checkpoint")
-    p.add_argument("--limit", type=float, default=None, help="docs per task (>=1: count, <1: fraction)")
-    p.add_argument("--ppl-data", default=None, help="held-out text/jsonl file for val_ppl")
+    p.add_argument("--limit", type=positive_float, default=None, help="docs per task (>=1: count, <1: fraction)")
+    p.add_argument("--ppl-data", type=in_file, default=None, help="held-out text/jsonl file for val_ppl")
     p.add_argument("--ppl-sample-by", default="paragraph", choices=["line", "paragraph", "document"])
     p.add_argument("--profile", default="smoke")
     p.add_argument("--arch", default="")
     p.add_argument("--size", default="")
-    p.add_argument("--tokens", type=int, default=None, help="training tokens of the checkpoint")
-    p.add_argument("--seq-len", type=int, default=None, help="training sequence length")
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--max-length", type=int, default=None,
+    p.add_argument("--tokens", type=nonnegative_int, default=None, help="training tokens of the checkpoint")
+    p.add_argument("--seq-len", type=positive_int, default=None, help="training sequence length")
+    p.add_argument("--batch-size", type=positive_int, default=1)
+    p.add_argument("--device", type=device_name, default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--max-length", type=positive_int, default=None,
                    help="longest window in tokens; give the training length (default: the model's limit)")
     p.add_argument("--boundary-token", default="eos", choices=["eos", "bos"],
                    help="token a document is conditioned on first: the one training put between documents")
-    p.add_argument("--seed", type=int, default=[0], nargs="+", help="seed label(s), one per checkpoint (or one)")
+    p.add_argument("--seed", type=nonnegative_int, default=[0], nargs="+",
+                   help="seed label(s), one per checkpoint (or one)")
     a = p.parse_args(argv)
     seeds = a.seed * len(a.checkpoint) if len(a.seed) == 1 else a.seed
     if not len(a.checkpoint) == len(a.out) == len(seeds):
@@ -384,12 +394,9 @@ def main(argv: list[str] | None = None) -> None:
     with usage_errors(p, FileNotFoundError, NotADirectoryError, ValueError):
         for checkpoint in a.checkpoint:
             checkpoint_folder(checkpoint)
-    if a.tokenizer and not Path(a.tokenizer).is_dir():
-        p.error(f"--tokenizer {a.tokenizer}: no such folder")
     with usage_errors(p):
-        task_names([t for t in a.tasks.split(",") if t])
-    if a.limit is not None and not a.limit > 0:
-        p.error(f"--limit {a.limit} must be > 0 (a count >= 1 or a fraction < 1 of each task's documents)")
+        if "val_ppl" in task_names([t for t in a.tasks.split(",") if t]) and a.ppl_data is None:
+            raise ValueError("task val_ppl needs --ppl-data (the held-out text file)")
     limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
     for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.common import usage_errors
+from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
 from suite.report.audit import build_audit, save_audit
@@ -161,19 +161,16 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Render paper tables, figures and the claims audit.")
-    parser.add_argument("--results", default=None,
+    # a misspelt (or empty) results folder would render every cell 'not run': refused, as any bad input
+    parser.add_argument("--results", type=in_folder, default=None,
                         help="results/<profile> folder (left out: every profile cell reads 'not run')")
-    parser.add_argument("--gpu-results", default=None,
+    parser.add_argument("--gpu-results", type=in_folder, default=None,
                         help="results/gpu folder (left out: every gpu cell reads 'not run')")
-    parser.add_argument("--out-tables", default="paper_tables")
-    parser.add_argument("--out-figures", default="figures")
-    parser.add_argument("--reported", default=str(REPORTED_DIR))
-    parser.add_argument("--claims", default=str(CLAIMS_PATH))
+    parser.add_argument("--out-tables", type=out_folder, default="paper_tables")
+    parser.add_argument("--out-figures", type=out_folder, default="figures")
+    parser.add_argument("--reported", type=in_folder, default=str(REPORTED_DIR))
+    parser.add_argument("--claims", type=in_file, default=str(CLAIMS_PATH))
     args = parser.parse_args(argv)
-    for flag, value in [("--results", args.results), ("--gpu-results", args.gpu_results)]:
-        if value is not None and not Path(value).is_dir():  # a misspelt folder would render every cell 'not run'
-            parser.error(f"{flag} {value!r} is not a folder" if Path(value).exists() else
-                         f"{flag} {value!r}: no such folder (leave the option out to render without it)")
     with usage_errors(parser, ValueError, FileNotFoundError):  # a damaged input names its file: no traceback
         written = render(args.results, args.gpu_results, args.out_tables, args.out_figures, args.reported,
                          args.claims)
