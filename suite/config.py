@@ -123,6 +123,7 @@ def _cross_checks(config: dict) -> list[str]:
             problems.append(f"niah.curriculum.{i}.len: {p['len']} is longer than niah.train_len {niah['train_len']}")
     if "mqar" in config:
         problems += _mqar_checks(config["mqar"])
+    problems += _run_time_checks(config)
     sizes = _size_names()
     if sizes is None:
         return problems
@@ -133,6 +134,36 @@ def _cross_checks(config: dict) -> list[str]:
     named += [(f"mqar.sizes.{i}", s) for i, s in enumerate(config.get("mqar", {}).get("sizes", []))]
     problems += [f"{key}: unknown size {val!r}; known: {sorted(sizes)}" for key, val in named if val not in sizes]
     return problems
+
+
+def _run_time_checks(config: dict) -> list[str]:
+    """Lengths a job would find too short only once it runs (after other jobs, or after some of its own cells):
+    SWA's window at each length it trains at, and a training length that cannot hold a retrieval row."""
+    problems = []
+    ratio, train, data = config["swa_window_ratio"], config["train"], config["data"]
+    for key, length, archs in (("train.seq_len", train["seq_len"], config["archs"]),
+                               ("niah.train_len", config.get("niah", {}).get("train_len"),
+                                config.get("niah", {}).get("archs", []))):
+        if "swa" in archs and length is not None and round(ratio * length) < 1:  # baselines.transformer.swa_window
+            problems.append(f"swa_window_ratio: {ratio} x {key} {length} rounds to an SWA window of 0 tokens")
+    if data.get("retrieval_fraction", 0) > 0:
+        from suite.data.retrieval import shortest_seq_len
+
+        # a bound for any tokenizer: each byte is a token of the bytes tokenizer, each pre-token at least one of a BPE
+        count = (lambda text: len(text.encode())) if data["tokenizer"] == "bytes" else _pre_tokens
+        need = shortest_seq_len(count)
+        if train["seq_len"] < need:
+            problems.append(f"train.seq_len: {train['seq_len']} cannot hold a retrieval row (data.retrieval_fraction "
+                            f"{data['retrieval_fraction']}): a needle, the question and the answer take at least "
+                            f"{need - 1} tokens with the {data['tokenizer']} tokenizer")
+    return problems
+
+
+def _pre_tokens(text: str) -> int:
+    """Pre-tokens of the suite's byte-level BPE (``suite.data.tokenizer``): a lower bound of its tokens."""
+    from tokenizers import pre_tokenizers
+
+    return len(pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text))
 
 
 def _mqar_checks(mqar: dict) -> list[str]:
@@ -146,6 +177,8 @@ def _mqar_checks(mqar: dict) -> list[str]:
     if mqar.get("warmup", 0) >= mqar["steps"]:
         problems.append(f"mqar.warmup: {mqar['warmup']} must be below mqar.steps {mqar['steps']}")
     seq_lens, train = mqar["seq_lens"], mqar.get("train_kv")
+    problems += [f"mqar.seq_lens.{i}: {t} is odd; an MQAR sequence is key-value pairs, so every length is even"
+                 for i, t in enumerate(seq_lens) if t % 2]
     if train and isinstance(train[0], list):
         if len(train) != len(seq_lens):
             problems.append(f"mqar.train_kv: {len(train)} per-seq_len lists for the {len(seq_lens)} seq_lens "

@@ -538,6 +538,11 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
         ("suite.train.run", ["--arch", "orthros", "--size", "1M", "--data-dir", str(missing), "--out-dir", str(out)],
          f"data folder {missing} not found"),
         ("suite.train.run", ["--arch", "llama", "--model", str(missing), *train], "--model: checkpoint not found"),
+        # ci trains with retrieval rows; 24 tokens cannot hold one (the run once failed at its first retrieval batch)
+        ("suite.train.run", ["--config", "ci", "--arch", "orthros", "--size", "1M", "--seq-len", "24", *train],
+         "seq_len 24 (--seq-len or train.seq_len) cannot hold a retrieval row"),
+        ("suite.train.run", ["--arch", "orthros", "--size", "1M", "--steps", "1", "--batch-size", "1", "--seq-len",
+                             "100000000", *train], "tokens, too few for seq_len 100000000"),
         ("suite.eval.harness", ["--checkpoint", str(missing), "--out", str(out / "q.csv")],
          f"checkpoint not found: {missing}"),
         ("suite.eval.harness", ["--checkpoint", str(ckpt), "--tasks", "val_ppl", "--out", str(out / "q.csv")],
@@ -564,6 +569,8 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
         cases += [
             ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--device", "cuda", "--out",
                                  str(out / "m.csv")], "argument --device: 'cuda': no CUDA device on this machine"),
+            ("suite.train.run", ["--config", str(cuda_config), "--arch", "orthros", *train],
+             "device (--device or the config's): 'cuda': no CUDA device on this machine"),
             ("suite.bench.fla_vs_naive", ["--out-dir", str(out)], "no CUDA device: run on the GPU machine"),
         ]
     for module, argv, message in cases:

@@ -138,15 +138,38 @@ def main(argv: list[str] | None = None) -> None:
     missing = [f"--{name.replace('_', '-')}" for name in ("steps", "batch_size", "seq_len") if pick(name) is None]
     if missing:
         ap.error(f"give {', '.join(missing)} or a --config whose train section sets them")
+    from suite.data.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(Path(args.data_dir) / "tokenizer")
+    retrieval = args.retrieval_fraction if args.retrieval_fraction is not None else \
+        data_cfg.get("retrieval_fraction", 0.0)
+    with usage_errors(ap):  # what would stop the run later: the device, a retrieval row, SWA's window
+        try:
+            device_name(args.device or cfg.get("device", "cpu"))
+        except argparse.ArgumentTypeError as err:
+            raise ValueError(f"device (--device or the config's): {err}") from None
+        if retrieval > 0:
+            from suite.data.retrieval import shortest_seq_len
+
+            need = shortest_seq_len(lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids))
+            if pick("seq_len") < need:
+                raise ValueError(f"seq_len {pick('seq_len')} (--seq-len or train.seq_len) cannot hold a retrieval "
+                                 f"row (retrieval fraction {retrieval}): a needle, the question and the answer take "
+                                 f"up to {need - 1} tokens with this tokenizer; give a length of at least {need}")
+        from suite.data.tokenizer import load_tokens
+
+        for split in ("train", "val"):  # the val split is read after the last step
+            n = len(load_tokens(args.data_dir, split))
+            if n <= pick("seq_len"):
+                raise ValueError(f"the {split} split of {args.data_dir} has {n} tokens, too few for seq_len "
+                                 f"{pick('seq_len')} (--seq-len or train.seq_len)")
+        window = window_overrides(args.arch, cfg, pick("seq_len")) if not args.model else {}
     if not args.model:
         import functools
 
         from models.registry import build
-        from suite.data.tokenizer import load_tokenizer
 
-        vocab = load_tokenizer(Path(args.data_dir) / "tokenizer").get_vocab_size()
-        overrides = {"vocab_size": vocab, **window_overrides(args.arch, cfg, pick("seq_len")),
-                     **user_overrides}
+        overrides = {"vocab_size": tokenizer.get_vocab_size(), **window, **user_overrides}
         model = functools.partial(build, args.arch, size, **overrides)  # built per seed
     else:
         model, overrides = args.model, None
