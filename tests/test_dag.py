@@ -124,9 +124,17 @@ def all_jobs(profile: str) -> tuple:
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))
-def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
+def test_every_rendered_command_is_accepted_by_its_module(profile, capsys, monkeypatch):
     """Every job's `python -m suite....` call, as the profile renders it, passes its module's argument parser (an
-    invalid CLI such as `--limit None` fails here), and the threads a command asks for are the job's threads."""
+    invalid CLI such as `--limit None` fails here), and the threads a command asks for are the job's threads. The
+    parsers run as on the profile's own host at the job's turn: an input an earlier job writes counts as there
+    (suite.cli's input types), and a cuda profile's host has GPUs (suite.cli.device_name)."""
+    import suite.cli
+
+    monkeypatch.setattr(suite.cli, "_existing", lambda text, folder: text)
+    if load_config(profile)["device"].startswith("cuda"):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     jobs = all_jobs(profile)
     if profile == "ci":
         assert rule_counts(jobs) == CI_JOBS
