@@ -28,14 +28,20 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 DEFAULT_ROPE_THETA = 10000.0
 # rope_type -> (required keys, optional keys) of ``rope_parameters`` besides rope_type and rope_theta; the scaled
 # types' frequencies come from transformers' ROPE_INIT_FUNCTIONS (types that change with the sequence length,
-# "dynamic" and "longrope", are refused: the suite's RoPE tables depend on positions only)
+# "dynamic" and "longrope", are refused: the suite's RoPE tables depend on positions only). llama3 and yarn need
+# original_max_position_embeddings: without it transformers takes max_position_embeddings (2^20 for the registry's
+# models), and llama3 then leaves every frequency as it was and yarn only rescales cos and sin.
 ROPE_TYPES = {
     "default": (set(), set()),
     "linear": ({"factor"}, set()),
-    "llama3": ({"factor", "low_freq_factor", "high_freq_factor"}, {"original_max_position_embeddings"}),
-    "yarn": ({"factor"}, {"original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
-                          "mscale_all_dim", "truncate"}),
-}  # original_max_position_embeddings defaults to max_position_embeddings (transformers' standardisation)
+    "llama3": ({"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}, set()),
+    "yarn": ({"factor", "original_max_position_embeddings"}, {"attention_factor", "beta_fast", "beta_slow", "mscale",
+                                                               "mscale_all_dim", "truncate"}),
+}
+# keys that must hold a number > 0 where given (transformers reads beta_fast=0 as its default 32, and mscale=0 as no
+# mscale)
+POSITIVE_ROPE_KEYS = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+                      "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
 # PreTrainedConfig fields that would change what forward returns; the suite's models implement only these values
 _FIXED_BASE_FIELDS = {"output_hidden_states": False, "_output_attentions": False, "return_dict": True,
                       "chunk_size_feed_forward": 0, "is_encoder_decoder": False}
@@ -182,9 +188,22 @@ def _check_rope(params: dict) -> None:
                                  f"rotates the whole head)")
         elif key not in required | optional | {"rope_type", "rope_theta"}:
             raise ValueError(f"rope_parameters[{key!r}]={value!r} is not used by rope_type {kind!r}")
-    for key in ("rope_theta", "factor"):
+    for key in POSITIVE_ROPE_KEYS:
         if key in params and not _number(params[key]):
             raise ValueError(f"rope_parameters[{key!r}]={params[key]!r} must be a positive number")
+    if kind == "llama3" and params["high_freq_factor"] <= params["low_freq_factor"]:
+        raise ValueError(f"rope_parameters['high_freq_factor']={params['high_freq_factor']!r} must exceed "
+                         f"low_freq_factor={params['low_freq_factor']!r} (llama3 interpolates between them)")
+    if kind == "yarn":
+        # transformers uses mscale only with mscale_all_dim, and neither when attention_factor is given
+        if ("mscale" in params) != ("mscale_all_dim" in params):
+            raise ValueError("rope_parameters['mscale'] and ['mscale_all_dim'] are used only together: give both or "
+                             "neither")
+        if "attention_factor" in params and "mscale" in params:
+            raise ValueError("rope_parameters['attention_factor'] replaces the one mscale/mscale_all_dim give: give "
+                             "attention_factor or the mscale pair")
+        if not isinstance(params.get("truncate", True), bool):
+            raise ValueError(f"rope_parameters['truncate']={params['truncate']!r} must be true or false")
 
 
 class SwiGLU(nn.Module):

@@ -20,6 +20,7 @@ import argparse
 
 import pandas as pd
 
+from suite.cli import in_file, out_file, usage_errors
 from suite.provenance import read_csv, write_csv
 
 SCALE = ["n_params", "tokens", "seq_len"]
@@ -136,34 +137,39 @@ def curves(paths: list[str], runs: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _not_run(text: str) -> tuple[str, str]:
+    arch, sep, reason = text.partition("=")
+    if not (arch and sep and reason):
+        raise argparse.ArgumentTypeError(f"expected ARCH=REASON, got {text!r}")
+    return arch, reason
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat", "pretrained", "curves"])
-    parser.add_argument("--evals", nargs="*", default=[])
-    parser.add_argument("--metrics", nargs="*", default=[])
+    parser.add_argument("--evals", nargs="*", type=in_file, default=[])
+    parser.add_argument("--metrics", nargs="*", type=in_file, default=[])
     parser.add_argument("--variants", nargs="*", default=[])
-    parser.add_argument("--inputs", nargs="*", default=[])
-    parser.add_argument("--not-run", nargs="*", default=[], metavar="ARCH=REASON",
+    parser.add_argument("--inputs", nargs="*", type=in_file, default=[])
+    parser.add_argument("--not-run", nargs="*", type=_not_run, default=[], metavar="ARCH=REASON",
                         help="concat: archs with no results, and why (a 'not run' row per cell)")
-    parser.add_argument("--base-record", help="pretrained: the base model's base_model.json")
+    parser.add_argument("--base-record", type=in_file, help="pretrained: the base model's base_model.json")
     parser.add_argument("--runs", nargs="*", default=[], metavar="VARIANT:SEED", help="curves: one per input")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, type=out_file)
     args = parser.parse_args(argv)
-    if args.kind == "concat":
-        bad = [item for item in args.not_run if "=" not in item]
-        if bad:
-            parser.error(f"--not-run items must be ARCH=REASON, got {bad}")
-        frame = concat(args.inputs, dict(item.split("=", 1) for item in args.not_run))
-    elif args.kind == "conversion":
-        frame = conversion(args.evals, args.metrics, args.variants)
-    elif args.kind == "pretrained":
-        if not args.base_record:
-            parser.error("pretrained needs --base-record")
-        frame = pretrained(args.evals, args.variants, args.metrics, args.base_record)
-    elif args.kind == "curves":
-        frame = curves(args.inputs, args.runs)
-    else:
-        frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
+    if args.kind == "pretrained" and not args.base_record:
+        parser.error("pretrained needs --base-record")
+    with usage_errors(parser):  # a damaged input CSV; inputs not one per variant or run
+        if args.kind == "concat":
+            frame = concat(args.inputs, dict(args.not_run))
+        elif args.kind == "conversion":
+            frame = conversion(args.evals, args.metrics, args.variants)
+        elif args.kind == "pretrained":
+            frame = pretrained(args.evals, args.variants, args.metrics, args.base_record)
+        elif args.kind == "curves":
+            frame = curves(args.inputs, args.runs)
+        else:
+            frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
     write_csv(frame, args.out)
     print(f"wrote {args.out} ({len(frame)} rows)")
 

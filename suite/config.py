@@ -12,6 +12,7 @@ CLI: ``python -m suite.config default`` validates a profile and prints it as JSO
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import importlib.util
 import json
@@ -122,6 +123,7 @@ def _cross_checks(config: dict) -> list[str]:
             problems.append(f"niah.curriculum.{i}.len: {p['len']} is longer than niah.train_len {niah['train_len']}")
     if "mqar" in config:
         problems += _mqar_checks(config["mqar"])
+    problems += _run_time_checks(config)
     conversion = config.get("conversion", {})
     pretrained = conversion.get("pretrained")
     if pretrained and "base_model" not in conversion:
@@ -148,6 +150,36 @@ def _cross_checks(config: dict) -> list[str]:
     return problems
 
 
+def _run_time_checks(config: dict) -> list[str]:
+    """Lengths a job would find too short only once it runs (after other jobs, or after some of its own cells):
+    SWA's window at each length it trains at, and a training length that cannot hold a retrieval row."""
+    problems = []
+    ratio, train, data = config["swa_window_ratio"], config["train"], config["data"]
+    for key, length, archs in (("train.seq_len", train["seq_len"], config["archs"]),
+                               ("niah.train_len", config.get("niah", {}).get("train_len"),
+                                config.get("niah", {}).get("archs", []))):
+        if "swa" in archs and length is not None and round(ratio * length) < 1:  # baselines.transformer.swa_window
+            problems.append(f"swa_window_ratio: {ratio} x {key} {length} rounds to an SWA window of 0 tokens")
+    if data.get("retrieval_fraction", 0) > 0:
+        from suite.data.retrieval import shortest_seq_len
+
+        # a bound for any tokenizer: each byte is a token of the bytes tokenizer, each pre-token at least one of a BPE
+        count = (lambda text: len(text.encode())) if data["tokenizer"] == "bytes" else _pre_tokens
+        need = shortest_seq_len(count)
+        if train["seq_len"] < need:
+            problems.append(f"train.seq_len: {train['seq_len']} cannot hold a retrieval row (data.retrieval_fraction "
+                            f"{data['retrieval_fraction']}): a needle, the question and the answer take at least "
+                            f"{need - 1} tokens with the {data['tokenizer']} tokenizer")
+    return problems
+
+
+def _pre_tokens(text: str) -> int:
+    """Pre-tokens of the suite's byte-level BPE (``suite.data.tokenizer``): a lower bound of its tokens."""
+    from tokenizers import pre_tokenizers
+
+    return len(pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text))
+
+
 def _mqar_checks(mqar: dict) -> list[str]:
     """The MQAR section's constraints between fields: one of size/sizes, a warmup shorter than the run, per-seq_len
     train_kv lists that match seq_lens and fit them, a control cell that fits, and a vocabulary with room for the
@@ -159,6 +191,8 @@ def _mqar_checks(mqar: dict) -> list[str]:
     if mqar.get("warmup", 0) >= mqar["steps"]:
         problems.append(f"mqar.warmup: {mqar['warmup']} must be below mqar.steps {mqar['steps']}")
     seq_lens, train = mqar["seq_lens"], mqar.get("train_kv")
+    problems += [f"mqar.seq_lens.{i}: {t} is odd; an MQAR sequence is key-value pairs, so every length is even"
+                 for i, t in enumerate(seq_lens) if t % 2]
     if train and isinstance(train[0], list):
         if len(train) != len(seq_lens):
             problems.append(f"mqar.train_kv: {len(train)} per-seq_len lists for the {len(seq_lens)} seq_lens "
@@ -302,16 +336,21 @@ def workflow_profile(overrides: dict) -> str:
     return str(overrides.get("profile", "default"))
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
-        sys.exit("usage: python -m suite.config [PROFILE | path/to/config.yaml]  "
-                 "(validates and prints the study config)")
-    try:
-        print(json.dumps(load_config(sys.argv[1] if len(sys.argv) > 1 else "default"), indent=2))
-    except ConfigError as err:
-        sys.exit(str(err))
 
 
 def curriculum_arg(phases: list[dict]) -> str:
     """A config's ``niah.curriculum`` as ``suite.eval.niah --curriculum``'s ``LEN:FRAC:ROWS[:QUERIES],...``."""
     return ",".join(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p) for p in phases)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from suite.cli import study_config
+
+    parser = argparse.ArgumentParser(prog="python -m suite.config", description="Validate and print a study config.")
+    parser.add_argument("config", nargs="?", default="default", type=study_config,
+                        help="profile name or path/to/config.yaml (default: default)")
+    print(json.dumps(load_config(parser.parse_args(argv).config), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -15,11 +15,11 @@ CLI: ``python -m suite.deps suite.eval.niah`` prints the files, one a line.
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import functools
 import hashlib
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,10 +94,16 @@ def source_digest(*names: str, root: Path = ROOT) -> str:
     return digest.hexdigest()
 
 
+def main(argv: list[str] | None = None) -> None:
+    from suite.cli import usage_errors
+
+    parser = argparse.ArgumentParser(prog="python -m suite.deps", description="Print the repository files that "
+                                     "running the modules imports, one a line.")
+    parser.add_argument("modules", nargs="+", metavar="MODULE", help="e.g. suite.eval.niah")
+    args = parser.parse_args(argv)
+    with usage_errors(parser):  # not a module of the repository
+        print("\n".join(module_files(*args.modules)))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        sys.exit("usage: python -m suite.deps MODULE [MODULE ...]  (prints the repository files they run)")
-    try:
-        print("\n".join(module_files(*sys.argv[1:])))
-    except ValueError as err:
-        sys.exit(str(err))
+    main()

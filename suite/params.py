@@ -16,6 +16,7 @@ import torch
 
 from models.registry import ARCHS, known_archs, make_config
 from models.sizes import SIZES, count_parameters
+from suite.cli import out_file
 from suite.provenance import provenance, write_csv
 
 TOLERANCE = 0.05
@@ -47,7 +48,8 @@ def table(sizes=None, archs=None) -> list[dict]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="results/params.csv", help="CSV to write (default results/params.csv)")
+    parser.add_argument("--out", type=out_file, default="results/params.csv",
+                        help="CSV to write (default results/params.csv)")
     parser.add_argument("--sizes", nargs="*", choices=list(SIZES), help="sizes (default all)")
     args = parser.parse_args(argv)
     start = time.time()

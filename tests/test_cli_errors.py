@@ -93,7 +93,7 @@ def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys
     for main, argv, flag, value in cases:
         err = _refused(main, argv + [flag, value], capsys)
         assert f"argument {flag}: must be an integer >= 1, got {value}\n" in err and "Traceback" not in err
-    assert "argument --seq-len: values must be integers >= 1, got '64,0'" in \
+    assert "argument --seq-len: values must be integers >= 2, got '64,0'" in \
         _refused(mqar.main, mqar_args + ["--seq-len", "64,0"], capsys)
     assert "argument --warmup: must be an integer >= 0, got -1" in \
         _refused(run.main, train + ["--warmup", "-1"], capsys)
@@ -258,7 +258,7 @@ def test_render_cli_prints_a_schema_error_and_exits_2(tmp_path, capsys):
     assert f"error: {gpu / 'prefill.csv'} row 2: column 'ms' holds 'fast', not a number" in err
     assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()
     err = _refused(render.main, ["--results", str(res.parent / "defualt"), *args[2:]], capsys)
-    assert f"error: --results '{res.parent / 'defualt'}': no such folder" in err
+    assert f"error: argument --results: {res.parent / 'defualt'}: no such folder" in err
     assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()
 
 
@@ -316,7 +316,7 @@ def test_prefill_cpu_refuses_a_count_below_one(option, tmp_path, capsys):
     from suite.bench import prefill_cpu
 
     err = _refused(prefill_cpu.main, ["--lengths", "32", option, "0", "--out", str(tmp_path / "p.csv")], capsys)
-    assert f"error: {option} 0 must be >= 1" in err and "Traceback" not in err
+    assert f"error: argument {option}: must be an integer >= 1, got 0" in err and "Traceback" not in err
     assert not (tmp_path / "p.csv").exists()
 
 
@@ -348,16 +348,268 @@ def test_bad_input_found_by_a_new_user_is_a_usage_error(data_dir, tmp_path, caps
         (harness.main, ["--checkpoint", str(data_dir), "--tasks", "val_pl", "--out", str(out / "q.csv")],
          "unknown task 'val_pl'"),
         (harness.main, ["--checkpoint", str(data_dir), "--limit", "-5", "--out", str(out / "q.csv")],
-         "--limit -5.0 must be > 0"),
-        (corpus.main, ["--data-dir", str(out), "--max-files", "-3"], "--max-files -3 must be >= 1"),
+         "argument --limit: must be a number > 0, got -5"),
+        (corpus.main, ["--data-dir", str(out), "--max-files", "-3"], "argument --max-files: must be an integer >= 1"),
         (corpus.main, ["--data-dir", str(out), "--source", "files"], "source 'files' needs file globs"),
         (corpus.main, ["--data-dir", str(out), "--config", "defualt"], "no study config"),
-        (tokenizer.main, ["--data-dir", str(data_dir), "--vocab-size", "-5"], "vocab_size -5 out of range"),
+        (tokenizer.main, ["--data-dir", str(data_dir), "--vocab-size", "-5"], "argument --vocab-size: must be an "
+                                                                                "integer >= 1, got -5"),
+        (tokenizer.main, ["--data-dir", str(data_dir), "--vocab-size", "100"], "vocab_size 100 out of range"),
         (mqar.main, ["--arch", "transformer", "--size", "1M", "--lr", "-1", "--out", str(out / "m.csv")],
-         "--lr -1.0 must be > 0"),
-        (prefill_cpu.main, ["--lengths", "-1024", "--out", str(out / "p.csv")], "--lengths must be integers >= 1"),
+         "argument --lr: must be a number > 0, got -1"),
+        (prefill_cpu.main, ["--lengths", "-1024", "--out", str(out / "p.csv")],
+         "argument --lengths: values must be integers >= 1"),
     ]
     for main, argv, message in cases:
         err = _refused(main, argv, capsys)
         assert message in err and "Traceback" not in err, (argv, err)
         assert not out.exists(), argv
+
+
+# -- every command line, every option ------------------------------------------------------------------------------
+# The module CLIs (python -m suite.<...> with a main) refuse bad input one way: argparse types of suite.cli (and the
+# model-aware ones of suite.common), and usage_errors for a check in main. Every option of every CLI is either a
+# flag, a choice, typed with a checking type, or listed in FREE_TEXT with what checks it (or why any text is fine).
+
+def _suite_clis() -> list[str]:
+    names = []
+    for path in sorted((ROOT / "suite").rglob("*.py")):
+        if 'if __name__ == "__main__":' in path.read_text():
+            names.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    return names
+
+
+SUITE_CLIS = _suite_clis()
+PASS_THROUGH = {"suite.eval.lm_eval_cli"}  # lm-eval's own command line: its arguments are lm-eval's to check
+
+FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
+    ("suite.bench.e2e_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("suite.bench.prefill_1m", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("suite.bench.prefill_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("suite.bench.prefill_1m", "--prefill-csv"): "written by the step before, which may have failed: the row it "
+                                                 "would give then reads 'not run'",
+    ("suite.bench.multi_gpu_train", "--one"): "a run folder a failed run never wrote: its row reads 'not run'",
+    ("suite.bench.multi_gpu_train", "--many"): "a run folder a failed run never wrote: its row reads 'not run'",
+    ("suite.bench.prefill_gpu", "--keep-methods"): "method labels of the rows carried over",
+    ("suite.bench.prefill_cpu", "--profile"): "a label (provenance column)",
+    ("suite.bench.seq_parallel_gpu", "--profile"): "a label (provenance column)",
+    ("suite.collect", "--variants"): "labels, one per --evals: main checks the counts (BAD_IN_MAIN)",
+    ("suite.data.corpus", "--files"): "globs: build_corpus names one that matches nothing",
+    ("suite.data.corpus", "--hf-path"): "a Hugging Face dataset, named when it cannot be reached",
+    ("suite.data.corpus", "--hf-name"): "a Hugging Face dataset config, named when it cannot be reached",
+    ("suite.eval.controls", "--mqar-size"): "a size label of the MQAR rows (a grid's d256)",
+    ("suite.eval.controls", "--main-size"): "the size label of the LM rows",
+    ("suite.eval.harness", "--checkpoint"): "checkpoint_folder in main (BAD_IN_MAIN)",
+    ("suite.eval.harness", "--tasks"): "task_names in main (BAD_IN_MAIN)",
+    ("suite.eval.harness", "--profile"): "a label (provenance column)",
+    ("suite.eval.harness", "--arch"): "a label of the rows (a conversion variant too)",
+    ("suite.eval.harness", "--size"): "a label of the rows",
+    ("suite.eval.mqar", "--profile"): "a label (provenance column)",
+    ("suite.eval.niah", "--checkpoint"): "checkpoint_folder in main (BAD_IN_MAIN)",
+    ("suite.eval.niah", "--data-dir"): "check_data_dir in main, naming the rule that makes it (BAD_IN_MAIN)",
+    ("suite.eval.niah", "--profile"): "a label (provenance column)",
+    ("suite.eval.niah", "--label-arch"): "a label of the rows",
+    ("suite.train.run", "--data-dir"): "check_data_dir in main, naming the rule that makes it (BAD_IN_MAIN)",
+    ("suite.train.run", "--arch"): "arch_name in main: with --model only a label (BAD_IN_MAIN)",
+    ("suite.train.run", "--model"): "checkpoint_folder per seed in main ('{seed}' patterns; BAD_IN_MAIN)",
+    ("suite.train.run", "--init-from"): "checkpoint_folder per seed in main ('{seed}' patterns; BAD_IN_MAIN)",
+    ("suite.train.run", "--override"): "the model config in main (BAD_IN_MAIN)",
+    ("suite.train.run", "--profile"): "a label (provenance column)",
+    ("suite.deps", "MODULE"): "module_files in main (BAD_IN_MAIN)",
+}
+
+LOCAL_BAD = {  # (module, option) -> a bad value of a CLI's own argparse type
+    ("suite.bench.e2e_gpu", "--configs"): "131072",
+    ("suite.bench.prefill_cpu", "--checkpoint"): "transformer",
+    ("suite.bench.prefill_gpu", "--lengths"): "0",
+    ("suite.bench.prefill_gpu", "--layer-lengths"): "1M",
+    ("suite.bench.prefill_gpu", "--compare-lens"): "-1",
+    ("suite.bench.prefill_gpu", "--paths"): "fast",
+    ("suite.bench.seq_parallel_gpu", "--archs"): "gla",
+    ("suite.bench.seq_parallel_gpu", "--layer-wise-from"): "orthros",
+    ("suite.collect", "--not-run"): "gdn",
+    ("suite.eval.controls", "--mqar-cell"): "64",
+    ("suite.eval.mqar", "--seq-len"): "64,63",
+    ("suite.eval.mqar", "--train-kv"): "4,x",
+    ("suite.eval.niah", "--curriculum"): "48:0.3",
+    ("suite.eval.niah", "--depths"): "0,1.5",
+    ("suite.train.run", "--seed"): "-1",
+}
+
+
+def _type_bad_values(tmp: Path) -> dict:
+    """A bad value for each shared argparse type (the file ``tmp/a_file`` exists)."""
+    from suite import cli, common
+
+    under_file = str(tmp / "a_file" / "x")
+    return {cli.positive_int: "0", cli.nonnegative_int: "-1", cli.positive_float: "0", cli.nonnegative_float: "-1",
+            cli.fraction: "1.5", cli.positive_ints: "8,0", cli.in_file: str(tmp / "missing.csv"),
+            cli.in_folder: "", cli.in_path: str(tmp / "missing"), cli.out_file: under_file,
+            cli.out_folder: under_file, cli.device_name: "cuda:99", cli.study_config: "defualt",
+            common.size_name: "1X", common.size_names: "12M,1X", common.arch_name: "orthos",
+            common.arch_names: "orthros,orthos", common.kernel_names: "warp-attn"}
+
+
+def _name(action) -> str:
+    return argparse._get_action_name(action)
+
+
+def _bad_options(module: str, parser: argparse.ArgumentParser, tmp: Path) -> tuple[list, list]:
+    """``([(option, value), ...] to refuse, [options nothing checks])`` of one CLI's parser."""
+    shared = _type_bad_values(tmp)
+    cases, unchecked = [], []
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or action.nargs == 0:
+            continue
+        name, kind = _name(action), action.type
+        kind = kind.func if hasattr(kind, "func") else kind  # functools.partial(positive_int, minimum=2), ...
+        opt = action.option_strings[:1]
+        if action.choices is not None:
+            cases.append((opt + ["no-such-choice"], name))
+        elif kind in shared:
+            cases.append((opt + [shared[kind]], name))
+        elif (module, name) in LOCAL_BAD:
+            cases.append((opt + [LOCAL_BAD[module, name]], name))
+        elif (module, name) not in FREE_TEXT:
+            unchecked.append(name)
+    return cases, unchecked
+
+
+def test_the_walk_covers_every_module_cli():
+    assert len(SUITE_CLIS) >= 26 and "suite.report.render" in SUITE_CLIS and "suite.config" in SUITE_CLIS
+    stale = {m for m, _ in FREE_TEXT | LOCAL_BAD} - set(SUITE_CLIS)
+    assert not stale, stale
+
+
+@pytest.mark.parametrize("module", [m for m in SUITE_CLIS if m not in PASS_THROUGH])
+def test_every_option_of_every_cli_refuses_a_bad_value(module, tmp_path, capsys, monkeypatch):
+    """Each option's bad value (0 for a count, a missing input file, an output path under a file, a device this
+    machine lacks, a misspelt study config, size or architecture, ...) stops the CLI while parsing: exit status 2,
+    a message naming the option, no traceback, and nothing written (the CLI runs in an empty folder)."""
+    import importlib
+
+    main = importlib.import_module(module).main
+    parser = _parser_of(main, monkeypatch)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    (tmp_path / "a_file").write_text("x")
+    cases, unchecked = _bad_options(module, parser, tmp_path)
+    assert not unchecked, f"{module}: options neither typed, choices nor in FREE_TEXT: {unchecked}"
+    monkeypatch.chdir(work)
+    for argv, name in cases:
+        err = _refused(main, argv, capsys)
+        assert f"error: argument {name}: " in err and "Traceback" not in err, (module, argv, err)
+    assert not list(work.iterdir()) and sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "cwd"], module
+
+
+def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
+    """What a type cannot see (BAD_IN_MAIN in FREE_TEXT, options that depend on each other, an input's content, what
+    the run would meet later) is checked in main before any work: exit status 2 naming it, nothing written."""
+    import importlib
+
+    import torch
+    import yaml
+
+    from tests.tiny import make_tiny_checkpoint
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt")
+    a_file, missing, out = tmp_path / "a_file.csv", tmp_path / "missing", tmp_path / "out"
+    a_file.write_text("x\n1\n")
+    train = ["--data-dir", str(data_dir), "--out-dir", str(out)]
+    hay = ["--haystack", str(data_dir / "test.txt"), "--out", str(out / "n.csv")]
+    cases = [
+        ("suite.bench.prefill_cpu", ["--size", "1X", "--lengths", "32", "--out", str(out / "p.csv")],
+         "argument --size: unknown size '1X'"),
+        ("suite.bench.prefill_cpu", ["--archs", "orthros", "--checkpoint", f"transformer={ckpt}", "--lengths", "32",
+                                     "--out", str(out / "p.csv")], "--checkpoint given for arch(s) not in --archs"),
+        ("suite.report.render", ["--results", "", "--out-tables", str(out / "t"), "--out-figures", str(out / "f")],
+         "argument --results: give a folder, got ''"),
+        ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--vocab-size", "4", "--out", str(out / "m.csv")],
+         "--vocab-size 4 is too small for 64 distinct keys"),
+        ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--seq-len", "64,63", "--out",
+                             str(out / "m.csv")], "argument --seq-len: lengths must be even"),
+        ("suite.train.run", ["--config", "defualt", "--arch", "orthros", "--size", "1M", *train],
+         "argument --config: no study config"),
+        ("suite.eval.niah", ["--config", "defualt", "--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir),
+                             *hay], "argument --config: no study config"),
+        ("suite.train.run", ["--arch", "orthros", "--size", "1M", "--override", "window_sise=16", *train],
+         "window_sise=16 is not a field of OrthrosConfig"),
+        ("suite.train.run", ["--arch", "orthos", "--size", "1M", *train], "unknown architecture 'orthos'"),
+        ("suite.train.run", ["--arch", "orthros", "--size", "1M", "--data-dir", str(missing), "--out-dir", str(out)],
+         f"data folder {missing} not found"),
+        ("suite.train.run", ["--arch", "llama", "--model", str(missing), *train], "--model: checkpoint not found"),
+        # ci trains with retrieval rows; 24 tokens cannot hold one (the run once failed at its first retrieval batch)
+        ("suite.train.run", ["--config", "ci", "--arch", "orthros", "--size", "1M", "--seq-len", "24", *train],
+         "seq_len 24 (--seq-len or train.seq_len) cannot hold a retrieval row"),
+        ("suite.train.run", ["--arch", "orthros", "--size", "1M", "--steps", "1", "--batch-size", "1", "--seq-len",
+                             "100000000", *train], "tokens, too few for seq_len 100000000"),
+        ("suite.eval.harness", ["--checkpoint", str(missing), "--out", str(out / "q.csv")],
+         f"checkpoint not found: {missing}"),
+        ("suite.eval.harness", ["--checkpoint", str(ckpt), "--tasks", "val_ppl", "--out", str(out / "q.csv")],
+         "task val_ppl needs --ppl-data"),
+        ("suite.eval.harness", ["--checkpoint", str(ckpt), "--tasks", "val_pl", "--out", str(out / "q.csv")],
+         "unknown task 'val_pl'"),
+        ("suite.eval.niah", ["--checkpoint", str(missing), *hay], f"checkpoint not found: {missing}"),
+        ("suite.eval.niah", ["--arch", "orthros", "--size", "1M", "--data-dir", str(missing), *hay],
+         f"data folder {missing} not found"),
+        ("suite.collect", ["conversion", "--evals", str(a_file), "--metrics", str(a_file), str(a_file),
+                           "--variants", "base", "--out", str(out / "c.csv")], "need one eval CSV and one metrics CSV"),
+        ("suite.eval.controls", ["--mqar", str(a_file), "--out", str(out / "c.csv")], "--mqar needs --mqar-cell"),
+        ("suite.bench.merge_results", ["--into", str(out), str(a_file)], "is neither a folder nor a .tar.gz archive"),
+        ("suite.bench.prefill_1m", ["--device", "cpu", "--chunk", "100", "--fp8-block", "64", "--out-dir", str(out)],
+         "--chunk 100 must be a multiple of --fp8-block 64"),
+        ("suite.bench.prefill_gpu", ["--device", "cpu", "--lengths", "", "--out-dir", str(out)],
+         "--lengths '' needs --rates"),
+        ("suite.deps", ["suite.nope"], "'suite.nope' is not a module"),
+    ]
+    if not torch.cuda.is_available():  # a CPU machine: CUDA asked for, by an option or by the study config
+        cuda_config = tmp_path / "cuda.yaml"
+        cuda_config.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / "profiles" / "ci.yaml").read_text()),
+                                               "device": "cuda"}))
+        cases += [
+            ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--device", "cuda", "--out",
+                                 str(out / "m.csv")], "argument --device: 'cuda': no CUDA device on this machine"),
+            ("suite.train.run", ["--config", str(cuda_config), "--arch", "orthros", *train],
+             "device (--device or the config's): 'cuda': no CUDA device on this machine"),
+            ("suite.bench.fla_vs_naive", ["--out-dir", str(out)], "no CUDA device: run on the GPU machine"),
+        ]
+    for module, argv, message in cases:
+        err = _refused(importlib.import_module(module).main, argv, capsys)
+        assert message in err and "Traceback" not in err, (module, argv, err)
+        assert not out.exists(), (module, argv)
+
+
+def test_the_config_cli_and_the_lm_eval_pass_through_refuse_bad_input(capsys, monkeypatch, tmp_path):
+    from suite import config
+    from suite.eval import lm_eval_cli
+
+    assert "argument config: no study config" in _refused(config.main, ["defualt"], capsys)
+    monkeypatch.setattr(sys, "argv", ["lm_eval", "--model", "hf", "--model_args", f"pretrained={tmp_path / 'none'}",
+                                      "--tasks", "arc_easy"])
+    with pytest.raises(SystemExit) as stop:
+        lm_eval_cli.main()
+    assert stop.value.code == 2 and "--model_args pretrained: checkpoint not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("mqar.csv", "header only", "mqar.csv: a header and no rows"),
+    ("ablation.csv", "header only", "ablation.csv: a header and no rows"),
+    ("controls.csv", "passed=maybe", "controls.csv row 1: column 'passed' holds 'maybe'; a control either passed or "
+                                     "failed: expected true or false"),
+])
+def test_render_refuses_a_damaged_input_before_writing_anything(name, damage, message, tmp_path, capsys):
+    """A header-only mqar.csv or ablation.csv crashed the figures after the tables were written; a control that
+    neither passed nor failed was read as failed. Each is refused, naming the file, and nothing is written."""
+    from suite.report import render
+
+    res, gpu = _results_copy(tmp_path)
+    frame = pd.read_csv(res / name, dtype=str, keep_default_na=False)
+    if damage == "header only":
+        frame = frame.iloc[0:0]
+    else:
+        frame.loc[0, "passed"] = "maybe"
+    frame.to_csv(res / name, index=False)
+    err = _refused(render.main, ["--results", str(res), "--gpu-results", str(gpu), "--out-tables",
+                                 str(tmp_path / "t"), "--out-figures", str(tmp_path / "f")], capsys)
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "t").exists() and not (tmp_path / "f").exists()

@@ -82,14 +82,21 @@ class _Parsed(Exception):
 
 def parse_only(module: str, argv: list[str]) -> argparse.Namespace:
     """``module.main(argv)`` stopped right after its argument parser accepted ``argv``; argparse's SystemExit
-    (exit status 2, message on stderr) when it does not."""
+    (exit status 2, message on stderr) when it does not. The parser runs as on the job's host at its turn: an input
+    that an earlier job writes counts as there (suite.cli's input types), and the host has GPUs for a cuda profile's
+    ``--device cuda`` (suite.cli.device_name)."""
+    import suite.cli
+
     mod = importlib.import_module(module)
     parse_args = argparse.ArgumentParser.parse_args
 
     def parse_and_stop(self, args=None, namespace=None):
         raise _Parsed(parse_args(self, args, namespace))
 
-    with mock.patch.object(argparse.ArgumentParser, "parse_args", parse_and_stop):
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", parse_and_stop), \
+            mock.patch.object(suite.cli, "_existing", lambda text, folder: text), \
+            mock.patch.object(torch.cuda, "is_available", lambda: True), \
+            mock.patch.object(torch.cuda, "device_count", lambda: 8):
         try:
             mod.main(argv)
         except _Parsed as parsed:
@@ -126,7 +133,8 @@ def all_jobs(profile: str) -> tuple:
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
     """Every job's `python -m suite....` call, as the profile renders it, passes its module's argument parser (an
-    invalid CLI such as `--limit None` fails here), and the threads a command asks for are the job's threads."""
+    invalid CLI such as `--limit None` fails here; as on the job's host, :func:`parse_only`), and the threads a
+    command asks for are the job's threads."""
     jobs = all_jobs(profile)
     if profile == "ci":
         assert rule_counts(jobs) == CI_JOBS
@@ -188,7 +196,7 @@ def test_gpu_profile_runs_one_mqar_job_per_arch_and_size():
     (controls,) = [j for j in jobs if j.rule == "controls"]
     (_, argv), = suite_commands(controls.shell)
     args = parse_only("suite.eval.controls", argv)
-    assert (args.mqar_cell, args.mqar_size) == ("128:8", "d256")
+    assert (args.mqar_cell, args.mqar_size) == ((128, 8), "d256")
 
 
 def test_default_profile_keeps_its_one_mqar_cell():
@@ -206,7 +214,7 @@ def test_default_profile_keeps_its_one_mqar_cell():
         assert job.output == [f"results/default/eval/mqar/{job.wildcards['arch']}/1M/seed42.csv"]
     (controls,) = [j for j in jobs if j.rule == "controls"]
     args = parse_only("suite.eval.controls", suite_commands(controls.shell)[0][1])
-    assert (args.mqar_cell, args.mqar_size) == ("64:4", None)
+    assert (args.mqar_cell, args.mqar_size) == ((64, 4), None)
 
 
 # Imports each module given on its command line in a child forked after the heavy third-party packages are loaded

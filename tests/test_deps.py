@@ -18,7 +18,7 @@ def test_lazy_and_dynamic_imports_are_followed():
 
 
 def test_files_a_module_does_not_run_are_left_out():
-    assert module_files("suite.data.tokenizer") == ["suite/__init__.py", "suite/data/__init__.py",
+    assert module_files("suite.data.tokenizer") == ["suite/__init__.py", "suite/cli.py", "suite/data/__init__.py",
                                                      "suite/data/corpus.py", "suite/data/tokenizer.py"]
     train = module_files("suite.train.run")
     assert "suite/data/needles.py" not in train and "models/convert.py" not in train

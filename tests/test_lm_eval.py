@@ -3,6 +3,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from suite.eval import harness
 from suite.provenance import PROVENANCE_COLUMNS
 from tests.tiny import make_tiny_checkpoint
+
+ROOT = harness.TASKS_DIR.parents[2]
 
 _spec = importlib.util.spec_from_file_location("based_qa", harness.TASKS_DIR / "recall" / "based_qa.py")
 based_qa = importlib.util.module_from_spec(_spec)
@@ -140,6 +143,50 @@ def test_truncate_context_windows(tiny):
     assert based_qa.truncate_context("short text", ["x"], tok, 60, True) == "short text"
 
 
+@pytest.mark.parametrize("profile", ["default", "ci"])
+def test_recall_prompt_holds_its_answer_at_the_window_the_dag_evaluates_with(tiny, profile):
+    """The DAG evaluates a model with ``--max-length`` = the profile's training length (workflows/eval.smk) and
+    lm-eval's HFLM keeps the last max_length - 48 tokens of a generation prompt; the recall tasks cut their
+    prompts to that budget, so what the model receives is the whole prompt: the answer-centred window with its
+    answer (NQ), the document head (DROP), and the question. They once cut to a fixed 1998 tokens, and lm-eval then
+    kept only the prompt's tail."""
+    from suite.config import load_config
+
+    root, ckpt, _, tok, _ = tiny
+    lm_args = re.search(r"^LM_ARGS = \((.*?)\)$", (ROOT / "workflows" / "eval.smk").read_text(), re.S | re.M).group(1)
+    assert "--max-length {TRAIN_LEN}" in lm_args and "TRAIN_LEN = STUDY[\"train\"][\"seq_len\"]" in \
+        (ROOT / "workflows" / "eval.smk").read_text()
+    window = load_config(profile)["train"]["seq_len"]
+    lm = harness.OrthrosHFLM(pretrained=str(ckpt), batch_size=1, device="cpu", dtype="float32", max_length=window)
+    filler = [f"w{i}" for i in range(3 * window)]
+    nq = {"context": " ".join(filler[:2 * window] + ["the key is QZXANSWER ."] + filler[2 * window:]),
+          "question": "What is the key?", "answers": ["QZXANSWER"]}
+    drop = {"context": "HEADMARK opens the document . " + " ".join(filler), "question": "What opens the document?",
+            "answers": ["HEADMARK"]}
+    seen = []
+    generate = lm._model_generate
+    lm._model_generate = lambda context, *a, **kw: seen.append(context[0].tolist()) or generate(context, *a, **kw)
+    try:
+        for name, task_class, doc in (("tiny_nq", based_qa.BasedNQ, nq), ("tiny_drop", based_qa.BasedDrop, drop)):
+            path = root / f"{name}_{profile}.jsonl"
+            path.write_text(json.dumps(doc))
+            config = {"task": name, "class": task_class, "dataset_path": "json",
+                      "dataset_kwargs": {"data_files": {"validation": str(path)}}}
+            df = harness.run_tasks(ckpt, None, [name], root / f"{name}_{profile}.csv", lm=lm,
+                                   extra_tasks={name: (config, ("contains",))})
+            assert df.status.tolist() == ["ok"] and df.window_tokens.tolist() == [window]
+    finally:
+        del lm._model_generate
+    assert len(seen) == 2
+    for ids, doc in zip(seen, (nq, drop)):
+        prompt = tok.decode([t for t in ids if t != tok.pad_token_id])
+        assert len(tok(prompt, add_special_tokens=False)["input_ids"]) <= window - 48
+        assert doc["answers"][0] in prompt and prompt.endswith(". " + doc["question"]), prompt
+    assert tok.decode(seen[1]).lstrip().startswith("HEADMARK opens the document")
+    with pytest.raises(ValueError, match="give max_length"):
+        based_qa.BasedNQ(config={"metadata": {"tokenizer": str(ckpt)}})
+
+
 def _direct_loglik(model, context_ids, continuation_ids):
     """Sum log p(continuation_ids | context_ids), one forward, positions counted by hand."""
     ids = torch.tensor([context_ids + continuation_ids])
@@ -252,6 +299,44 @@ def test_heldout_perplexity_matches_direct_loglik(tiny):
     assert got["bits_per_byte"] == pytest.approx(-total_ll / total_bytes / math.log(2), rel=1e-4)
     assert set(df.unit) == {"ppl", "bits/byte"}
     assert set(df.boundary_token) == {f"eos:{tok.eos_token_id}"}
+
+
+def test_heldout_perplexity_scores_document_text_only(tiny):
+    """val.txt as the corpus writes it (documents joined by DOC_SEPARATOR, the EOS token's text on a line of its
+    own): what is scored is exactly the documents' paragraphs (lines, whole documents), never the separator, whose
+    text encodes as EOS; sampling the file by paragraph once left it at the head or inside a scored document."""
+    import datasets
+
+    from suite.data.corpus import DOC_SEPARATOR, EOS_TOKEN
+
+    root, ckpt, model, tok, lm = tiny
+    docs = ["def f():\n    return 1\n\n\ndef g():\n    pass\n", "x = 1\ny = 2", "# a comment\n\nz = 3\n"]
+    path = root / "corpus_val.txt"
+    path.write_text(DOC_SEPARATOR.join(docs))
+    units = {"paragraph": [u.strip() for d in docs for u in d.split("\n\n") if u.strip()],
+             "line": [u.strip() for d in docs for u in d.splitlines() if u.strip()],
+             "document": [d.strip() for d in docs]}
+    raw = datasets.load_dataset("text", data_files={"test": str(path)}, sample_by="document")["test"]
+    for sample_by, want in units.items():
+        got = harness.perplexity_task_config(path, sample_by=sample_by)["process_docs"](raw)["text"]
+        assert got == want and not any(EOS_TOKEN in text for text in got), sample_by
+    inputs = []
+    hook = lm.model.register_forward_pre_hook(lambda m, args, kw: inputs.append(kw.get("input_ids", args and args[0])),
+                                              with_kwargs=True)
+    try:
+        df = harness.run_tasks(ckpt, None, ["val_ppl"], root / "corpus_ppl.csv", lm=lm, ppl_data=path)
+    finally:
+        hook.remove()
+    assert inputs and all(int((ids[:, 1:] == tok.eos_token_id).sum()) == 0 for ids in inputs)  # EOS only first
+    total_ll = total_bytes = 0
+    for text in units["paragraph"]:
+        ids = [tok.eos_token_id] + tok(text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logp = model(input_ids=torch.tensor([ids])).logits.log_softmax(-1)[0]
+        total_ll += sum(float(logp[i - 1, ids[i]]) for i in range(1, len(ids)))
+        total_bytes += len(text.encode())
+    got = dict(zip(df.metric, df.value))
+    assert got["byte_perplexity"] == pytest.approx(math.exp(-total_ll / total_bytes), rel=1e-4)
 
 
 def _doc_loglik(model, tok, text, boundary_id, window):

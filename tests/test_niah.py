@@ -227,8 +227,10 @@ def test_rare_task_values_are_the_rarest_word_pieces(rare_data, suite_data):
 def test_cli_names_the_format_a_tokenizer_cannot_write(suite_data, capsys):
     base = ["--arch", "transformer", "--size", "1M", "--data-dir", str(suite_data), "--haystack",
             str(suite_data / "test.txt"), "--out", "x.csv"]
-    for extra, message in [(["--format", "code", "--value-digits", "0"], "--value-digits 0 must be >= 1"),
-                           (["--format", "code", "--lm-weight", "inf"], "--lm-weight inf must be a finite number"),
+    for extra, message in [(["--format", "code", "--value-digits", "0"],
+                            "argument --value-digits: must be an integer >= 1, got 0"),
+                           (["--format", "code", "--lm-weight", "inf"],
+                            "argument --lm-weight: must be a number >= 0, got inf"),
                            (["--format", "code", "--value-digits", "7"],
                             "--format code --value-digits 7: tokenizer has"),
                            (["--format", "rare"], "--format rare: tokenizer has")]:
@@ -526,7 +528,7 @@ def test_default_arguments_train_and_evaluate(suite_data, tmp_path, monkeypatch)
                              r"take up to \d+ tokens with this tokenizer; give a length above \d+"),
     (["--curriculum", "64:0.5:8:2"], r"--curriculum phase 64:0.5:8:2 is too short for 2 needles"),
     (["--format", "code", "--value-digits", "1", "--train-len", "29"], r"--train-len 29 is too short .* above 30"),
-    (["--queries", "0"], r"--queries 0 must be >= 1"),
+    (["--queries", "0"], r"argument --queries: must be an integer >= 1, got 0"),
 ])
 def test_lengths_too_short_for_the_needles_are_refused_before_training(suite_data, tmp_path, monkeypatch, capsys,
                                                                        extra, message):

@@ -1,4 +1,7 @@
 """Renderers on small fixture CSVs: specific numbers in the outputs, and 'not run' cells for missing inputs."""
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -114,6 +117,86 @@ def test_a_rerender_of_the_same_rows_writes_the_same_bytes(rendered, tmp_path):
         assert first and first == again
         changed = [str(p) for p in first if (rendered / kind / p).read_bytes() != (tmp_path / kind / p).read_bytes()]
         assert not changed, f"{kind} differ on a re-render: {changed}"
+
+
+SPECIALS = "% _ & # $ { } ~ ^ \\"  # every character LaTeX reads as markup in text
+
+
+@pytest.fixture(scope="module")
+def rendered_specials(tmp_path_factory):
+    """The fixtures with every LaTeX special character in a status cell of Table 1 (a 'not run' reason)."""
+    out = tmp_path_factory.mktemp("specials")
+    shutil.copytree(FIX, out / "in")
+    quality = pd.read_csv(out / "in" / "default" / "quality.csv", dtype=str, keep_default_na=False)
+    quality.loc[0, "status"] = f"not run: 50% of gpu_0 failed & #1 cost $2 {{x}} ~y ^z \\w ({SPECIALS})"
+    quality.to_csv(out / "in" / "default" / "quality.csv", index=False)
+    render(out / "in" / "default", out / "in" / "gpu", out / "tables", out / "figures")
+    return out / "tables"
+
+
+def _latex_rows(tex: str) -> list[list[str]]:
+    """The header and body rows of a pandas ``to_latex`` tabular, each split into its cells at the unescaped &."""
+    lines = tex.splitlines()
+    rows = [lines[lines.index("\\toprule") + 1]] + lines[lines.index("\\midrule") + 1:lines.index("\\bottomrule")]
+    return [re.split(r"(?<!\\)&", row.removesuffix(" \\\\")) for row in rows]
+
+
+def test_every_latex_table_escapes_special_characters(rendered, rendered_specials):
+    """An unescaped % in a cell starts a LaTeX comment (the rest of the row is lost); _ # $ ^ break the compile;
+    & adds a column. Every cell of every .tex keeps its column and holds no unescaped special character."""
+    for folder in (rendered / "tables", rendered_specials):
+        texs = sorted(folder.glob("*.tex"))
+        assert [t.stem for t in texs] == ["table1", "table2", "table3", "table4", "table7"]
+        for tex in texs:
+            csv = pd.read_csv(tex.with_suffix(".csv"), dtype=str, keep_default_na=False)
+            rows = _latex_rows(tex.read_text())
+            assert len(rows) == len(csv) + 1, tex
+            for row in rows:
+                assert len(row) == len(csv.columns), (tex, row)
+                for cell in row:
+                    bare = re.sub(r"\\(textasciitilde|textasciicircum|textbackslash|space)\b|\\[%_&#${}]", "", cell)
+                    assert not re.search(r"[%_&#${}~^\\]", bare), (tex, cell)
+    table1 = (rendered_specials / "table1.tex").read_text()
+    assert r"not run: 50\% of gpu\_0 failed \& \#1 cost \$2 \{x\} \textasciitilde y" in table1
+    assert r"measured\_std" in table1 and r"& \% &" in table1  # a header and Table 1's unit
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("kpsewhich") is None
+                    or not subprocess.run(["kpsewhich", "booktabs.sty"], capture_output=True, text=True).stdout,
+                    reason="needs pdflatex with booktabs (Debian: texlive-latex-base, texlive-latex-recommended)")
+def test_every_latex_table_compiles(rendered_specials, tmp_path):
+    for tex in sorted(rendered_specials.glob("*.tex")):
+        doc = tmp_path / f"{tex.stem}_doc.tex"
+        doc.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+                       f"\\input{{{tex}}}\n\\end{{document}}\n")
+        run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, (tex.name, run.stdout[-2000:])
+
+
+def test_a_render_that_fails_half_way_leaves_the_previous_outputs(tmp_path, monkeypatch):
+    """The tables are written, then a figure fails: the output folders keep what they held (nothing half-written,
+    no staging folder left beside them)."""
+    import suite.report.render as render_module
+
+    tables, figures = tmp_path / "tables", tmp_path / "figures"
+    render(FIX / "default", FIX / "gpu", tables, figures)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    copy = tmp_path / "in"
+
+    def broken(*args, **kwargs):
+        raise IndexError("a figure fails")
+
+    monkeypatch.setattr(render_module, "fig_mqar", broken)
+    quality = pd.read_csv(FIX / "default" / "quality.csv")
+    quality.loc[0, "value"] = 99.0  # tables written from these rows would differ
+    shutil.copytree(FIX, copy)
+    quality.to_csv(copy / "default" / "quality.csv", index=False)
+    with pytest.raises(IndexError, match="a figure fails"):
+        render(copy / "default", copy / "gpu", tables, figures)
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and copy not in p.parents}
+    assert after == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures", "in", "tables"]
 
 
 def test_evaluate_measure_missing_and_filters():

@@ -121,6 +121,10 @@ def test_legacy_config_json_with_top_level_rope_theta_loads(tmp_path):
     assert AutoConfig.from_pretrained(tmp_path).rope_parameters == {"rope_type": "default", "rope_theta": 5e5}
 
 
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+
+
 @pytest.mark.parametrize("kw, pattern", [
     (dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}), r"rope_type.*'dynamic'"),
     (dict(rope_scaling={"rope_type": "longrope", "factor": 2.0}), r"rope_type.*'longrope'"),
@@ -132,10 +136,32 @@ def test_legacy_config_json_with_top_level_rope_theta_loads(tmp_path):
     (dict(rope_theta=0.0), r"rope_theta.*0\.0"),
     (dict(rope_parameters={"rope_type": "linear", "factor": 2.0}, rope_scaling={"rope_type": "linear", "factor": 3.0}),
      r"rope_scaling"),
+    # without original_max_position_embeddings transformers takes max_position_embeddings: llama3 then changes no
+    # frequency and yarn only rescales cos and sin
+    (dict(rope_parameters=LLAMA3), r"rope_parameters\['original_max_position_embeddings'\] is required for rope_type "
+                                   r"'llama3'"),
+    (dict(rope_scaling={"type": "yarn", "factor": 4.0}), r"'original_max_position_embeddings'\] is required.*'yarn'"),
+    (dict(rope_parameters={**LLAMA3, "original_max_position_embeddings": 0}), r"original_max_position_embeddings.*0"),
+    (dict(rope_parameters={**LLAMA3, "original_max_position_embeddings": 16, "high_freq_factor": 1.0}),
+     r"high_freq_factor.*must exceed low_freq_factor"),
+    (dict(rope_parameters={**YARN, "beta_fast": 0}), r"'beta_fast'\]=0 must be a positive"),  # read as 32
+    (dict(rope_parameters={**YARN, "mscale": 0.7}), r"'mscale'\] and \['mscale_all_dim'\] are used only together"),
+    (dict(rope_parameters={**YARN, "attention_factor": 1.2, "mscale": 1.0, "mscale_all_dim": 1.0}),
+     r"attention_factor.*or the mscale pair"),
+    (dict(rope_parameters={**YARN, "truncate": "no"}), r"'truncate'\]='no' must be true or false"),
 ])
 def test_unsupported_or_contradictory_rope_settings_raise(kw, pattern):
     with pytest.raises(ValueError, match=pattern):
         OrthrosConfig(**{**TINY, **kw})
+
+
+def test_a_saved_config_without_the_original_length_is_refused_on_load(tmp_path):
+    _model(rope_parameters={**LLAMA3, "original_max_position_embeddings": 16}).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    del saved["rope_parameters"]["original_max_position_embeddings"]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="'original_max_position_embeddings'\\] is required for rope_type 'llama3'"):
+        AutoModelForCausalLM.from_pretrained(tmp_path)
 
 
 def test_token_major_rope_is_the_head_major_rope():

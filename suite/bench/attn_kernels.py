@@ -40,6 +40,7 @@ import torch
 from models import kernels
 from suite.bench import cost_model as cm
 from suite.bench.gpu_common import RowWriter, common_columns, errors, sync, time_ms
+from suite.cli import device_name, in_file, out_folder, positive_float
 
 NEW_KERNELS = ("torch-fa2",)  # what this issue adds; a disagreement stops the run (fail fast)
 USED_KERNELS = ("sdpa-flash", "fla-window", "torch-fa2")  # what the benchmarks run by default
@@ -314,21 +315,20 @@ def timings(writer, device, dtype, smoke, budget_s, start) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes (CPU smoke run)")
-    ap.add_argument("--tol", type=float, default=2e-2, help="relative error bound (bf16 operands)")
-    ap.add_argument("--engine-tol", type=float, default=5e-2,
+    ap.add_argument("--tol", type=positive_float, default=2e-2, help="relative error bound (bf16 operands)")
+    ap.add_argument("--engine-tol", type=positive_float, default=5e-2,
                     help="relative logit error bound of the engine checks (two bf16 implementations)")
-    ap.add_argument("--budget-s", type=float, default=120.0, help="skip timings after this many seconds")
+    ap.add_argument("--budget-s", type=positive_float, default=120.0, help="skip timings after this many seconds")
     ap.add_argument("--no-fail-fast", action="store_true", help="exit 0 even when a kernel disagrees")
     ap.add_argument("--checks-only", action="store_true", help="skip the timings (the choice of kernels then "
                     "comes from --choice-from, if given and verified here)")
-    ap.add_argument("--choice-from", default=None, help="an earlier attn_choice.json (with --checks-only)")
-    ap.add_argument("--out-dir", default="results/gpu")
+    ap.add_argument("--choice-from", type=in_file, default=None,
+                    help="an earlier attn_choice.json (with --checks-only)")
+    ap.add_argument("--out-dir", type=out_folder, default="results/gpu")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda but CUDA is not available")
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -353,7 +353,7 @@ def main(argv=None) -> int:
         for kind, found in kinds.items():
             found = [(ms, k) for ms, k in found if k not in bad and math.isfinite(ms)]
             choice[kind] = min(found)[1] if found else None
-    elif args.checks_only and args.choice_from and Path(args.choice_from).exists():
+    elif args.checks_only and args.choice_from:
         earlier = json.loads(Path(args.choice_from).read_text())
         for kind in ("full", "window"):
             k = earlier.get(kind)

@@ -328,18 +328,20 @@ def prediction_rows(shape: Shape, rates: Rates, window: int = 128, size: str = "
 
 
 def main(argv=None) -> None:
+    from suite.cli import in_file, out_file, positive_int, usage_errors
+    from suite.common import size_name
     from suite.provenance import provenance, write_csv
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="results/gpu/cost_model.csv")
-    ap.add_argument("--size", default="qwen3_8b")
-    ap.add_argument("--window", type=int, default=128)
-    ap.add_argument("--rates", default=None, help="JSON of measured rates (prefill_gpu writes rates.json)")
+    ap.add_argument("--out", type=out_file, default="results/gpu/cost_model.csv")
+    ap.add_argument("--size", type=size_name, default="qwen3_8b")
+    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--rates", type=in_file, default=None,
+                    help="JSON of measured rates (prefill_gpu writes rates.json)")
     args = ap.parse_args(argv)
-    if args.window < 1:
-        raise ValueError(f"--window must be >= 1, got {args.window}")
     start = time.perf_counter()
-    rates = Rates.load(args.rates) if args.rates else Rates()
+    with usage_errors(ap):  # a rates file that is not JSON
+        rates = Rates.load(args.rates) if args.rates else Rates()
     rows = prediction_rows(Shape.from_size(args.size), rates, args.window, args.size)
     prov = provenance("gpu", None, "bf16", "cost-model", "cpu", time.perf_counter() - start)
     prov["device"] = "model of one H200 (rates: " + (args.rates or "built-in defaults") + ")"

@@ -30,6 +30,7 @@ Run on the H200: ``python -m suite.bench.e2e_gpu --out-dir results/gpu``. CPU sm
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -53,21 +54,22 @@ from suite.bench.gpu_common import (
     reset_peak,
     timed,
 )
-from suite.common import DTYPES
+from suite.cli import (
+    device_name,
+    in_file,
+    int_pairs,
+    nonnegative_int,
+    out_folder,
+    positive_float,
+    positive_int,
+    usage_errors,
+)
+from suite.common import DTYPES, arch_names, size_name
 
 
 def parse_configs(text: str) -> list[tuple[int, int]]:
-    """``"131072/128,130048/1024"`` -> [(131072, 128), (130048, 1024)]; ValueError naming a bad entry."""
-    out = []
-    for item in text.split(","):
-        try:
-            inp, outp = (int(x) for x in item.split("/"))
-        except ValueError:
-            raise ValueError(f"bad config {item!r}: expected INPUT/OUTPUT token counts") from None
-        if inp < 1 or outp < 1:
-            raise ValueError(f"bad config {item!r}: lengths must be positive")
-        out.append((inp, outp))
-    return out
+    """argparse ``type=`` of ``--configs``: ``"131072/128,130048/1024"`` -> [(131072, 128), (130048, 1024)]."""
+    return int_pairs(text, "/", "INPUT/OUTPUT token counts")
 
 
 def _paper_e2e() -> dict:
@@ -141,48 +143,46 @@ def time_decode(engine: Engine, context: int, steps: int, device) -> float:
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
-    ap.add_argument("--size", default="qwen3_8b")
-    ap.add_argument("--archs", default="transformer,orthros")
-    ap.add_argument("--configs", default="131072/128,130048/1024,122880/8192")
-    ap.add_argument("--batch", type=int, default=2)
-    ap.add_argument("--window", type=int, default=128)
-    ap.add_argument("--bucket", type=int, default=2048)
-    ap.add_argument("--chunk", type=int, default=1024)
-    ap.add_argument("--full-decode-max", type=int, default=1024, help="longest decode run in full")
-    ap.add_argument("--sample-steps", type=int, default=16)
-    ap.add_argument("--check-steps", type=int, default=40, help="decode steps of the engine correctness check")
-    ap.add_argument("--rates", default=None, help="rates.json with hbm_bytes_per_s (else measured here)")
-    ap.add_argument("--out-dir", default="results/gpu")
+    ap.add_argument("--size", type=size_name, default="qwen3_8b")
+    ap.add_argument("--archs", type=arch_names, default="transformer,orthros")
+    ap.add_argument("--configs", type=parse_configs, default="131072/128,130048/1024,122880/8192",
+                    help="INPUT/OUTPUT token counts, comma-separated")
+    ap.add_argument("--batch", type=positive_int, default=2)
+    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--bucket", type=positive_int, default=2048)
+    ap.add_argument("--chunk", type=positive_int, default=1024)
+    ap.add_argument("--full-decode-max", type=nonnegative_int, default=1024, help="longest decode run in full")
+    ap.add_argument("--sample-steps", type=positive_int, default=16)
+    ap.add_argument("--check-steps", type=functools.partial(positive_int, minimum=2), default=40,
+                    help="decode steps of the engine correctness check")
+    ap.add_argument("--rates", type=in_file, default=None, help="rates.json with hbm_bytes_per_s (else measured here)")
+    ap.add_argument("--out-dir", type=out_folder, default="results/gpu")
     ap.add_argument("--append", action="store_true", help="keep the rows of other models in e2e.csv")
     ap.add_argument("--check-only", action="store_true", help="only (re)run the engine check row of --archs")
-    ap.add_argument("--ttft-repeats", type=int, default=3, help="prefills per config; TTFT is their median")
+    ap.add_argument("--ttft-repeats", type=positive_int, default=3, help="prefills per config; TTFT is their median")
     ap.add_argument("--fused", choices=("on", "off"), default="off", help="fused per-layer functions in the engine")
     ap.add_argument("--compiled", choices=("auto", "on", "off"), default="auto",
                     help="torch.compile the fused functions (auto: on CUDA)")
     ap.add_argument("--decode-attn", choices=("matmul", "fa2", "auto"), default="matmul",
                     help="decode attention (auto: fa2 when attn_choice.json says it verified)")
-    ap.add_argument("--attn-choice", default=None, help="attn_choice.json of suite.bench.attn_kernels")
-    ap.add_argument("--prefill-chunk", type=int, default=0, help="chunked prefill (0: one pass)")
-    ap.add_argument("--budget-s", type=float, default=1e9, help="skip models/configs after this many seconds")
+    ap.add_argument("--attn-choice", type=in_file, default=None, help="attn_choice.json of suite.bench.attn_kernels")
+    ap.add_argument("--prefill-chunk", type=nonnegative_int, default=0, help="chunked prefill (0: one pass)")
+    ap.add_argument("--budget-s", type=positive_float, default=1e9, help="skip models/configs after this many seconds")
     ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the fused functions")
     args = ap.parse_args(argv)
-    configs = parse_configs(args.configs)
-    if args.batch < 1 or args.sample_steps < 1 or args.check_steps < 2:
-        raise ValueError(f"--batch, --sample-steps must be >= 1 and --check-steps >= 2, got {args.batch}, "
-                         f"{args.sample_steps}, {args.check_steps}")
-    if args.ttft_repeats < 1:
-        raise ValueError(f"--ttft-repeats must be >= 1, got {args.ttft_repeats}")
+    configs = args.configs
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda but CUDA is not available")
     from models import kernels
 
-    has_choice = args.attn_choice and Path(args.attn_choice).exists()
-    choice = json.loads(Path(args.attn_choice).read_text()) if has_choice else {}
-    kernels.prefer_kernels([k for k in [choice.get("full")] if k and k != "blocked"],
-                           [k for k in [choice.get("window")] if k and k != "blocked"])
+    with usage_errors(ap):  # a choice or rates file that is not JSON, or rates without the bandwidth
+        choice = json.loads(Path(args.attn_choice).read_text()) if args.attn_choice else {}
+        hbm = json.loads(Path(args.rates).read_text()).get("hbm_bytes_per_s", "missing") if args.rates else None
+        if not isinstance(hbm, (int, float, type(None))) or (hbm is not None and hbm <= 0):
+            raise ValueError(f"--rates {args.rates}: hbm_bytes_per_s is {hbm}, not a number > 0")
+        kernels.prefer_kernels([k for k in [choice.get("full")] if k and k != "blocked"],
+                               [k for k in [choice.get("window")] if k and k != "blocked"])
     decode_attn = args.decode_attn
     if decode_attn == "auto":
         decode_attn = "fa2" if choice.get("fa2_ok") and device.type == "cuda" else "matmul"
@@ -194,8 +194,8 @@ def main(argv=None) -> list[dict]:
           f"{kernels.kernel_order(True)[:2]}", flush=True)
     start = time.perf_counter()
     out_dir = Path(args.out_dir)
-    hbm = json.loads(Path(args.rates).read_text())["hbm_bytes_per_s"] if args.rates else copy_bandwidth(device)
-    archs = [a for a in args.archs.split(",") if a]
+    hbm = hbm or copy_bandwidth(device)
+    archs = args.archs
     recurrent = [a for a in archs if a not in ("transformer", "swa", "orthros")]
     checked = recurrent or ["orthros", "transformer"]  # the models the engine check runs
     check = "+".join(checked)  # its target row's arch

@@ -29,7 +29,9 @@ import warnings
 
 import torch
 
+from suite.cli import nonnegative_int, out_folder, positive_int
 from suite.common import DTYPES as TORCH_DTYPES
+from suite.common import arch_name, size_name
 
 MIXERS = ("gdn", "gla", "retnet")
 THROUGHPUT_ARCHS = ("transformer", "swa", "orthros", "gdn", "gla", "retnet", "linear_hybrid", "orthros_h")
@@ -185,23 +187,26 @@ def throughput(arch: str, size: str, batch: int, seq_len: int, steps: int, warmu
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU, 1M size, T=32, fp32: checks the plumbing")
-    parser.add_argument("--out-dir", default=None, help="output folder (default results/gpu; dry run: "
+    parser.add_argument("--out-dir", type=out_folder, default=None, help="output folder (default results/gpu; dry run: "
                         "work_dirs/fla_vs_naive_dry_run)")
-    parser.add_argument("--seq-len", type=int, default=2048, help="cross-check length T (default 2048)")
-    parser.add_argument("--size", default="25M", help="model size for both parts (default 25M)")
+    parser.add_argument("--seq-len", type=positive_int, default=2048, help="cross-check length T (default 2048)")
+    parser.add_argument("--size", type=size_name, default="25M", help="model size for both parts (default 25M)")
     parser.add_argument("--dtypes", nargs="*", default=["bf16", "fp32"], choices=list(DTYPES),
                         help="cross-check dtypes; none skips the cross-check")
-    parser.add_argument("--batch", type=int, default=8, help="throughput batch (default 8)")
-    parser.add_argument("--train-seq-len", type=int, default=2048, help="throughput sequence length (default 2048)")
-    parser.add_argument("--steps", type=int, default=5, help="timed training steps (default 5)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up steps (default 2)")
-    parser.add_argument("--archs", nargs="*", default=list(THROUGHPUT_ARCHS),
+    parser.add_argument("--batch", type=positive_int, default=8, help="throughput batch (default 8)")
+    parser.add_argument("--train-seq-len", type=positive_int, default=2048,
+                        help="throughput sequence length (default 2048)")
+    parser.add_argument("--steps", type=positive_int, default=5, help="timed training steps (default 5)")
+    parser.add_argument("--warmup", type=nonnegative_int, default=2, help="untimed warm-up steps (default 2)")
+    parser.add_argument("--archs", nargs="*", type=arch_name, default=list(THROUGHPUT_ARCHS),
                         help="throughput architectures; none skips the throughput part")
     parser.add_argument("--mixers", nargs="*", default=list(MIXERS), choices=list(MIXERS), help="cross-checked mixers")
     parser.add_argument("--append", action="store_true",
                         help="keep the rows of other mixers/dtypes and archs already in the two CSVs")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
     args = parser.parse_args(argv)
+    if not args.dry_run and not torch.cuda.is_available():
+        parser.error("no CUDA device: run on the GPU machine, or pass --dry-run for the CPU plumbing check")
 
     # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
     # transformers, through models), so they are set here, before the lazy imports below and in the helpers.
@@ -218,13 +223,8 @@ def main(argv=None) -> None:
         args.steps, args.warmup = 1, 1
         out_dir = args.out_dir or "work_dirs/fla_vs_naive_dry_run"
     else:
-        if not torch.cuda.is_available():
-            raise SystemExit("no CUDA device: run on the GPU machine, or pass --dry-run for the CPU plumbing check")
         device, profile = "cuda", "gpu"
         out_dir = args.out_dir or "results/gpu"
-    for name in ("seq_len", "batch", "train_seq_len", "steps"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     warnings.filterwarnings("ignore", message=".*Triton is not supported.*")
     env = env_info(device)
     backend = "fla-triton vs fla-naive" if device == "cuda" else "fla-naive (cpu)"

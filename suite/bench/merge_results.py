@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.cli import in_path, out_folder, usage_errors
 from suite.provenance import read_csv, write_csv
 
 KEYS = {"e2e.csv": ("arch",), "prefill.csv": ("arch", "gpus", "seq_len", "method"),
@@ -80,14 +81,12 @@ def _unpacked(source: Path, scratch: Path) -> Path:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--into", required=True, help="results folder to write (e.g. results/gpu)")
-    ap.add_argument("sources", nargs="+", help="folders or .tar.gz archives, in order; later rows win")
+    ap.add_argument("--into", required=True, type=out_folder, help="results folder to write (e.g. results/gpu)")
+    ap.add_argument("sources", nargs="+", type=in_path, help="folders or .tar.gz archives, in order; later rows win")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
-        try:
+        with usage_errors(ap, ValueError, tarfile.TarError):  # neither folder nor archive, or a damaged archive
             sources = [_unpacked(Path(s), Path(scratch)) for s in args.sources]
-        except ValueError as err:
-            ap.error(str(err))
         for path in merge(sources, Path(args.into)):
             print(f"wrote {path}")
 

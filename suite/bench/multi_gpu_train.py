@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.bench.targets import write_targets
+from suite.cli import nonnegative_int, out_file, positive_float, usage_errors
 from suite.provenance import PROVENANCE_COLUMNS, read_csv, write_csv
 
 RUN_COLUMNS = ("arch", "size", "n_params", "batch_size", "seq_len", "steps", "train_loss", "val_loss")
@@ -75,14 +76,13 @@ def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--one", required=True, help="run folder of the 1-GPU run")
     ap.add_argument("--many", required=True, help="run folder of the N-GPU (torchrun) run")
-    ap.add_argument("--out", default="results/gpu/multi_gpu_train.csv")
-    ap.add_argument("--skip", type=int, default=5, help="first steps left out of the tok/s median")
-    ap.add_argument("--min-scaling", type=float, default=1.8)
-    ap.add_argument("--loss-atol", type=float, default=0.05)
+    ap.add_argument("--out", type=out_file, default="results/gpu/multi_gpu_train.csv")
+    ap.add_argument("--skip", type=nonnegative_int, default=5, help="first steps left out of the tok/s median")
+    ap.add_argument("--min-scaling", type=positive_float, default=1.8)
+    ap.add_argument("--loss-atol", type=positive_float, default=0.05)
     args = ap.parse_args(argv)
-    if args.skip < 0:
-        raise ValueError(f"--skip must be >= 0, got {args.skip}")
-    rows = summarize(args.one, args.many, args.skip, args.min_scaling, args.loss_atol)
+    with usage_errors(ap):  # two runs of different models, batches or step counts
+        rows = summarize(args.one, args.many, args.skip, args.min_scaling, args.loss_atol)
     out = Path(args.out)
     write_csv([r for r in rows if r["kind"] != "target"], out)
     write_targets(out.parent, out.name, [{"arch": rows[1].get("arch"), "method": "data-parallel training",

@@ -156,6 +156,8 @@ kernel_check() {  # $1: cap in seconds; the rest: extra arguments of attn_kernel
     rm -f "$CHOICE"
     FA2_FLAGS=(--decode-attn matmul)
   fi
+  CHOICE_ARG=()  # no choice file (the check failed): the default kernel order
+  [[ -f "$CHOICE" ]] && CHOICE_ARG=(--attn-choice "$CHOICE")
 }
 rates() { RATES=(); [[ -f "$OUT/rates.json" ]] && RATES=(--rates "$OUT/rates.json"); }
 budget() { echo $(( $(cap "$1" "${2:-0}") - 30 )); }  # a step's own --budget-s: its cap less start-up and the targets
@@ -163,15 +165,15 @@ budget() { echo $(( $(cap "$1" "${2:-0}") - 30 )); }  # a step's own --budget-s:
 if [[ "$PART" == main || "$PART" == all ]]; then
   kernel_check 90
   step prefill_gpu 230 0 60 $PY -m suite.bench.prefill_gpu "${DEV[@]}" "${PG[@]}" --paths eager,compiled \
-    --attn-choice "$CHOICE" --keep-from results/gpu/prefill.csv --out-dir "$OUT" --budget-s "$(budget 230)"
+    "${CHOICE_ARG[@]}" --keep-from results/gpu/prefill.csv --out-dir "$OUT" --budget-s "$(budget 230)"
   rates
   step decode_step 150 0 40 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${DECODE[@]}" --archs orthros,transformer \
-    --ttft-repeats 1 --fused on "${FA2_FLAGS[@]}" --attn-choice "$CHOICE" "${RATES[@]}" --out-dir "$OUT" \
+    --ttft-repeats 1 --fused on "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" --out-dir "$OUT" \
     --budget-s "$(budget 150)"
   # 60 s stay reserved for the 1M prefill while the two short steps run
   step train_step 45 60 15 $PY -m suite.bench.train_step "${DEV[@]}" "${TS[@]}" --out-dir "$OUT"
   step cost_model 45 60 5 $PY -m suite.bench.cost_model --out "$OUT/cost_model.csv" "${RATES[@]}"
-  step prefill_1m 600 5 45 $PY -m suite.bench.prefill_1m "${DEV[@]}" "${P1[@]}" --attn-choice "$CHOICE" \
+  step prefill_1m 600 5 45 $PY -m suite.bench.prefill_1m "${DEV[@]}" "${P1[@]}" "${CHOICE_ARG[@]}" \
     --prefill-csv "$OUT/prefill.csv" "${RATES[@]}" --out-dir "$OUT"
 fi
 
@@ -183,13 +185,13 @@ fi
 if [[ "$PART" == table4 || "$PART" == all ]]; then
   rates
   step e2e_table4 600 0 60 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${TABLE4[@]}" --archs orthros,transformer \
-    --fused on "${FA2_FLAGS[@]}" --attn-choice "$CHOICE" "${RATES[@]}" --out-dir "$OUT" --append \
+    --fused on "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" --out-dir "$OUT" --append \
     --budget-s "$(budget 600 45)"
 fi
 if [[ "$PART" == hybrids || "$PART" == all ]]; then
   rates
   step e2e_hybrids 600 0 60 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${HYB[@]}" \
-    --archs orthros_h,linear_hybrid --fused off "${FA2_FLAGS[@]}" --attn-choice "$CHOICE" "${RATES[@]}" \
+    --archs orthros_h,linear_hybrid --fused off "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" \
     --out-dir "$OUT" --append --budget-s "$(budget 600 5)"
 fi
 

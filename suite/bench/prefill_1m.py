@@ -38,6 +38,8 @@ from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
 from suite.bench.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed
+from suite.cli import device_name, in_file, out_folder, positive_int, usage_errors
+from suite.common import kernel_names, size_name
 from suite.provenance import read_csv
 
 
@@ -54,56 +56,53 @@ def compare(x: torch.Tensor, y: torch.Tensor) -> dict:
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--size", default="qwen3_8b")
-    ap.add_argument("--window", type=int, default=128)
-    ap.add_argument("--seq-len", type=int, default=1048576)
-    ap.add_argument("--check-len", type=int, default=131072)
-    ap.add_argument("--n-out", type=int, default=512, help="output positions compared at --check-len")
-    ap.add_argument("--chunk", type=int, default=65536)
-    ap.add_argument("--fp8-block", type=int, default=4096)
+    ap.add_argument("--device", type=device_name, default="cuda")
+    ap.add_argument("--size", type=size_name, default="qwen3_8b")
+    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--seq-len", type=positive_int, default=1048576)
+    ap.add_argument("--check-len", type=positive_int, default=131072)
+    ap.add_argument("--n-out", type=positive_int, default=512, help="output positions compared at --check-len")
+    ap.add_argument("--chunk", type=positive_int, default=65536)
+    ap.add_argument("--fp8-block", type=positive_int, default=4096)
     ap.add_argument("--compiled", choices=("auto", "on", "off"), default="auto", help="fused functions compiled")
     ap.add_argument("--compile-backend", default="inductor")
-    ap.add_argument("--prefer-full", default="", help="attention kernels to try first (full / one-query calls)")
-    ap.add_argument("--prefer-window", default="", help="attention kernels to try first (window calls)")
-    ap.add_argument("--attn-choice", default=None, help="attn_choice.json of suite.bench.attn_kernels (preferences)")
-    ap.add_argument("--rates", default=None, help="rates.json (matmul_tflops for MFU)")
-    ap.add_argument("--prefill-csv", default=None, help="prefill.csv holding the Transformer's one-layer 1M row")
-    ap.add_argument("--out-dir", default="results/gpu")
+    ap.add_argument("--prefer-full", type=kernel_names, default="",
+                    help="attention kernels to try first (full / one-query calls)")
+    ap.add_argument("--prefer-window", type=kernel_names, default="",
+                    help="attention kernels to try first (window calls)")
+    ap.add_argument("--attn-choice", type=in_file, default=None,
+                    help="attn_choice.json of suite.bench.attn_kernels (preferences)")
+    ap.add_argument("--rates", type=in_file, default=None, help="rates.json (matmul_tflops for MFU)")
+    ap.add_argument("--prefill-csv", default=None, help="prefill.csv holding the Transformer's one-layer 1M row (an "
+                    "earlier step writes it; without it that row reads 'not run')")
+    ap.add_argument("--out-dir", type=out_folder, default="results/gpu")
     ap.add_argument("--smoke", action="store_true", help="tiny model and lengths (CPU plumbing check)")
     args = ap.parse_args(argv)
+    if args.chunk % args.fp8_block:
+        ap.error(f"--chunk {args.chunk} must be a multiple of --fp8-block {args.fp8_block}")
     device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda but CUDA is not available")
     from models import kernels
 
-    prefer_full = [k for k in args.prefer_full.split(",") if k]
-    prefer_window = [k for k in args.prefer_window.split(",") if k]
-    if args.attn_choice and Path(args.attn_choice).exists():
-        choice = json.loads(Path(args.attn_choice).read_text())
-        prefer_full = prefer_full or [k for k in [choice.get("full")] if k and k != "blocked"]
-        prefer_window = prefer_window or [k for k in [choice.get("window")] if k and k != "blocked"]
-    kernels.prefer_kernels(prefer_full, prefer_window)
+    prefer_full, prefer_window = args.prefer_full, args.prefer_window
+    with usage_errors(ap):  # a choice or rates file that is not JSON, or names no known kernel
+        if args.attn_choice:
+            choice = json.loads(Path(args.attn_choice).read_text())
+            prefer_full = prefer_full or [k for k in [choice.get("full")] if k and k != "blocked"]
+            prefer_window = prefer_window or [k for k in [choice.get("window")] if k and k != "blocked"]
+        kernels.prefer_kernels(prefer_full, prefer_window)
+        matmul = json.loads(Path(args.rates).read_text()).get("matmul_tflops") if args.rates else None
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     size, overrides = args.size, {"window_size": args.window}
     if args.smoke:
         size = "1M"
         overrides.update(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                          num_key_value_heads=2, head_dim=16, intermediate_size=128)
-    for name in ("seq_len", "check_len", "n_out", "chunk", "fp8_block"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
-    if args.chunk % args.fp8_block:
-        raise ValueError(f"--chunk {args.chunk} must be a multiple of --fp8-block {args.fp8_block}")
     compiled = device.type == "cuda" if args.compiled == "auto" else args.compiled == "on"
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     writer = RowWriter(out_dir / "prefill_1m_fp8.csv", common_columns(device, "bfloat16" if dtype == torch.bfloat16
                                                                       else "float32"))
-    matmul = None
-    if args.rates and Path(args.rates).exists():
-        matmul = json.loads(Path(args.rates).read_text()).get("matmul_tflops")
     torch.manual_seed(0)
     model = build_bench_model("orthros", size, device, dtype, args.seq_len + 1, **overrides)
     shape = cm.Shape.from_config(model.config)

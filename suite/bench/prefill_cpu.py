@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from suite.archs import ORTHROS_ARCHS
-from suite.common import arch_names, int_list, out_file, usage_errors
+from suite.cli import in_folder, out_file, positive_int, positive_ints, usage_errors
+from suite.common import arch_name, arch_names, size_name
 from suite.provenance import provenance, write_csv
 
 COLUMNS = ["arch", "size", "n_params", "seq_len", "ms", "status", "weights", "threads"]  # then provenance
@@ -79,11 +80,8 @@ def sweep(args) -> Path:
     from models.sizes import count_parameters
 
     archs = args.archs
-    lengths = int_list(args.lengths, "--lengths")
-    checkpoints = dict(_pair(c) for c in args.checkpoint)
-    unknown = set(checkpoints) - set(archs)
-    if unknown:
-        raise ValueError(f"--checkpoint given for arch(s) not in --archs: {sorted(unknown)}")
+    lengths = args.lengths
+    checkpoints = dict(args.checkpoint)
     start = time.perf_counter()
     rows = []
     for arch in archs:
@@ -136,10 +134,11 @@ def prefill_128k(args) -> Path:
 
 
 def _pair(text: str) -> tuple[str, str]:
+    """argparse ``type=`` of ``--checkpoint ARCH=FOLDER``: a known arch and an existing folder."""
     if "=" not in text:
-        raise ValueError(f"--checkpoint must be ARCH=FOLDER, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected ARCH=FOLDER, got {text!r}")
     arch, path = text.split("=", 1)
-    return arch, path
+    return arch_name(arch), in_folder(path)
 
 
 def main(argv=None) -> Path:
@@ -147,13 +146,14 @@ def main(argv=None) -> Path:
     ap.add_argument("--mode", choices=["sweep", "128k"], default="sweep")
     ap.add_argument("--profile", default="ci", help="profile label of the rows (provenance column, default path)")
     ap.add_argument("--archs", type=arch_names, default="orthros,transformer", help="comma list of architectures")
-    ap.add_argument("--size", default="1M")
-    ap.add_argument("--lengths", default="256,1024,4096")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--window", type=int, default=None, help="Orthros window (default: the arch's)")
-    ap.add_argument("--checkpoint", action="append", default=[], help="ARCH=FOLDER (HF checkpoint), repeatable")
-    ap.add_argument("--seq-len", type=int, default=131072, help="128k mode: prompt length")
-    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's own)")
+    ap.add_argument("--size", type=size_name, default="1M")
+    ap.add_argument("--lengths", type=positive_ints, default="256,1024,4096")
+    ap.add_argument("--repeats", type=positive_int, default=3)
+    ap.add_argument("--window", type=positive_int, default=None, help="Orthros window (default: the arch's)")
+    ap.add_argument("--checkpoint", type=_pair, action="append", default=[],
+                    help="ARCH=FOLDER (HF checkpoint), repeatable")
+    ap.add_argument("--seq-len", type=positive_int, default=131072, help="128k mode: prompt length")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch intra-op threads (default: torch's own)")
     ap.add_argument("--out", type=out_file, default=None, help="CSV path (default by mode and profile)")
     args = ap.parse_args(argv)
     # Offline unless the caller says otherwise: huggingface_hub reads these when it is first imported (by
@@ -161,12 +161,14 @@ def main(argv=None) -> Path:
     # prefill_128k), after this line.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    with usage_errors(ap):
-        int_list(args.lengths, "--lengths")  # sweep() reads them; here a bad one is a usage error
-        for name, value in [("--repeats", args.repeats), ("--seq-len", args.seq_len), ("--window", args.window),
-                            ("--threads", args.threads)]:
-            if value is not None and value < 1:
-                raise ValueError(f"{name} {value} must be >= 1")
+    unknown = sorted({arch for arch, _ in args.checkpoint} - set(args.archs))
+    if unknown:
+        ap.error(f"--checkpoint given for arch(s) not in --archs: {unknown}")
+    from suite.train.checkpoint import check_folder
+
+    with usage_errors(ap):  # a truncated or corrupt checkpoint file, named before any model is built
+        for _, folder in args.checkpoint:
+            check_folder(folder)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -58,7 +58,8 @@ from suite.bench.gpu_common import (
     reset_peak,
     time_ms,
 )
-from suite.common import DTYPES, int_list, kernels_summary
+from suite.cli import device_name, in_file, int_list, out_folder, positive_float, positive_int, usage_errors
+from suite.common import DTYPES, arch_names, kernel_names, kernels_summary, size_name
 
 # two bf16 implementations of the same model differ by ~1e-2 in relative logit error on random weights (a CPU
 # run at 6 layers: bf16 model vs fp32 model 1.4e-2, bf16 fused runner vs bf16 model 1.1e-2); an error in the
@@ -171,56 +172,62 @@ def _predicted_ms(shape, T, arch, gpus, rates, window, fused: bool = False) -> f
                                  fused=fused)["total_s"]
 
 
-def _kernel_list(text: str | None) -> list[str]:
-    return [k for k in (text or "").split(",") if k]
+def _lengths(text: str) -> list[int]:
+    """argparse ``type=`` of a length list that may be empty (``--layer-lengths ''``: none)."""
+    return int_list(text, allow_empty=True, error=argparse.ArgumentTypeError)
+
+
+def _paths(text: str) -> list[str]:
+    paths = [p for p in text.split(",") if p]
+    if not paths or any(p not in ("eager", "compiled") for p in paths):
+        raise argparse.ArgumentTypeError(f"list eager and/or compiled, got {text!r}")
+    return paths
 
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
-    ap.add_argument("--size", default="qwen3_8b")
-    ap.add_argument("--archs", default="transformer,orthros", help="comma list; pairs transformer/orthros, "
-                    "linear_hybrid/orthros_h")
-    ap.add_argument("--lengths", default="8192,16384,32768,65536,131072")
-    ap.add_argument("--layer-lengths", default="262144,524288,1048576")
-    ap.add_argument("--window", type=int, default=128)
-    ap.add_argument("--matmul-n", type=int, default=8192)
-    ap.add_argument("--ffn-chunk", type=int, default=131072)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--budget-s", type=float, default=240.0, help="skip what remains after this many seconds")
-    ap.add_argument("--rates", default=None, help="load rates.json instead of measuring")
-    ap.add_argument("--out-dir", default="results/gpu")
+    ap.add_argument("--size", type=size_name, default="qwen3_8b")
+    ap.add_argument("--archs", type=arch_names, default="transformer,orthros",
+                    help="comma list; pairs transformer/orthros, linear_hybrid/orthros_h")
+    ap.add_argument("--lengths", type=_lengths, default="8192,16384,32768,65536,131072")
+    ap.add_argument("--layer-lengths", type=_lengths, default="262144,524288,1048576")
+    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--matmul-n", type=positive_int, default=8192)
+    ap.add_argument("--ffn-chunk", type=positive_int, default=131072)
+    ap.add_argument("--repeats", type=positive_int, default=3)
+    ap.add_argument("--budget-s", type=positive_float, default=240.0, help="skip what remains after this many seconds")
+    ap.add_argument("--rates", type=in_file, default=None, help="load rates.json instead of measuring")
+    ap.add_argument("--out-dir", type=out_folder, default="results/gpu")
     ap.add_argument("--append", action="store_true", help="keep rows of other models in prefill.csv")
-    ap.add_argument("--paths", default="eager", help="comma list of eager, compiled (see module docstring)")
-    ap.add_argument("--select-len", type=int, default=32768, help="length at which the paths are compared")
-    ap.add_argument("--compare-lens", default="131072", help="lengths at which the other path is timed too")
-    ap.add_argument("--prefer-full", default="", help="kernels to try first for full causal / one-query calls")
-    ap.add_argument("--prefer-window", default="", help="kernels to try first for sliding-window calls")
-    ap.add_argument("--attn-choice", default=None, help="attn_choice.json of suite.bench.attn_kernels")
+    ap.add_argument("--paths", type=_paths, default="eager",
+                    help="comma list of eager, compiled (see module docstring)")
+    ap.add_argument("--select-len", type=positive_int, default=32768, help="length at which the paths are compared")
+    ap.add_argument("--compare-lens", type=_lengths, default="131072",
+                    help="lengths at which the other path is timed too")
+    ap.add_argument("--prefer-full", type=kernel_names, default="",
+                    help="kernels to try first for full causal / one-query calls")
+    ap.add_argument("--prefer-window", type=kernel_names, default="",
+                    help="kernels to try first for sliding-window calls")
+    ap.add_argument("--attn-choice", type=in_file, default=None, help="attn_choice.json of suite.bench.attn_kernels")
     ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the compiled path")
-    ap.add_argument("--keep-from", default=None, help="an earlier prefill.csv whose rows of --keep-methods at "
-                    "lengths not measured now are carried over (with their own provenance columns)")
+    ap.add_argument("--keep-from", type=in_file, default=None, help="an earlier prefill.csv whose rows of "
+                    "--keep-methods at lengths not measured now are carried over (with their own provenance columns)")
     ap.add_argument("--keep-methods", default="one-layer x n_layers", help="comma list of methods to carry over")
     args = ap.parse_args(argv)
-    archs = [a for a in args.archs.split(",") if a]
-    lengths = int_list(args.lengths, "--lengths", allow_empty=True)
-    layer_lengths = int_list(args.layer_lengths, "--layer-lengths", allow_empty=True)
-    if args.window < 1:
-        raise ValueError(f"--window must be >= 1, got {args.window}")
+    archs, lengths, layer_lengths, paths = args.archs, args.lengths, args.layer_lengths, args.paths
+    if not lengths and not args.rates:
+        ap.error("--lengths '' needs --rates (the rates are measured at the longest length)")
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda but CUDA is not available")
-    paths = [p for p in args.paths.split(",") if p]
-    if not paths or any(p not in ("eager", "compiled") for p in paths):
-        raise ValueError(f"--paths must list eager and/or compiled, got {args.paths!r}")
-    compare_lens = int_list(args.compare_lens, "--compare-lens", allow_empty=True)
-    prefer_full, prefer_window = _kernel_list(args.prefer_full), _kernel_list(args.prefer_window)
-    if args.attn_choice and Path(args.attn_choice).exists():
-        choice = json.loads(Path(args.attn_choice).read_text())
-        prefer_full = prefer_full or [k for k in [choice.get("full")] if k and k != "blocked"]
-        prefer_window = prefer_window or [k for k in [choice.get("window")] if k and k != "blocked"]
-    kernels.prefer_kernels(prefer_full, prefer_window)
+    compare_lens = args.compare_lens
+    prefer_full, prefer_window = args.prefer_full, args.prefer_window
+    with usage_errors(ap):  # a choice file that is not JSON or names no known kernel
+        if args.attn_choice:
+            choice = json.loads(Path(args.attn_choice).read_text())
+            prefer_full = prefer_full or [k for k in [choice.get("full")] if k and k != "blocked"]
+            prefer_window = prefer_window or [k for k in [choice.get("window")] if k and k != "blocked"]
+        kernels.prefer_kernels(prefer_full, prefer_window)
     attn_prefer = f"full:{'>'.join(prefer_full) or 'default'} window:{'>'.join(prefer_window) or 'default'}"
     print(f"[prefill_gpu] paths {paths}; attention preference {attn_prefer}", flush=True)
     start = time.perf_counter()
@@ -244,7 +251,7 @@ def main(argv=None) -> list[dict]:
     common = common_columns(device, args.dtype)
     keep = (lambda r: r["arch"] not in archs) if args.append else None
     writer = RowWriter(out_dir / "prefill.csv", common, keep=keep)
-    if args.keep_from and Path(args.keep_from).exists():
+    if args.keep_from:
         from suite.provenance import read_csv
 
         methods = {m for m in args.keep_methods.split(",") if m}

@@ -28,7 +28,6 @@ import datetime
 import os
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -38,12 +37,28 @@ from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
 from suite.bench.seq_parallel import prefill_any
-from suite.common import DTYPES, int_list, kernels_summary
+from suite.cli import device_name, in_file, out_file, positive_float, positive_int, positive_ints
+from suite.common import DTYPES, kernels_summary, size_name
 
 FULL, LAYER_WISE = "full-model", "layer-wise (one layer x n_layers)"
 TOLERANCE = 0.15
 COLUMNS = ("arch", "gpus", "seq_len", "ms", "speedup", "predicted_speedup", "method", "status", "predicted_ms",
            "kernel", "peak_mem_gib", "shape", "window")  # measurement columns, in order
+
+
+def _archs(text: str) -> list[str]:
+    archs = [a for a in text.split(",") if a]
+    bad = [a for a in archs if a not in cm.ARCHS]
+    if bad or not archs:
+        raise argparse.ArgumentTypeError(f"{bad or text!r} not supported; choose from {cm.ARCHS}")
+    return archs
+
+
+def _layer_wise(text: str) -> dict[str, int]:
+    try:
+        return parse_layer_wise(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def parse_layer_wise(text: str) -> dict[str, int]:
@@ -88,34 +103,28 @@ def _anyone(flag: bool, device) -> bool:
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--archs", default="transformer,orthros")
-    ap.add_argument("--lengths", default="131072,262144,524288,1048576")
-    ap.add_argument("--layer-wise-from", default="transformer=262144,orthros=1048576",
+    ap.add_argument("--archs", type=_archs, default="transformer,orthros")
+    ap.add_argument("--lengths", type=positive_ints, default="131072,262144,524288,1048576")
+    ap.add_argument("--layer-wise-from", type=_layer_wise, default="transformer=262144,orthros=1048576",
                     help="ARCH=T,...: lengths >= T of ARCH are timed as one layer x n_layers")
-    ap.add_argument("--size", default="qwen3_8b")
-    ap.add_argument("--window", type=int, default=128)
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--size", type=size_name, default="qwen3_8b")
+    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
-    ap.add_argument("--repeats", type=int, default=2, help="timed calls (1 when one call is predicted > 5 s)")
-    ap.add_argument("--budget-s", type=float, default=240.0, help="start no measurement after this many seconds")
-    ap.add_argument("--timeout-s", type=float, default=300.0, help="collective timeout (a stuck rank ends the run)")
-    ap.add_argument("--rates", default="results/gpu/rates.json", help="kernel rates JSON (absent: Rates defaults)")
-    ap.add_argument("--predict-gpus", type=int, default=8)
+    ap.add_argument("--repeats", type=positive_int, default=2, help="timed calls (1 when one call is predicted > 5 s)")
+    ap.add_argument("--budget-s", type=positive_float, default=240.0,
+                    help="start no measurement after this many seconds")
+    ap.add_argument("--timeout-s", type=positive_float, default=300.0,
+                    help="collective timeout (a stuck rank ends the run)")
+    ap.add_argument("--rates", type=in_file, default="results/gpu/rates.json", help="kernel rates JSON")
+    ap.add_argument("--predict-gpus", type=positive_int, default=8)
     ap.add_argument("--profile", default="gpu")
-    ap.add_argument("--out", default="results/gpu/seq_parallel.csv")
+    ap.add_argument("--out", type=out_file, default="results/gpu/seq_parallel.csv")
     args = ap.parse_args(argv)
-    archs = [a for a in args.archs.split(",") if a]
-    bad = [a for a in archs if a not in cm.ARCHS]
-    if bad:
-        raise ValueError(f"--archs {bad} not supported; choose from {cm.ARCHS}")
-    lengths, layer_wise = sorted(int_list(args.lengths, "--lengths")), parse_layer_wise(args.layer_wise_from)
-    if args.window < 1 or args.repeats < 1:
-        raise ValueError(f"--window ({args.window}) and --repeats ({args.repeats}) must be >= 1")
+    archs, lengths, layer_wise = args.archs, sorted(args.lengths), args.layer_wise_from
 
     device = torch.device(args.device)
     if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("--device cuda but CUDA is not available")
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
     own_group = not dist.is_initialized()
@@ -137,7 +146,7 @@ def _run(args, archs, lengths, layer_wise, device) -> list[dict]:
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {1: dist.new_group([0]) if world > 1 else None, world: None}  # new_group: every rank calls it
     start = time.perf_counter()
-    rates = cm.Rates.load(args.rates) if Path(args.rates).exists() else cm.Rates()
+    rates = cm.Rates.load(args.rates)
     shape = cm.Shape.from_size(args.size)
     writer = RowWriter(args.out, common_columns(device, args.dtype, args.profile)) if rank == 0 else None
     dtype = DTYPES[args.dtype]

@@ -11,9 +11,10 @@ CLI: ``python -m suite.bench.targets DIR`` prints a folder's targets and its att
 """
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
+from suite.cli import in_folder, usage_errors
 from suite.provenance import read_csv, write_csv
 
 TARGETS = "targets.csv"
@@ -41,10 +42,12 @@ def summary(folder: str | Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1 or not Path(args[0]).is_dir():
-        sys.exit(f"usage: python -m suite.bench.targets DIR (a folder of benchmark CSVs); got {args}")
-    print("\n".join(summary(args[0])) or f"no {TARGETS} in {args[0]}")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=in_folder, help="a folder of benchmark CSVs")
+    folder = ap.parse_args(argv).folder
+    with usage_errors(ap):  # a damaged CSV, named
+        lines = summary(folder)
+    print("\n".join(lines) or f"no {TARGETS} in {folder}")
 
 
 if __name__ == "__main__":

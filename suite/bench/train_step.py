@@ -16,35 +16,31 @@ import argparse
 import time
 from pathlib import Path
 
-import torch
-
 from suite.bench.fla_vs_naive import throughput
 from suite.bench.gpu_common import RowWriter, common_columns
+from suite.cli import device_name, nonnegative_int, out_folder, positive_int
+from suite.common import size_names
 
 RATIO_TARGET = 2.1
 
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--sizes", default="12M,25M")
-    ap.add_argument("--seq-len", type=int, default=4096)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--out-dir", default="results/gpu")
+    ap.add_argument("--device", type=device_name, default="cuda")
+    ap.add_argument("--sizes", type=size_names, default="12M,25M")
+    ap.add_argument("--seq-len", type=positive_int, default=4096)
+    ap.add_argument("--batch", type=positive_int, default=4)
+    ap.add_argument("--steps", type=positive_int, default=5)
+    ap.add_argument("--warmup", type=nonnegative_int, default=2)
+    ap.add_argument("--out-dir", type=out_folder, default="results/gpu")
     args = ap.parse_args(argv)
-    if min(args.seq_len, args.batch, args.steps) < 1 or args.warmup < 0:
-        raise ValueError("--seq-len, --batch, --steps must be >= 1 and --warmup >= 0")
     device = args.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("--device cuda but CUDA is not available")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     writer = RowWriter(out_dir / "train_step.csv",
                        common_columns(device, "bf16-autocast" if device.startswith("cuda") else "float32"))
     start = time.perf_counter()
-    for size in [s for s in args.sizes.split(",") if s]:
+    for size in args.sizes:
         ms = {}
         for arch in ("transformer", "orthros"):
             try:

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from suite.cli import out_folder, positive_int, study_config, usage_errors
+
 EOS_TOKEN = "<|endoftext|>"
 DOC_SEPARATOR = f"\n{EOS_TOKEN}\n"
 SPLITS = ("train", "val", "test")
@@ -311,39 +313,32 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=TEXT_RULE)
-    ap.add_argument("--data-dir", required=True)
-    ap.add_argument("--config", help="profile name or study-config path; its data section gives the defaults")
+    ap.add_argument("--data-dir", required=True, type=out_folder)
+    ap.add_argument("--config", type=study_config,
+                    help="profile name or study-config path; its data section gives the defaults")
     ap.add_argument("--source", choices=["stdlib", "site_packages", "files", "hf"])
     ap.add_argument("--files", nargs="*", help="globs for --source files")
     ap.add_argument("--hf-path", help="Hugging Face dataset for --source hf (default HuggingFaceFW/fineweb-edu)")
     ap.add_argument("--hf-name", help="dataset config (default sample-10BT)")
-    ap.add_argument("--hf-n-docs", type=int, help="documents to stream (default 10000)")
-    ap.add_argument("--max-files", type=int)
+    ap.add_argument("--hf-n-docs", type=positive_int, help="documents to stream (default 10000)")
+    ap.add_argument("--max-files", type=positive_int)
     ap.add_argument("--overwrite", action="store_true")
     args = ap.parse_args(argv)
-    for name, value in (("--max-files", args.max_files), ("--hf-n-docs", args.hf_n_docs)):
-        if value is not None and value < 1:
-            ap.error(f"{name} {value} must be >= 1")
     data = {}
     if args.config:
         from suite.config import load_config
 
-        try:
-            data = load_config(args.config)["data"]
-        except ValueError as err:  # ConfigError: no such profile, a bad key or value
-            ap.error(str(err))
+        data = load_config(args.config)["data"]
     hf = dict(data.get("hf") or {})
     for key, val in (("path", args.hf_path), ("name", args.hf_name), ("n_docs", args.hf_n_docs)):
         if val is not None:
             hf[key] = val
-    try:  # a source without files, a --files glob that matches nothing, a corpus too small to split
+    with usage_errors(ap):  # a source without files, a --files glob that matches nothing, a corpus too small to split
         meta = build_corpus(args.data_dir, source=args.source or data.get("source", "stdlib"),
                             files=args.files or data.get("files", []), hf=hf or None,
                             max_files=args.max_files if args.max_files is not None else data.get("max_files"),
                             val_fraction=data.get("val_fraction", 0.05),
                             test_fraction=data.get("test_fraction", 0.05), overwrite=args.overwrite)
-    except ValueError as err:  # here, not suite.common.usage_errors: that module imports torch, and this job reads none
-        ap.error(str(err))
     print(json.dumps({k: meta[k] for k in ("source", "n_docs", "bytes", "sha256")}))
 
 

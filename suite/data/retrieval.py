@@ -44,6 +44,25 @@ def make_needles(rng: np.random.Generator, n_keys: int) -> list[tuple[str, str]]
     return [(KEY_WORDS[k], str(int(rng.integers(1_000_000, 10_000_000)))) for k in keys]
 
 
+def needle_text(key: str, value: str) -> str:
+    return "\n" + NEEDLE_TEMPLATE.format(key=key, value=value) + "\n"
+
+
+def tail_text(key: str, value: str) -> str:
+    """The question about ``key`` and its answer, which end a retrieval sequence."""
+    return "\n" + QUESTION_TEMPLATE.format(key=key) + ANSWER_TEMPLATE.format(value=value)
+
+
+def shortest_seq_len(count: Callable[[str], int], draws: int = 256, seed: int = 0) -> int:
+    """The shortest sequence that holds, for each of ``draws`` random keys and values, one needle, the question and
+    the answer (``count``: text -> its number of tokens) and a token of haystack. A training length below it fails
+    at a retrieval batch; one at it can still meet a rarer, longer draw. ``count`` may be a lower bound of the
+    tokenizer's count (the pre-tokens of a byte-level BPE), giving a lower bound."""
+    rng = np.random.default_rng(seed)
+    pairs = [make_needles(rng, 1)[0] for _ in range(draws)]
+    return 1 + max(count(needle_text(k, v)) + count(tail_text(k, v)) for k, v in pairs)
+
+
 class RetrievalSampler:
     """Builds retrieval training sequences from a haystack token array.
 
@@ -70,8 +89,8 @@ class RetrievalSampler:
         needles, question and answer, or the haystack is shorter than the sequence."""
         needles = make_needles(rng, int(rng.integers(1, self.max_keys + 1)))
         key, value = needles[0]  # the needles are in random order, so asking for the first is a random pick
-        needle_ids = [self.encode("\n" + NEEDLE_TEMPLATE.format(key=k, value=v) + "\n") for k, v in needles]
-        tail = self.encode("\n" + QUESTION_TEMPLATE.format(key=key) + ANSWER_TEMPLATE.format(value=value))
+        needle_ids = [self.encode(needle_text(k, v)) for k, v in needles]
+        tail = self.encode(tail_text(key, value))
         while len(needle_ids) > 1 and len(tail) + sum(map(len, needle_ids)) >= seq_len:
             needle_ids.pop()  # short sequences hold fewer distractors
         hay_len = seq_len - len(tail) - sum(map(len, needle_ids))

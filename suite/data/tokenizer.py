@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from suite.cli import in_folder, positive_int, study_config, usage_errors
 from suite.data.corpus import EOS_TOKEN, SPLITS, read_split
 
 BOS_TOKEN, PAD_TOKEN, UNK_TOKEN = "<|bos|>", "<|pad|>", "<|unk|>"
@@ -201,30 +202,27 @@ def prepare(data_dir: str | Path, kind: str = "bpe", vocab_size: int = 4096) -> 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Train the tokenizer and encode the corpus splits.")
-    ap.add_argument("--data-dir", required=True)
-    ap.add_argument("--config", help="profile name or study-config path; its data section gives the defaults")
+    ap.add_argument("--data-dir", required=True, type=in_folder)
+    ap.add_argument("--config", type=study_config,
+                    help="profile name or study-config path; its data section gives the defaults")
     ap.add_argument("--kind", choices=KINDS)
-    ap.add_argument("--vocab-size", type=int)
-    ap.add_argument("--threads", type=int, help="threads for training and encoding (default: the tokenizers "
-                                                 "library's, all cores unless TOKENIZERS_PARALLELISM=false)")
+    ap.add_argument("--vocab-size", type=positive_int)
+    ap.add_argument("--threads", type=positive_int, help="threads for training and encoding (default: the tokenizers "
+                                                          "library's, all cores unless TOKENIZERS_PARALLELISM=false)")
     args = ap.parse_args(argv)
     if args.threads is not None:
-        if args.threads < 1:
-            ap.error(f"--threads must be >= 1, got {args.threads}")
         # read by the Rust side when it first runs in parallel, which is after this
         os.environ["RAYON_NUM_THREADS"] = str(args.threads)
         os.environ["TOKENIZERS_PARALLELISM"] = "true" if args.threads > 1 else "false"
     data = {}
-    try:  # no such profile; a vocab size out of range; no corpus in --data-dir
-        if args.config:
-            from suite.config import load_config
+    if args.config:
+        from suite.config import load_config
 
-            data = load_config(args.config)["data"]
+        data = load_config(args.config)["data"]
+    with usage_errors(ap):  # a vocab size out of range; no corpus in --data-dir
         kind = args.kind or data.get("tokenizer", "bpe")
         vocab = args.vocab_size if args.vocab_size is not None else data.get("vocab_size", 4096)
         tok_dir = prepare(args.data_dir, kind, vocab)
-    except ValueError as err:  # here, not suite.common.usage_errors: that module imports torch, and this job reads none
-        ap.error(str(err))
     meta = json.loads((Path(args.data_dir) / "tokens" / "meta.json").read_text())
     print(json.dumps({"tokenizer": str(tok_dir), **{s: meta[s]["n_tokens"] for s in SPLITS if s in meta}}))
 

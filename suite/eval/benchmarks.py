@@ -178,7 +178,8 @@ def variant(name: str, num_fewshot: int) -> str:
     lm = f"lm-eval {lm_eval.__version__}"
     if name in RECALL:
         return (f"suite {PREFIX}{name} (based_qa.{RECALL[name][1]}): oe-eval request documents, the document's "
-                "query as a zero-shot prompt, passage cut to recall_context_len-50 tokens of the model tokenizer; "
+                "query as a zero-shot prompt, cut to the model's window less the 48 generated tokens (max_length - 48 "
+                "tokens of the model tokenizer); "
                 "generate until '\\n', 48 tokens; contains-match (every span of one gold answer)")
     if name == "mmlu":
         return (f"{lm} mmlu (57 subjects, stock prompts) over local data, {num_fewshot}-shot (examples: the dev "

@@ -55,6 +55,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from suite.cli import in_file, in_folder, int_pairs, out_file, usage_errors
 from suite.provenance import PROVENANCE_COLUMNS, read_csv, write_csv
 
 CONTROL_COLUMNS = ["experiment", "control", "arch", "condition", "metric", "value", "threshold", "passed"]
@@ -304,48 +305,59 @@ def conversion_controls(identity: pd.DataFrame | None) -> list[dict]:
     return [positive, negative]
 
 
+def _cell(text: str) -> tuple[int, int]:
+    """argparse ``type=`` of ``--mqar-cell SEQ_LEN:PAIRS``."""
+    cells = int_pairs(text, ":", "SEQ_LEN:PAIRS, e.g. 64:4")
+    if len(cells) != 1:
+        raise argparse.ArgumentTypeError(f"give one SEQ_LEN:PAIRS cell, got {text!r}")
+    return cells[0]
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--mqar", help="results/<profile>/mqar.csv")
-    p.add_argument("--mqar-cell", help="SEQ_LEN:PAIRS of the MQAR control cell, e.g. 64:4")
+    p.add_argument("--mqar", type=in_file, help="results/<profile>/mqar.csv")
+    p.add_argument("--mqar-cell", type=_cell, help="SEQ_LEN:PAIRS of the MQAR control cell, e.g. 64:4")
     p.add_argument("--mqar-size", help="the MQAR size whose rows the controls read (a grid's largest, e.g. d256; "
                                        "default: every size's rows)")
-    p.add_argument("--niah", help="results/<profile>/niah.csv")
-    p.add_argument("--val-loss", help="results/<profile>/quality.csv (train_val_loss rows)")
-    p.add_argument("--first-loss", nargs="*", default=[], help="loss.csv of the main-size Transformer runs")
+    p.add_argument("--niah", type=in_file, help="results/<profile>/niah.csv")
+    p.add_argument("--val-loss", type=in_file, help="results/<profile>/quality.csv (train_val_loss rows)")
+    p.add_argument("--first-loss", nargs="*", type=in_file, default=[],
+                   help="loss.csv of the main-size Transformer runs")
     p.add_argument("--main-size", default="1M")
-    p.add_argument("--data-dir", help="data folder with tokens/{train,val}.npy (unigram baseline)")
-    p.add_argument("--pretrained", help="results/<profile>/pretrained.csv: the benchmark controls (base, random_init)")
-    p.add_argument("--identity", help="results/<profile>/pretrained_identity.csv: the conversion controls")
-    p.add_argument("--out", required=True)
+    p.add_argument("--data-dir", type=in_folder, help="data folder with tokens/{train,val}.npy (unigram baseline)")
+    p.add_argument("--pretrained", type=in_file,
+                   help="results/<profile>/pretrained.csv: the benchmark controls (base, random_init)")
+    p.add_argument("--identity", type=in_file,
+                   help="results/<profile>/pretrained_identity.csv: the conversion controls")
+    p.add_argument("--out", required=True, type=out_file)
     a = p.parse_args(argv)
+    if a.mqar and not a.mqar_cell:
+        p.error("--mqar needs --mqar-cell SEQ_LEN:PAIRS")
     rows = []
-    if a.mqar:
-        try:
-            seq_len, kv = (int(v) for v in a.mqar_cell.split(":"))
-        except (AttributeError, ValueError):
-            p.error(f"--mqar-cell must be SEQ_LEN:PAIRS, got {a.mqar_cell!r}")
-        rows += mqar_controls(read_csv(a.mqar), seq_len, kv, a.mqar_size)
-    if a.niah:
-        rows += niah_controls(read_csv(a.niah))
-    if a.val_loss:
-        unigram = vocab = None
-        if a.data_dir:
-            from suite.data.tokenizer import load_tokenizer, load_tokens
+    with usage_errors(p):  # a damaged input CSV or data folder, named
+        if a.mqar:
+            rows += mqar_controls(read_csv(a.mqar), *a.mqar_cell, a.mqar_size)
+        if a.niah:
+            rows += niah_controls(read_csv(a.niah))
+        if a.val_loss:
+            unigram = vocab = None
+            if a.data_dir:
+                from suite.data.tokenizer import load_tokenizer, load_tokens
 
-            vocab = load_tokenizer(f"{a.data_dir}/tokenizer").get_vocab_size()
-            unigram = unigram_cross_entropy(load_tokens(a.data_dir, "train"), load_tokens(a.data_dir, "val"), vocab)
-        first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.first_loss]
-        rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
-    if a.pretrained:
-        pretrained = read_csv(a.pretrained)
-        missing = [c for c in ("variant", "task", "metric", "num_fewshot", "value", "stderr", "n_samples", "status")
-                   if c not in pretrained.columns]
-        if missing:
-            p.error(f"--pretrained {a.pretrained}: missing column(s) {missing}")
-        rows += benchmark_controls(pretrained)
-    if a.identity:
-        rows += conversion_controls(read_csv(a.identity))
+                vocab = load_tokenizer(f"{a.data_dir}/tokenizer").get_vocab_size()
+                unigram = unigram_cross_entropy(load_tokens(a.data_dir, "train"), load_tokens(a.data_dir, "val"),
+                                                vocab)
+            first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.first_loss]
+            rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
+        if a.pretrained:
+            pretrained = read_csv(a.pretrained)
+            missing = [c for c in ("variant", "task", "metric", "num_fewshot", "value", "stderr", "n_samples",
+                                   "status") if c not in pretrained.columns]
+            if missing:
+                p.error(f"--pretrained {a.pretrained}: missing column(s) {missing}")
+            rows += benchmark_controls(pretrained)
+        if a.identity:
+            rows += conversion_controls(read_csv(a.identity))
     # seed: text ("42", "42+43"); world_size: a nullable integer, so a control without rows leaves it blank, not 1.0
     frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS + BENCH_COLUMNS).astype(
         {"world_size": "Int64", "num_fewshot": "Int64", "n_samples": "Int64"})

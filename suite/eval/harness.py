@@ -41,7 +41,18 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 from models.registry import register_auto_classes
-from suite.common import number_list, out_file, usage_errors
+from suite.cli import (
+    device_name,
+    in_file,
+    in_folder,
+    nonnegative_int,
+    number_list,
+    out_file,
+    positive_float,
+    positive_int,
+    usage_errors,
+)
+from suite.data.corpus import EOS_TOKEN
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import check_folder, checkpoint_folder
 
@@ -66,8 +77,8 @@ class TaskSpec:
 
 
 _LM = f"lm-eval {lm_eval.__version__}"
-_RECALL_CUT = ("generate until '\\n', 48 tokens, contains-match; context cut to recall_context_len-50 tokens "
-               "(default 1998) of the model tokenizer")
+_RECALL_CUT = ("generate until '\\n', 48 tokens, contains-match; prompt cut to window_tokens-48 tokens of the "
+               "model tokenizer (the window lm-eval keeps), question kept")
 _BASED_CHUNKED = ("generate until '\\n', 48 tokens, contains-match; Based pre-chunked docs, no extra cut "
                   "(HFLM left-truncates to max_length-48)")
 TASKS: dict[str, TaskSpec] = {
@@ -146,50 +157,68 @@ class OrthrosHFLM(HFLM):
         return context_ids, self.tok_encode(tail, add_special_tokens=False)
 
 
-def _clean_docs(dataset):
-    """Strip each document and drop empty ones (the text loader keeps a trailing newline on the last paragraph)."""
-    return dataset.map(lambda d: {"text": d["text"].strip()}).filter(lambda d: len(d["text"]) > 0)
+SAMPLE_BY = {"line": lambda doc: doc.splitlines(), "paragraph": lambda doc: doc.split("\n\n"),
+             "document": lambda doc: [doc]}
+
+
+def scored_documents(sample_by: str):
+    """lm-eval ``process_docs`` of the held-out file: each record cut at the corpus's document separator (the EOS
+    token's text, ``suite.data.corpus.DOC_SEPARATOR``), each document into ``sample_by`` units, every unit
+    stripped, empty ones dropped. The separator is never scored: its text encodes as the EOS token, which lm-eval
+    would score as content (the boundary token each document is conditioned on comes from the model instead)."""
+    split = SAMPLE_BY[sample_by]
+
+    def process(dataset):
+        import datasets
+
+        units = [unit.strip() for record in dataset["text"] for doc in record.split(EOS_TOKEN) for unit in split(doc)]
+        return datasets.Dataset.from_dict({"text": [u for u in units if u]})
+
+    return process
 
 
 def perplexity_task_config(data_path: str | Path, task: str = "val_ppl", sample_by: str = "paragraph") -> dict:
     """lm-eval task config (``loglikelihood_rolling``) over a local held-out file.
 
-    ``.jsonl``/``.json``: one document per record, field ``text``. Any other suffix is read as plain text, one
-    document per ``sample_by`` unit (``"line"``, ``"paragraph"`` = blank-line separated, or ``"document"`` = the
-    whole file). Metrics: word_perplexity, byte_perplexity, bits_per_byte. Raises ValueError for a missing file
-    or an unknown ``sample_by``.
+    ``.jsonl``/``.json``: one document per record, field ``text``. Any other suffix is read as plain text (the
+    corpus's ``val.txt``: documents joined by ``suite.data.corpus.DOC_SEPARATOR``), one scored document per
+    ``sample_by`` unit of each document (``"line"``, ``"paragraph"`` = blank-line separated, or ``"document"``);
+    separator text is never scored (:func:`scored_documents`). Metrics: word_perplexity, byte_perplexity,
+    bits_per_byte. Raises ValueError for a missing file or an unknown ``sample_by``.
     """
     path = Path(data_path).resolve()
     if not path.is_file():
         raise ValueError(f"perplexity data file not found: {data_path}")
-    if sample_by not in ("line", "paragraph", "document"):
+    if sample_by not in SAMPLE_BY:
         raise ValueError(f"sample_by={sample_by!r} must be 'line', 'paragraph' or 'document'")
     is_json = path.suffix in (".jsonl", ".json")
-    kwargs = {"data_files": {"test": str(path)}} | ({} if is_json else {"sample_by": sample_by})
+    kwargs = {"data_files": {"test": str(path)}} | ({} if is_json else {"sample_by": "document"})
     return {"task": task, "dataset_path": "json" if is_json else "text", "dataset_kwargs": kwargs,
-            "test_split": "test", "process_docs": _clean_docs, "output_type": "loglikelihood_rolling",
+            "test_split": "test", "process_docs": scored_documents("document" if is_json else sample_by),
+            "output_type": "loglikelihood_rolling",
             "doc_to_text": "",
             "doc_to_target": "{{text}}", "metric_list": [{"metric": m} for m in PPL_METRICS],
             "metadata": {"version": 1.0, "data_path": str(path), "sample_by": sample_by}}
 
 
 def get_task_manager(checkpoint: str | Path, tokenizer: str | Path | None = None,
-                     recall_context_len: int = 2048) -> TaskManager:
+                     max_length: int | None = None) -> TaskManager:
     """lm-eval ``TaskManager`` over the lm-eval task folders that ``TASKS`` uses plus ``suite/eval/tasks``.
 
     Indexing all ~28k lm-eval YAMLs takes 5-10 s, so only ``LM_EVAL_TASK_DIRS`` are indexed, and the manager is
-    cached per argument set. Its metadata (``pretrained``, ``tokenizer``, ``recall_context_len``) reaches every
-    task config; the recall tasks use it to truncate contexts with the model's tokenizer.
+    cached per argument set. Its metadata (``pretrained``, ``tokenizer``, ``max_length``) reaches every task config;
+    the recall tasks cut their prompts to ``max_length`` (the evaluated model's ``lm.max_length``, the window lm-eval
+    keeps) with the model's tokenizer.
     """
-    return _task_manager(str(checkpoint), str(tokenizer or checkpoint), int(recall_context_len))
+    return _task_manager(str(checkpoint), str(tokenizer or checkpoint), max_length)
 
 
 @functools.lru_cache(maxsize=4)
-def _task_manager(checkpoint: str, tokenizer: str, recall_context_len: int) -> TaskManager:
+def _task_manager(checkpoint: str, tokenizer: str, max_length: int | None) -> TaskManager:
     root = Path(lm_eval.tasks.__file__).parent
     paths = [str(root / d) for d in LM_EVAL_TASK_DIRS] + [str(TASKS_DIR)]
-    return TaskManager(include_path=paths, include_defaults=False, metadata={
-        "pretrained": checkpoint, "tokenizer": tokenizer, "recall_context_len": recall_context_len})
+    metadata = {"pretrained": checkpoint, "tokenizer": tokenizer} | ({"max_length": max_length} if max_length else {})
+    return TaskManager(include_path=paths, include_defaults=False, metadata=metadata)
 
 
 def force_offline() -> None:
@@ -282,7 +311,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
               extra_tasks: dict[str, tuple[dict, tuple[str, ...]]] | None = None, profile: str = "smoke",
               arch: str = "", size: str = "", tokens: int | None = None, seq_len: int | None = None,
               batch_size: int = 1, device: str = "cpu", dtype: str = "float32", backend: str = "hf", seed: int = 0,
-              max_length: int | None = None, recall_context_len: int = 2048, boundary_token: str = "eos",
+              max_length: int | None = None, boundary_token: str = "eos",
               benchmark_data: str | Path | None = None, num_fewshot: tuple[int, ...] = (0,),
               ppl_limit: int | float | None = None, lm=None):
     """Evaluate ``checkpoint`` on ``tasks`` with lm-eval and write quality rows to ``out_csv`` (atomic).
@@ -339,7 +368,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     from models.sizes import count_parameters
 
     n_params = count_parameters(lm.model)
-    task_manager = get_task_manager(str(checkpoint), tokenizer, recall_context_len)
+    task_manager = get_task_manager(str(checkpoint), tokenizer, lm.max_length)  # recall prompts fit lm's window
 
     rows = []
     for name in names:
@@ -417,7 +446,7 @@ def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl
     if status is not None:
         return spec, None, status, ("", str(root))
     key = (str(root), name, shots, task_manager.metadata.get("tokenizer"),
-           task_manager.metadata.get("recall_context_len"))
+           task_manager.metadata.get("max_length"))
     if key not in _BUILT:  # built once per process: every seed's checkpoint of a job reuses the task objects
         loaded, status = _guarded(lambda: benchmarks.load(name, root, shots, task_manager))
         if loaded is None:
@@ -450,35 +479,35 @@ def _hub_split(loaded: dict | None, spec: TaskSpec) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", required=True, nargs="+", help="checkpoint dir(s); one --out (and --seed) each")
-    p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: the checkpoint)")
+    p.add_argument("--tokenizer", type=in_folder, default=None, help="tokenizer dir (default: the checkpoint)")
     p.add_argument("--tasks", default="commonsense,recall", help="comma list: task names, commonsense, recall, val_ppl")
     p.add_argument("--out", required=True, nargs="+", type=out_file,
                    help="output CSV (quality rows), one per checkpoint")
-    p.add_argument("--limit", type=float, default=None,
+    p.add_argument("--limit", type=positive_float, default=None,
                    help="docs per task (>=1: count, <1: fraction; MMLU: per subject)")
-    p.add_argument("--ppl-limit", type=float, default=None, help="docs of val_ppl (default: --limit)")
-    p.add_argument("--benchmark-data", default=None,
+    p.add_argument("--ppl-limit", type=positive_float, default=None, help="docs of val_ppl (default: --limit)")
+    p.add_argument("--benchmark-data", type=in_folder, default=None,
                    help="folder prepared by suite.data.benchmarks: the benchmark tasks run from it (default: Hub)")
     p.add_argument("--num-fewshot", default="0",
                    type=functools.partial(number_list, name="--num-fewshot", minimum=0,
                                           error=argparse.ArgumentTypeError),
                    help="shot counts of the commonsense tasks and MMLU, e.g. 0,5 (recall tasks: zero-shot)")
-    p.add_argument("--ppl-data", default=None, help="held-out text/jsonl file for val_ppl")
+    p.add_argument("--ppl-data", type=in_file, default=None, help="held-out text/jsonl file for val_ppl")
     p.add_argument("--ppl-sample-by", default="paragraph", choices=["line", "paragraph", "document"])
     p.add_argument("--profile", default="smoke")
     p.add_argument("--arch", default="")
     p.add_argument("--size", default="")
-    p.add_argument("--tokens", type=int, default=None, help="training tokens of the checkpoint")
-    p.add_argument("--seq-len", type=int, default=None, help="training sequence length")
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--max-length", type=int, default=None,
+    p.add_argument("--tokens", type=nonnegative_int, default=None, help="training tokens of the checkpoint")
+    p.add_argument("--seq-len", type=positive_int, default=None, help="training sequence length")
+    p.add_argument("--batch-size", type=positive_int, default=1)
+    p.add_argument("--device", type=device_name, default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--max-length", type=positive_int, default=None,
                    help="longest window in tokens; give the training length (default: the model's limit)")
     p.add_argument("--boundary-token", default="eos", choices=["eos", "bos"],
                    help="token a document is conditioned on first: the one training put between documents")
-    p.add_argument("--recall-context-len", type=int, default=2048)
-    p.add_argument("--seed", type=int, default=[0], nargs="+", help="seed label(s), one per checkpoint (or one)")
+    p.add_argument("--seed", type=nonnegative_int, default=[0], nargs="+",
+                   help="seed label(s), one per checkpoint (or one)")
     a = p.parse_args(argv)
     seeds = a.seed * len(a.checkpoint) if len(a.seed) == 1 else a.seed
     if not len(a.checkpoint) == len(a.out) == len(seeds):
@@ -488,16 +517,10 @@ def main(argv: list[str] | None = None) -> None:
     with usage_errors(p, FileNotFoundError, NotADirectoryError, ValueError):
         for checkpoint in a.checkpoint:
             checkpoint_folder(checkpoint)
-    if a.tokenizer and not Path(a.tokenizer).is_dir():
-        p.error(f"--tokenizer {a.tokenizer}: no such folder")
     with usage_errors(p):
-        task_names([t for t in a.tasks.split(",") if t])
-    limits = []
-    for flag, value in (("--limit", a.limit), ("--ppl-limit", a.ppl_limit)):
-        if value is not None and not value > 0:
-            p.error(f"{flag} {value} must be > 0 (a count >= 1 or a fraction < 1 of each task's documents)")
-        limits.append(None if value is None else (int(value) if value >= 1 else value))
-    limit, ppl_limit = limits
+        if "val_ppl" in task_names([t for t in a.tasks.split(",") if t]) and a.ppl_data is None:
+            raise ValueError("task val_ppl needs --ppl-data (the held-out text file)")
+    limit, ppl_limit = ((None if v is None else (int(v) if v >= 1 else v)) for v in (a.limit, a.ppl_limit))
     if a.benchmark_data is not None:
         from suite.eval.benchmarks import data_root
 
@@ -507,9 +530,8 @@ def main(argv: list[str] | None = None) -> None:
         frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
                           ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,
                           size=a.size, tokens=a.tokens, seq_len=a.seq_len, batch_size=a.batch_size, device=a.device,
-                          dtype=a.dtype, seed=seed, max_length=a.max_length, recall_context_len=a.recall_context_len,
-                          boundary_token=a.boundary_token, benchmark_data=a.benchmark_data,
-                          num_fewshot=tuple(a.num_fewshot), ppl_limit=ppl_limit)
+                          dtype=a.dtype, seed=seed, max_length=a.max_length, boundary_token=a.boundary_token,
+                          benchmark_data=a.benchmark_data, num_fewshot=tuple(a.num_fewshot), ppl_limit=ppl_limit)
         print(out)
         print(frame[["task", "num_fewshot", "metric", "value", "status"]].to_string(index=False))
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from suite.common import out_file, positive_int
+from suite.cli import out_file, positive_int, usage_errors
 from suite.provenance import provenance, write_csv
 
 THRESHOLD = 1e-3
@@ -50,7 +50,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--out", required=True, type=out_file)
     args = ap.parse_args(argv)
-    from suite.common import usage_errors
     from suite.data.tokenizer import check_data_dir, load_tokens
     from suite.train.base_model import read_record
     from suite.train.convert_base import load_base

@@ -41,16 +41,18 @@ import torch
 import torch.nn.functional as F
 
 from suite.archs import WINDOWED_ARCHS
-from suite.common import (
-    arch_name,
-    autocast,
+from suite.cli import (
+    device_name,
+    fraction,
     int_list,
-    kernels_summary,
+    nonnegative_float,
     nonnegative_int,
     out_file,
+    positive_float,
     positive_int,
-    size_name,
+    positive_ints,
 )
+from suite.common import arch_name, autocast, kernels_summary, size_name
 from suite.provenance import provenance, write_csv
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",
@@ -359,6 +361,10 @@ def run_grid(model_factory, seq_lens: list[int], kv_pairs: list[int], steps: int
     return rows
 
 
+def _flat(groups: list) -> list[int]:
+    return [kv for g in groups for kv in (g if isinstance(g, list) else [g])]
+
+
 def kv_groups(text: str) -> list[int] | list[list[int]]:
     """``--train-kv``: ``"4,8"`` (the same pair counts at every seq_len) -> [4, 8]; ``"16,32/32,64"`` (one
     comma-separated group per seq_len, ``/`` between groups, a group may be empty) -> [[16, 32], [32, 64]]."""
@@ -371,19 +377,28 @@ def _int_list(text: str) -> list[int]:
     return int_list(text, allow_empty=True, error=argparse.ArgumentTypeError)
 
 
+def _seq_lens(text: str) -> list[int]:
+    """argparse ``type=`` of ``--seq-len``: lengths >= 2, each even (a sequence is key-value pairs)."""
+    lengths = int_list(text, minimum=2, error=argparse.ArgumentTypeError)
+    odd = [t for t in lengths if t % 2]
+    if odd:
+        raise argparse.ArgumentTypeError(f"lengths must be even (a sequence is key-value pairs), got {odd}")
+    return lengths
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--arch", required=True, type=functools.partial(arch_name, extra=("llama",)),
                    help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or 'llama' for the built-in "
                         "small Llama reference")
     p.add_argument("--size", type=size_name, required=True, help="model size name (models.sizes)")
-    p.add_argument("--seq-len", type=_int_list, default=[64, 128, 256])
-    p.add_argument("--kv-pairs", type=_int_list, default=[4, 8, 16, 32, 64], help="pair counts evaluated")
+    p.add_argument("--seq-len", type=_seq_lens, default=[64, 128, 256])
+    p.add_argument("--kv-pairs", type=positive_ints, default=[4, 8, 16, 32, 64], help="pair counts evaluated")
     p.add_argument("--train-kv", type=kv_groups, default=None,
                    help="train one model on the mixture of these cells, evaluated at every cell: pair counts used at "
                         "every seq_len where they fit ('4,8'), or one group per seq_len ('16,32/32,64/64'); default: "
                         "one model per cell")
-    p.add_argument("--window", type=int, default=None,
+    p.add_argument("--window", type=positive_int, default=None,
                    help="sliding window w of orthros/orthros_noso/swa (default: the arch's own); also sets the "
                         "near/far split at num_layers * (w - 1) for every arch")
     p.add_argument("--tie-embeddings", action="store_true",
@@ -391,22 +406,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=positive_int, default=2000)
     p.add_argument("--vocab-size", type=positive_int, default=8192)
     p.add_argument("--batch-size", type=positive_int, default=64)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--first-cell-frac", type=float, default=0.0,
+    p.add_argument("--lr", type=positive_float, default=1e-3)
+    p.add_argument("--first-cell-frac", type=fraction, default=0.0,
                    help="train the first FRAC of the steps on the mixture's first cell alone (the first --seq-len with "
                         "its first --train-kv count: the controls' cell), then cycle through the mixture (default 0)")
     p.add_argument("--constant-tokens", action="store_true",
                    help="rows a step scale as 1/seq_len: --batch-size rows at the mixture's shortest seq_len "
                         "(Zoology's batch sizes); default: --batch-size rows at every seq_len")
-    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--weight-decay", type=nonnegative_float, default=0.1)
     p.add_argument("--warmup", type=nonnegative_int, default=0,
                    help="linear learning-rate warmup over the first N steps, then the cosine decay (default 0)")
     p.add_argument("--stop-after", type=positive_int, default=None,
                    help="train only the first N steps of the --steps schedule, then evaluate (calibration of the "
                         "schedule's early phase; default: all --steps)")
     p.add_argument("--num-test", type=positive_int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--device", type=device_name, default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="autocast dtype (weights stay float32)")
     p.add_argument("--profile", default="smoke")
@@ -415,11 +430,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, type=out_file,
                    help="CSV path, e.g. results/<profile>/eval/mqar/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
-    if a.window is not None and a.window < 1:
-        p.error(f"--window {a.window} must be >= 1")
-    if not (a.lr > 0 and a.weight_decay >= 0):
-        p.error(f"--lr {a.lr} must be > 0 and --weight-decay {a.weight_decay} >= 0")
-    if not 0.0 <= a.first_cell_frac < 1.0:
+    if a.first_cell_frac >= 1.0:
         p.error(f"--first-cell-frac {a.first_cell_frac} must be in [0, 1)")
     if a.stop_after is not None and a.stop_after > a.steps:
         p.error(f"--stop-after {a.stop_after} must be <= --steps {a.steps}")
@@ -428,6 +439,10 @@ def main(argv: list[str] | None = None) -> None:
             train_kv_per_seq_len(a.seq_len, a.train_kv)
     except ValueError as err:
         p.error(f"--train-kv: {err}")
+    counts = [kv for kv in a.kv_pairs + _flat(a.train_kv or []) if 4 * kv <= max(a.seq_len)]  # cells that run
+    if counts and max(counts) >= a.vocab_size // 2 - 1:  # keys and values are drawn from halves of the vocabulary
+        p.error(f"--vocab-size {a.vocab_size} is too small for {max(counts)} distinct keys (pairs must be below "
+                f"vocab_size / 2 - 1)")
     layers = None
     if a.arch == "llama":
         if a.tie_embeddings:

@@ -41,16 +41,23 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.archs import ROPE_ARCHS
-from suite.common import (
-    arch_name,
-    autocast,
+from suite.cli import (
+    device_name,
+    fraction,
+    in_file,
+    in_folder,
+    nonnegative_float,
+    nonnegative_int,
     number_list,
     out_file,
+    out_folder,
+    positive_float,
     positive_int,
-    quiet_hf_progress_bars,
-    size_name,
+    positive_ints,
+    study_config,
     usage_errors,
 )
+from suite.common import arch_name, autocast, quiet_hf_progress_bars, size_name
 from suite.data.needles import FORMATS, NeedleTask
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import checkpoint_folder, load_model
@@ -267,6 +274,10 @@ def check_curriculum(phases) -> None:
                          "trains at the final length)")
 
 
+def _depths(text: str) -> list[float]:
+    return number_list(text, float, minimum=0, maximum=1, error=ArgumentTypeError)
+
+
 def _phases(text: str) -> list[tuple]:
     """``LEN:FRAC:ROWS[:QUERIES],...`` -> ``[(len, frac, rows[, queries]), ...]``, checked by
     :func:`check_curriculum` (argparse errors name the phase)."""
@@ -373,12 +384,15 @@ def main(argv: list[str] | None = None) -> None:
                      help="train a fresh model of this architecture (needs --size, --data-dir)")
     src.add_argument("--checkpoint", help="evaluate an HF checkpoint folder instead (no training)")
     p.add_argument("--size", type=size_name, default=None, help="model size name (models.sizes)")
-    p.add_argument("--config", default=None, help="study config (profile name or YAML) for the model windows")
+    p.add_argument("--config", type=study_config, default=None,
+                   help="study config (profile name or YAML) for the model windows")
     p.add_argument("--data-dir", default=None, help="data folder: tokenizer/ and tokens/train.npy")
-    p.add_argument("--tokenizer", default=None, help="tokenizer dir (default: <data-dir>/tokenizer or the checkpoint)")
-    p.add_argument("--haystack", required=True, help="held-out text file (the TEST split, e.g. <data_dir>/test.txt)")
+    p.add_argument("--tokenizer", type=in_folder, default=None,
+                   help="tokenizer dir (default: <data-dir>/tokenizer or the checkpoint)")
+    p.add_argument("--haystack", required=True, type=in_file,
+                   help="held-out text file (the TEST split, e.g. <data_dir>/test.txt)")
     p.add_argument("--format", choices=FORMATS, default="ruler")
-    p.add_argument("--value-digits", type=int, default=None,
+    p.add_argument("--value-digits", type=positive_int, default=None,
                    help="digits of a needle's number (default 7; the rare format's values are word pieces: "
                         "not allowed)")
     p.add_argument("--train-len", type=positive_int, default=512,
@@ -386,43 +400,37 @@ def main(argv: list[str] | None = None) -> None:
                         "format with a BPE tokenizer; the code format needs far less, e.g. 128)")
     p.add_argument("--steps", type=positive_int, default=1000)
     p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--queries", type=int, default=3, help="needles (and questions) per training row")
+    p.add_argument("--lr", type=positive_float, default=3e-3)
+    p.add_argument("--queries", type=positive_int, default=3, help="needles (and questions) per training row")
     p.add_argument("--curriculum", type=_phases, default=[],
                    help="LEN:FRAC:ROWS[:QUERIES],... shorter phases first (e.g. 48:0.3:64: 30%% of the steps at 48 "
                         "tokens, 64 rows; 4096:0.2:8:16: then 20%% at 4096 tokens, 8 rows of 16 needles)")
-    p.add_argument("--lm-weight", type=float, default=0.0,
+    p.add_argument("--lm-weight", type=nonnegative_float, default=0.0,
                    help="weight of the next-token loss on every token added to the answer loss (default 0: answers "
                         "only, the SFT regime)")
-    p.add_argument("--replay", type=float, default=0.0,
+    p.add_argument("--replay", type=fraction, default=0.0,
                    help="share of the steps after the first phase that repeat an earlier phase's shape (default 0)")
     p.add_argument("--schedule", choices=SCHEDULES, default=None,
                    help=f"lr schedule of a fresh model: cosine over all steps (default) or warmup-stable-decay (the "
                         f"last {round(100 * WSD_DECAY)}%% of the steps decay)")
-    p.add_argument("--rope-theta", type=float, default=None,
+    p.add_argument("--rope-theta", type=positive_float, default=None,
                    help="RoPE base of a fresh model (default: the size's, 10000); the linear models have no RoPE")
-    p.add_argument("--lengths", type=lambda t: number_list(t, int, "--lengths", minimum=1, error=ArgumentTypeError),
-                   default=[1024, 4096], help="context lengths in tokens")
-    p.add_argument("--depths", default=[0.0, 0.5, 1.0],
-                   type=lambda t: number_list(t, float, "--depths", minimum=0, maximum=1, error=ArgumentTypeError))
-    p.add_argument("--trials", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lengths", type=positive_ints, default=[1024, 4096], help="context lengths in tokens")
+    p.add_argument("--depths", type=_depths, default=[0.0, 0.5, 1.0], help="needle depths in [0, 1]")
+    p.add_argument("--trials", type=positive_int, default=4)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                    help="autocast dtype (weights stay float32)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", type=device_name, default="cpu")
     p.add_argument("--profile", default="smoke")
     p.add_argument("--label-arch", default=None, help="arch column for --checkpoint runs")
-    p.add_argument("--save-model", default=None,
+    p.add_argument("--save-model", type=out_folder, default=None,
                    help="folder keeping the trained model; a rerun with the same training arguments and code loads "
                         "it instead of training (a fresh model only)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", required=True, type=out_file,
                    help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
-    if a.trials < 1:
-        p.error(f"--trials {a.trials} must be >= 1")
-    if a.queries < 1:
-        p.error(f"--queries {a.queries} must be >= 1")
     if a.no_progress:
         quiet_hf_progress_bars()
     if a.checkpoint:
@@ -438,21 +446,13 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--value-digits {a.value_digits}: the rare format's values are word pieces, not numbers")
     if a.format != "rare" and a.value_digits is None:
         a.value_digits = 7
-    if a.value_digits is not None and a.value_digits < 1:
-        p.error(f"--value-digits {a.value_digits} must be >= 1")
-    if not 0 <= a.lm_weight < math.inf:
-        p.error(f"--lm-weight {a.lm_weight} must be a finite number >= 0")
-    if not 0 <= a.replay < 1:
-        p.error(f"--replay {a.replay} must be in [0, 1)")
-    if not Path(a.haystack).is_file():
-        p.error(f"--haystack {a.haystack}: no such file")
+    if a.replay >= 1:
+        p.error(f"--replay {a.replay} must be below 1")
     if a.save_model:
         from suite.eval.niah_saved import check_folder
 
         with usage_errors(p):
             check_folder(a.save_model)
-    if a.tokenizer and not Path(a.tokenizer).is_dir():
-        p.error(f"--tokenizer {a.tokenizer}: no such folder")
     from suite.data.tokenizer import check_data_dir, load_tokens
 
     with usage_errors(p, FileNotFoundError, NotADirectoryError, ValueError):  # before any load: name the missing folder
@@ -476,8 +476,6 @@ def main(argv: list[str] | None = None) -> None:
         tokenizer = AutoTokenizer.from_pretrained(a.tokenizer or str(Path(a.data_dir) / "tokenizer"))
         train_tokens = load_tokens(a.data_dir, "train")
         task = _task(p, a, tokenizer, train_tokens)
-        if a.rope_theta is not None and not 0 < a.rope_theta < math.inf:
-            p.error(f"--rope-theta {a.rope_theta} must be a finite number > 0")
         _check_lengths(p, a, task)
         model, extra = _trained_model(a, task, tokenizer, train_tokens)
         arch, train_len = a.arch, a.train_len

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from suite.common import DTYPES, autocast, out_file, positive_int
+from suite.cli import out_file, positive_int, usage_errors
+from suite.common import DTYPES, autocast
 from suite.provenance import provenance, write_csv
 
 BUCKETS = ((2, 128, "<=128"), (129, 1024, "129-1K"), (1025, 8192, "1K-8K"))
@@ -81,7 +82,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--out", required=True, type=out_file)
     args = ap.parse_args(argv)
-    from suite.common import usage_errors
     from suite.data.corpus import EOS_TOKEN
     from suite.data.tokenizer import check_data_dir, load_tokenizer, load_tokens
     from suite.train.checkpoint import checkpoint_folder, load_model

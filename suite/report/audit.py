@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.cli import in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
 from suite.provenance import read_csv, write_csv, write_text
 from suite.report.bench_audit import evaluate_benchmark
@@ -368,11 +369,13 @@ def write_audit(out_dir: str | Path, results: str | Path | None, gpu_results: st
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", default=None, help="results/<profile> folder (optional)")
-    parser.add_argument("--gpu-results", default=None, help="results/gpu folder (optional)")
-    parser.add_argument("--out", default="paper_tables")
+    parser.add_argument("--results", type=in_folder, default=None, help="results/<profile> folder (optional)")
+    parser.add_argument("--gpu-results", type=in_folder, default=None, help="results/gpu folder (optional)")
+    parser.add_argument("--out", type=out_folder, default="paper_tables")
     args = parser.parse_args(argv)
-    audit = write_audit(args.out, args.results, args.gpu_results)
+    with usage_errors(parser, ValueError, FileNotFoundError):  # a damaged results CSV or claims file, named
+        derived, audit = build_audit(args.results, args.gpu_results)
+    save_audit(args.out, derived, audit)
     print(audit["verdict"].value_counts().to_string())
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.cli import in_folder, out_file, usage_errors
 from suite.provenance import write_csv
 from suite.reported import AVERAGE_TASKS, REPORTED_DIR, cell, load_notes_derived, load_tables
 
@@ -251,10 +252,11 @@ def load_derived(reported_dir: str | Path = REPORTED_DIR) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reported", default=str(REPORTED_DIR))
-    parser.add_argument("--out", default="paper_tables/derived.csv")
+    parser.add_argument("--reported", type=in_folder, default=str(REPORTED_DIR))
+    parser.add_argument("--out", type=out_file, default="paper_tables/derived.csv")
     args = parser.parse_args(argv)
-    frame = load_derived(args.reported)
+    with usage_errors(parser, ValueError, FileNotFoundError):  # a damaged reported table, named
+        frame = load_derived(args.reported)
     write_csv(frame.round(6), args.out)
     bad = frame[frame["status"] == "inconsistent"]
     print(f"{len(frame)} derived rows, {len(bad)} inconsistent -> {args.out}")

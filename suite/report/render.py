@@ -13,11 +13,15 @@ line prints that message (no traceback) and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-from suite.common import usage_errors
+from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
 from suite.report.audit import build_audit, save_audit
@@ -106,21 +110,38 @@ def _with_gpu(frame: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame, gpu], ignore_index=True) if len(gpu) else frame
 
 
-def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> None:
+def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> list[Path]:
     write_csv(frame, out / f"{name}.csv")
     write_text(format_table(frame, title, cond, NOTES[name]), out / f"{name}.md")
+    # escape: a cell's % would start a LaTeX comment (the rest of the row lost) and its _ # & $ break the table
+    write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g", escape=True), out / f"{name}.tex")
+    return [out / f"{name}.{ext}" for ext in ("md", "csv", "tex")]
+
+
+@contextlib.contextmanager
+def _all_or_nothing(*folders: Path):
+    """One staging folder per output folder (beside it), moved file by file into place only when the block ends
+    without an exception, so a render that fails half-way leaves the previous outputs as they were."""
+    stages = []
     try:
-        write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g"), out / f"{name}.tex")
-    except ImportError:  # pandas' LaTeX writer needs jinja2; the md/csv are the primary outputs
-        pass
+        for folder in folders:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            stages.append(Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent)))
+        yield stages
+        for folder, stage in zip(folders, stages):
+            folder.mkdir(parents=True, exist_ok=True)
+            for path in sorted(stage.iterdir()):
+                os.replace(path, folder / path.name)
+    finally:
+        for stage in stages:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def render(results: str | Path | None, gpu_results: str | Path | None, out_tables: str | Path,
            out_figures: str | Path, reported_dir: str | Path = REPORTED_DIR,
            claims_path: str | Path = CLAIMS_PATH) -> dict[str, list[Path]]:
     """Render all outputs; returns {kind: [paths]}. Raises ValueError on corrupt inputs (naming the file), before
-    writing anything."""
-    out_t, out_f = Path(out_tables), Path(out_figures)
+    writing anything; a render that fails later writes nothing either (:func:`_all_or_nothing`)."""
     reported, cond, figs = load_tables(reported_dir), load_conditions(reported_dir), load_figures(reported_dir)
     m = load_measured(results, gpu_results)
     res, gpu = results or "<no --results>", gpu_results or "<no --gpu-results>"
@@ -168,50 +189,48 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     }
     derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
     written: dict[str, list[Path]] = {"tables": [], "figures": []}
-    out_t.mkdir(parents=True, exist_ok=True)
-    for name, (title, frame) in specs.items():
-        item = f"Table {name[-1]}"
-        _write_table(frame, out_t, name, title, paper_conditions(cond, item))
-        written["tables"] += [out_t / f"{name}.md", out_t / f"{name}.csv"]
-    save_audit(out_t, derived, audit)
-    written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
-    lengths = prompt_length_table(m["prompt_lengths"], miss("prompt_lengths", "no lm_eval.data in this study"))
-    write_csv(lengths, out_t / "prompt_lengths.csv")
-    write_text(f"# Prompt length against the window\n\n{PROMPT_NOTE}\n\n{to_markdown(lengths)}\n",
-               out_t / "prompt_lengths.md")
-    written["tables"] += [out_t / "prompt_lengths.md", out_t / "prompt_lengths.csv"]
-    written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
-                               invalid["lm"])
-    written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
-    written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
-                               invalid["gpu_niah"], name="fig3_gpu", profile="gpu")
-    table3 = reported[reported["table"] == "Table 3"]
-    written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"])
-    written["figures"] += fig_mqar(m["gpu_mqar"], table3, out_f, f"{gpu}/mqar.csv missing (the gpu profile's MQAR)",
-                                   invalid["gpu_mqar"], name="fig_mqar_gpu", profile="gpu")
-    written["figures"] += fig_conversion_loss(m["gpu_pretrained_loss"], m["gpu_pretrained_ppl"], out_f,
-                                              f"{gpu}/pretrained_loss.csv missing (the gpu profile's conversion "
-                                              "arms on a real pretrained LM)", _save)
-    written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
-                               f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"), m["gpu_seq_parallel"])
-    return written
+    with _all_or_nothing(Path(out_tables), Path(out_figures)) as (out_t, out_f):
+        for name, (title, frame) in specs.items():
+            written["tables"] += _write_table(frame, out_t, name, title, paper_conditions(cond, f"Table {name[-1]}"))
+        save_audit(out_t, derived, audit)
+        written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
+        lengths = prompt_length_table(m["prompt_lengths"], miss("prompt_lengths", "no lm_eval.data in this study"))
+        write_csv(lengths, out_t / "prompt_lengths.csv")
+        write_text(f"# Prompt length against the window\n\n{PROMPT_NOTE}\n\n{to_markdown(lengths)}\n",
+                   out_t / "prompt_lengths.md")
+        written["tables"] += [out_t / "prompt_lengths.md", out_t / "prompt_lengths.csv"]
+        written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
+                                   invalid["lm"])
+        written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
+        written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
+                                   invalid["gpu_niah"], name="fig3_gpu", profile="gpu")
+        table3 = reported[reported["table"] == "Table 3"]
+        written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"])
+        written["figures"] += fig_mqar(m["gpu_mqar"], table3, out_f,
+                                       f"{gpu}/mqar.csv missing (the gpu profile's MQAR)", invalid["gpu_mqar"],
+                                       name="fig_mqar_gpu", profile="gpu")
+        written["figures"] += fig_conversion_loss(m["gpu_pretrained_loss"], m["gpu_pretrained_ppl"], out_f,
+                                                  f"{gpu}/pretrained_loss.csv missing (the gpu profile's "
+                                                  "conversion arms on a real pretrained LM)", _save)
+        written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
+                                   f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"),
+                                   m["gpu_seq_parallel"])
+    final = {"tables": Path(out_tables), "figures": Path(out_figures)}
+    return {kind: [final[kind] / path.name for path in paths] for kind, paths in written.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Render paper tables, figures and the claims audit.")
-    parser.add_argument("--results", default=None,
+    # a misspelt (or empty) results folder would render every cell 'not run': refused, as any bad input
+    parser.add_argument("--results", type=in_folder, default=None,
                         help="results/<profile> folder (left out: every profile cell reads 'not run')")
-    parser.add_argument("--gpu-results", default=None,
+    parser.add_argument("--gpu-results", type=in_folder, default=None,
                         help="results/gpu folder (left out: every gpu cell reads 'not run')")
-    parser.add_argument("--out-tables", default="paper_tables")
-    parser.add_argument("--out-figures", default="figures")
-    parser.add_argument("--reported", default=str(REPORTED_DIR))
-    parser.add_argument("--claims", default=str(CLAIMS_PATH))
+    parser.add_argument("--out-tables", type=out_folder, default="paper_tables")
+    parser.add_argument("--out-figures", type=out_folder, default="figures")
+    parser.add_argument("--reported", type=in_folder, default=str(REPORTED_DIR))
+    parser.add_argument("--claims", type=in_file, default=str(CLAIMS_PATH))
     args = parser.parse_args(argv)
-    for flag, value in [("--results", args.results), ("--gpu-results", args.gpu_results)]:
-        if value is not None and not Path(value).is_dir():  # a misspelt folder would render every cell 'not run'
-            parser.error(f"{flag} {value!r} is not a folder" if Path(value).exists() else
-                         f"{flag} {value!r}: no such folder (leave the option out to render without it)")
     with usage_errors(parser, ValueError, FileNotFoundError):  # a damaged input names its file: no traceback
         written = render(args.results, args.gpu_results, args.out_tables, args.out_figures, args.reported,
                          args.claims)

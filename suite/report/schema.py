@@ -80,5 +80,10 @@ def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]
 
 
 def validate(name: str, frame: pd.DataFrame, path: str | Path) -> pd.DataFrame:
-    """``frame`` checked against ``SCHEMAS[name]`` (nothing to check for an unlisted name)."""
+    """``frame`` checked against ``SCHEMAS[name]`` (nothing to check for an unlisted name); ValueError for a file
+    with a header and no rows: every writer of a results file writes a row for each cell, one that could not run
+    included, so an empty one is damaged (and the figures have nothing to say why)."""
+    if frame.empty:
+        raise ValueError(f"{path}: a header and no rows; a results file holds a row for every cell, 'not run' "
+                         f"ones included (remove the file to render without it)")
     return check_columns(frame, path, SCHEMAS.get(name, {}))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from suite.common import out_folder, positive_int
+from suite.cli import out_folder, positive_int
 from suite.train.base_model import META, read_record, save_folder
 
 

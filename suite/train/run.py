@@ -23,17 +23,19 @@ import argparse
 import json
 from pathlib import Path
 
-from suite.common import (
-    DTYPES,
-    arch_name,
+from suite.cli import (
+    device_name,
+    fraction,
     int_list,
+    nonnegative_float,
     nonnegative_int,
     out_folder,
+    positive_float,
     positive_int,
-    quiet_hf_progress_bars,
-    size_name,
+    study_config,
     usage_errors,
 )
+from suite.common import DTYPES, arch_name, quiet_hf_progress_bars, size_name
 from suite.train import distributed
 from suite.train.loop import TrainingDivergedError, train
 from suite.train.model import window_overrides
@@ -56,7 +58,8 @@ def _parse_overrides(items: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Train a causal LM on the suite's corpus.")
-    ap.add_argument("--config", default=None, help="profile name or study-config path (defaults for the rest)")
+    ap.add_argument("--config", type=study_config, default=None,
+                    help="profile name or study-config path (defaults for the rest)")
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--out-dir", required=True, type=out_folder)
     ap.add_argument("--arch", help="architecture name for models.registry.build (with --model: only a label)")
@@ -67,13 +70,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--recipe", choices=["train", "conversion"], default="train",
                     help="which config section gives the hyperparameters: train (Table 5) or conversion (Table 6)")
     for name, typ in (("steps", positive_int), ("batch-size", positive_int), ("seq-len", positive_int),
-                      ("lr", float), ("warmup", nonnegative_int), ("min-lr-ratio", float), ("weight-decay", float),
-                      ("save-every", positive_int), ("val-batches", positive_int), ("retrieval-fraction", float)):
+                      ("lr", positive_float), ("warmup", nonnegative_int), ("min-lr-ratio", fraction),
+                      ("weight-decay", nonnegative_float), ("save-every", positive_int), ("val-batches", positive_int),
+                      ("retrieval-fraction", fraction)):
         ap.add_argument(f"--{name}", type=typ)
     ap.add_argument("--seed", type=_seed_list, help="seed, or comma-separated seeds trained one after the other in "
                                                     "this process (then --out-dir holds '{seed}'); default: the "
                                                     "config's first seed")
-    ap.add_argument("--device", help="cpu, cuda, cuda:N (default: the config's device)")
+    ap.add_argument("--device", type=device_name, help="cpu, cuda, cuda:N (default: the config's device)")
     ap.add_argument("--dtype", choices=list(DTYPES))
     ap.add_argument("--profile", help="profile label for the provenance columns (default: the config's)")
     ap.add_argument("--data-offset", type=nonnegative_int,
@@ -134,15 +138,38 @@ def main(argv: list[str] | None = None) -> None:
     missing = [f"--{name.replace('_', '-')}" for name in ("steps", "batch_size", "seq_len") if pick(name) is None]
     if missing:
         ap.error(f"give {', '.join(missing)} or a --config whose train section sets them")
+    from suite.data.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(Path(args.data_dir) / "tokenizer")
+    retrieval = args.retrieval_fraction if args.retrieval_fraction is not None else \
+        data_cfg.get("retrieval_fraction", 0.0)
+    with usage_errors(ap):  # what would stop the run later: the device, a retrieval row, SWA's window
+        try:
+            device_name(args.device or cfg.get("device", "cpu"))
+        except argparse.ArgumentTypeError as err:
+            raise ValueError(f"device (--device or the config's): {err}") from None
+        if retrieval > 0:
+            from suite.data.retrieval import shortest_seq_len
+
+            need = shortest_seq_len(lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids))
+            if pick("seq_len") < need:
+                raise ValueError(f"seq_len {pick('seq_len')} (--seq-len or train.seq_len) cannot hold a retrieval "
+                                 f"row (retrieval fraction {retrieval}): a needle, the question and the answer take "
+                                 f"up to {need - 1} tokens with this tokenizer; give a length of at least {need}")
+        from suite.data.tokenizer import load_tokens
+
+        for split in ("train", "val"):  # the val split is read after the last step
+            n = len(load_tokens(args.data_dir, split))
+            if n <= pick("seq_len"):
+                raise ValueError(f"the {split} split of {args.data_dir} has {n} tokens, too few for seq_len "
+                                 f"{pick('seq_len')} (--seq-len or train.seq_len)")
+        window = window_overrides(args.arch, cfg, pick("seq_len")) if not args.model else {}
     if not args.model:
         import functools
 
         from models.registry import build
-        from suite.data.tokenizer import load_tokenizer
 
-        vocab = load_tokenizer(Path(args.data_dir) / "tokenizer").get_vocab_size()
-        overrides = {"vocab_size": vocab, **window_overrides(args.arch, cfg, pick("seq_len")),
-                     **user_overrides}
+        overrides = {"vocab_size": tokenizer.get_vocab_size(), **window, **user_overrides}
         model = functools.partial(build, args.arch, size, **overrides)  # built per seed
     else:
         model, overrides = args.model, None

@@ -5,15 +5,17 @@ SQuAD). lm-eval 0.4.13 ships SWDE, FDA and SQuAD (``swde``, ``fda``, ``squad_com
 DROP / TriviaQA / NQ variants, so they are defined here (own code, same protocol):
 
 * prompt: ``"<context>. <question>"`` (TriviaQA markup ``[PAR] [DOC] [TLE]`` removed);
-* context truncated to ``recall_context_len - recall_answer_len`` tokens of the model's tokenizer
-  (2048 - 50 = 1998 by default): a window centred on the first answer occurrence for NQ, the document head for
-  DROP and TriviaQA (as JRT does, these datasets give no answer position); the window is cut from the text at
-  token boundaries and re-encoded to check the budget (:func:`truncate_context`);
+* the whole prompt cut to the model's window less the 48 generated tokens (``max_length - 48`` tokens of the
+  model's tokenizer, the budget lm-eval's HFLM keeps: a longer prompt would lose its head to HFLM's left
+  truncation): the context is a window centred on the first answer occurrence for NQ, the document head for DROP
+  and TriviaQA (as JRT does, these datasets give no answer position), cut from the text at token boundaries and
+  re-encoded to check the budget (:func:`truncate_context`), the question always kept;
 * greedy generation until ``"\\n"``, at most 48 tokens; metric ``contains`` = case-insensitive substring match of
   any gold answer in the generation, averaged over documents.
 
-Task config ``metadata`` (set by ``suite.eval.harness.run_tasks``) carries ``tokenizer`` (or ``pretrained``),
-``recall_context_len`` and ``recall_answer_len``. Without a tokenizer the context is not truncated.
+Task config ``metadata`` (set by ``suite.eval.harness.run_tasks``; lm-eval's own CLI passes its ``--model_args``)
+carries ``tokenizer`` (or ``pretrained``) and ``max_length``, the window the model is evaluated with. Without a
+tokenizer the context is not truncated; with one and no ``max_length``, the task refuses to load.
 The dataset can be pointed at a local file by overriding ``dataset_path``/``dataset_kwargs`` in the task config.
 
 SQuAD and DROP from local data (:class:`LocalSquad`, :class:`LocalDrop`; ``suite.eval.benchmarks``): oe-eval's request
@@ -49,8 +51,6 @@ from lm_eval.api.task import ConfigurableTask
 GEN_KWARGS = {"until": ["\n"], "max_gen_toks": 48, "do_sample": False}
 SCROLLS_ZIP = "https://huggingface.co/datasets/tau/scrolls/resolve/main/narrative_qa.zip"
 NARRATIVEQA_FILES = {"validation": f"zip://narrative_qa/validation.jsonl::{SCROLLS_ZIP}"}
-DEFAULT_CONTEXT_LEN = 2048
-DEFAULT_ANSWER_LEN = 50
 
 
 def contains_score(prediction: str, answers) -> int:
@@ -184,25 +184,40 @@ class _BasedQA(_RecallTask):
         metadata = (config or {}).get("metadata") or {}
         tok = metadata.get("tokenizer") or metadata.get("pretrained")
         self._tok_path = str(tok) if tok else None
-        self._max_context = (int(metadata.get("recall_context_len", DEFAULT_CONTEXT_LEN))
-                             - int(metadata.get("recall_answer_len", DEFAULT_ANSWER_LEN)))
-        if self._max_context <= 0:
-            raise ValueError(f"recall_context_len - recall_answer_len = {self._max_context} must be > 0")
+        self._budget = None  # tokens of the whole prompt
+        if self._tok_path:
+            if not metadata.get("max_length"):
+                raise ValueError(f"{type(self).__name__} cuts its prompt to the model's window: give max_length (the "
+                                 f"length the model is evaluated with, e.g. lm-eval --model_args max_length=N)")
+            self._budget = int(metadata["max_length"]) - GEN_KWARGS["max_gen_toks"]
+            if self._budget <= 0:
+                raise ValueError(f"max_length={metadata['max_length']} leaves no prompt before the "
+                                 f"{GEN_KWARGS['max_gen_toks']} generated tokens")
         super().__init__(config, **kwargs)
 
     @staticmethod
     def clean(context: str) -> str:
         return context
 
-    def doc_to_text(self, doc):
-        context = self.clean(doc["context"].strip())
-        if self._tok_path:
-            context = truncate_context(context, doc["answers"], _tokenizer(self._tok_path), self._max_context,
-                                       self.CENTER_ON_ANSWER)
-        question = doc["question"].strip()
+    @staticmethod
+    def join(context: str, question: str) -> str:
         while question and context.lower().endswith(question.lower()):
             context = context[: -len(question)]
         return context.strip().strip(".") + ". " + question
+
+    def doc_to_text(self, doc):
+        context, question = self.clean(doc["context"].strip()), doc["question"].strip()
+        if not self._tok_path:
+            return self.join(context, question)
+        tok = _tokenizer(self._tok_path)
+        room = self._budget - _n_tokens(tok, ". " + question)
+        while True:  # the prompt encoded whole may take a token more than its parts: cut again until it fits
+            cut = truncate_context(context, doc["answers"], tok, max(room, 0), self.CENTER_ON_ANSWER)
+            text = self.join(cut, question)
+            excess = _n_tokens(tok, text) - self._budget
+            if excess <= 0 or not cut:  # not cut: the question alone is longer than the window
+                return text
+            room = min(room, _n_tokens(tok, cut)) - excess
 
     def doc_to_target(self, doc):
         answers = list(doc["answers"])
