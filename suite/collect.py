@@ -137,6 +137,14 @@ def curves(paths: list[str], runs: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _run(text: str) -> str:
+    """argparse ``type=`` of a ``--runs`` item: ``VARIANT:SEED``."""
+    variant, sep, seed = text.partition(":")
+    if not (variant and sep and seed.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected VARIANT:SEED, got {text!r}")
+    return text
+
+
 def _not_run(text: str) -> tuple[str, str]:
     arch, sep, reason = text.partition("=")
     if not (arch and sep and reason):
@@ -154,7 +162,8 @@ def main(argv=None):
     parser.add_argument("--not-run", nargs="*", type=_not_run, default=[], metavar="ARCH=REASON",
                         help="concat: archs with no results, and why (a 'not run' row per cell)")
     parser.add_argument("--base-record", type=in_file, help="pretrained: the base model's base_model.json")
-    parser.add_argument("--runs", nargs="*", default=[], metavar="VARIANT:SEED", help="curves: one per input")
+    parser.add_argument("--runs", nargs="*", type=_run, default=[], metavar="VARIANT:SEED",
+                        help="curves: one per input")
     parser.add_argument("--out", required=True, type=out_file)
     args = parser.parse_args(argv)
     if args.kind == "pretrained" and not args.base_record:

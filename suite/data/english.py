@@ -23,6 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from suite.cli import in_folder, out_folder, study_config
 from suite.data import packages
 from suite.data.corpus import EOS_TOKEN, build_corpus
 from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer
@@ -66,10 +67,13 @@ def prepare(corpus: dict, base_model: str | Path, data_dir: str | Path, cache: s
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", required=True, help="profile name or study-config path (conversion.pretrained)")
-    ap.add_argument("--base-model", required=True, help="the base model folder (python -m suite.train.base_model)")
-    ap.add_argument("--data-dir", required=True, help="output data folder")
-    ap.add_argument("--cache", help="where fetched archives are kept (default: <data-dir>/../archives)")
+    ap.add_argument("--config", required=True, type=study_config,
+                    help="profile name or study-config path (conversion.pretrained)")
+    ap.add_argument("--base-model", required=True, type=in_folder,
+                    help="the base model folder (python -m suite.train.base_model)")
+    ap.add_argument("--data-dir", required=True, type=out_folder, help="output data folder")
+    ap.add_argument("--cache", type=out_folder,
+                    help="where fetched archives are kept (default: <data-dir>/../archives)")
     args = ap.parse_args(argv)
     from suite.config import ConfigError, load_config
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import lm_eval.tasks
 import yaml
 
+from suite.cli import in_folder, nonnegative_int, out_folder
 from suite.data import benchmarks as data
 
 STOCK_DIR = Path(lm_eval.tasks.__file__).parent
@@ -257,9 +258,9 @@ def write_yamls(root: str | Path, out: str | Path, num_fewshot: int = 0) -> list
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Write the local benchmark tasks as lm-eval YAMLs.")
-    p.add_argument("--benchmark-data", required=True, help="folder prepared by suite.data.benchmarks")
-    p.add_argument("--out", required=True, help="folder for the YAMLs (lm_eval --include_path OUT)")
-    p.add_argument("--num-fewshot", type=int, default=0)
+    p.add_argument("--benchmark-data", required=True, type=in_folder, help="folder prepared by suite.data.benchmarks")
+    p.add_argument("--out", required=True, type=out_folder, help="folder for the YAMLs (lm_eval --include_path OUT)")
+    p.add_argument("--num-fewshot", type=nonnegative_int, default=0)
     a = p.parse_args(argv)
     try:
         data.source(a.benchmark_data)

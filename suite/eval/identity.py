@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from suite.cli import out_file, positive_int, usage_errors
+from suite.cli import device_name, in_folder, out_file, positive_int, usage_errors
 from suite.provenance import provenance, write_csv
 
 THRESHOLD = 1e-3
@@ -42,11 +42,12 @@ def compare(base, ids: np.ndarray, window: int, device: str) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", required=True, help="base model folder (python -m suite.train.base_model)")
-    ap.add_argument("--data-dir", required=True, help="English data folder (tokens/val.npy)")
+    ap.add_argument("--base", required=True, type=in_folder,
+                    help="base model folder (python -m suite.train.base_model)")
+    ap.add_argument("--data-dir", required=True, type=in_folder, help="English data folder (tokens/val.npy)")
     ap.add_argument("--tokens", type=positive_int, default=2048, help="T: held-out tokens compared")
     ap.add_argument("--window", type=positive_int, default=128, help="the converted arm's own window")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", type=device_name, default="cpu")
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--out", required=True, type=out_file)
     args = ap.parse_args(argv)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from suite.cli import out_file, positive_int, usage_errors
+from suite.cli import device_name, in_folder, nonnegative_int, out_file, positive_int, usage_errors
 from suite.common import DTYPES, autocast
 from suite.provenance import provenance, write_csv
 
@@ -70,14 +70,15 @@ def bucket_rows(nlls: list[np.ndarray], max_len: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", required=True, help="HF model folder")
-    ap.add_argument("--data-dir", required=True, help="English data folder (tokens/<split>.npy, tokenizer/)")
+    ap.add_argument("--checkpoint", required=True, type=in_folder, help="HF model folder")
+    ap.add_argument("--data-dir", required=True, type=in_folder,
+                    help="English data folder (tokens/<split>.npy, tokenizer/)")
     ap.add_argument("--split", default="val", choices=["val", "test"])
     ap.add_argument("--max-len", type=positive_int, default=8192, help="tokens read from each document's start")
     ap.add_argument("--docs", type=positive_int, default=8, help="the longest N held-out documents")
     ap.add_argument("--variant", required=True, help="arm label (base, converted, base_cpt, conversion, ...)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
+    ap.add_argument("--device", type=device_name, default="cpu")
     ap.add_argument("--dtype", default="float32", choices=list(DTYPES))
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--out", required=True, type=out_file)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.common import number_list
+from suite.cli import in_folder, number_list, out_file, positive_float, positive_int
 from suite.provenance import PROVENANCE_COLUMNS, provenance, write_csv
 
 PAPER_WINDOW = 128
@@ -84,28 +84,31 @@ def prompt_lengths(folder: str | Path, tokenizers: dict[str, str], tasks: list[s
     return pd.DataFrame(rows, columns=COLUMNS + PROVENANCE_COLUMNS)
 
 
+def _labelled_folder(text: str) -> tuple[str, str]:
+    """argparse ``type=`` of ``--tokenizer LABEL=DIR``: ``(label, folder)``, the folder existing."""
+    label, sep, path = text.rpartition("=")
+    if not sep or not label or not Path(path).is_dir():
+        raise argparse.ArgumentTypeError(f"expected LABEL=DIR with an existing folder, got {text!r}")
+    return label, path
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--benchmark-data", required=True, help="folder prepared by suite.data.benchmarks")
-    p.add_argument("--tokenizer", required=True, nargs="+", metavar="LABEL=DIR",
+    p.add_argument("--benchmark-data", required=True, type=in_folder, help="folder prepared by suite.data.benchmarks")
+    p.add_argument("--tokenizer", required=True, nargs="+", metavar="LABEL=DIR", type=_labelled_folder,
                    help="tokenizer folder(s), each with the label its rows carry")
     p.add_argument("--tasks", default="commonsense,mmlu,recall", help="comma list: task names, commonsense, recall")
     p.add_argument("--num-fewshot", default="0,5", type=functools.partial(
         number_list, name="--num-fewshot", minimum=0, error=argparse.ArgumentTypeError))
-    p.add_argument("--limit", type=float, default=None, help="documents per task (as the harness's --limit)")
-    p.add_argument("--window", type=int, default=PAPER_WINDOW, help="the study's window w (tokens)")
+    p.add_argument("--limit", type=positive_float, default=None, help="documents per task (as the harness's --limit)")
+    p.add_argument("--window", type=positive_int, default=PAPER_WINDOW, help="the study's window w (tokens)")
     p.add_argument("--profile", default="smoke")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, type=out_file)
     a = p.parse_args(argv)
     from suite.data.benchmarks import source
     from suite.eval.harness import task_names
 
-    tokenizers = {}
-    for item in a.tokenizer:
-        label, sep, path = item.rpartition("=")
-        if not sep or not label or not Path(path).is_dir():
-            p.error(f"--tokenizer {item!r}: expected LABEL=DIR with an existing folder")
-        tokenizers[label] = path
+    tokenizers = dict(a.tokenizer)
     try:
         source(a.benchmark_data)
         names = task_names([t for t in a.tasks.split(",") if t])
@@ -113,8 +116,6 @@ def main(argv: list[str] | None = None) -> None:
         p.error(str(err))
     if "val_ppl" in names:
         p.error("--tasks: val_ppl has no prompts; give benchmark tasks")
-    if a.limit is not None and not a.limit > 0:
-        p.error(f"--limit {a.limit} must be > 0")
     limit = None if a.limit is None else (int(a.limit) if a.limit >= 1 else a.limit)
     frame = prompt_lengths(a.benchmark_data, tokenizers, names, a.num_fewshot, limit, a.window, a.profile)
     write_csv(frame, a.out)

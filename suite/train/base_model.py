@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from suite.cli import nonnegative_int, out_folder, study_config
 from suite.data import packages
 
 META = "base_model.json"
@@ -145,11 +146,13 @@ def read_record(folder: str | Path) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", required=True, help="profile name or study-config path (its conversion.base_model)")
-    ap.add_argument("--out", required=True, help="output folder of the base model")
-    ap.add_argument("--random-init", help="also write a randomly initialised model of the same shape here")
-    ap.add_argument("--seed", type=int, default=0, help="seed of --random-init")
-    ap.add_argument("--cache", help="where fetched archives are kept (default: <out>/../archives)")
+    ap.add_argument("--config", required=True, type=study_config,
+                    help="profile name or study-config path (its conversion.base_model)")
+    ap.add_argument("--out", required=True, type=out_folder, help="output folder of the base model")
+    ap.add_argument("--random-init", type=out_folder,
+                    help="also write a randomly initialised model of the same shape here")
+    ap.add_argument("--seed", type=nonnegative_int, default=0, help="seed of --random-init")
+    ap.add_argument("--cache", type=out_folder, help="where fetched archives are kept (default: <out>/../archives)")
     args = ap.parse_args(argv)
     from suite.config import ConfigError, load_config
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from suite.cli import out_folder, positive_int
+from suite.cli import in_folder, out_folder, positive_int
 from suite.train.base_model import META, read_record, save_folder
 
 
@@ -44,7 +44,8 @@ def convert(base_dir: str | Path, out_dir: str | Path, window: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", required=True, help="base model folder (python -m suite.train.base_model)")
+    ap.add_argument("--base", required=True, type=in_folder,
+                    help="base model folder (python -m suite.train.base_model)")
     ap.add_argument("--window", required=True, type=positive_int, help="Orthros window w (paper 128)")
     ap.add_argument("--out", required=True, type=out_folder)
     args = ap.parse_args(argv)
