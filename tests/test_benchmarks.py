@@ -36,7 +36,7 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def built(benchmark_data, tiny):
     """Every local task, zero-shot, built once: {suite task: lm-eval task (MMLU: its group's task dict)}."""
-    manager = harness.get_task_manager(tiny[0])
+    manager = harness.get_task_manager(tiny[0], max_length=tiny[1].max_length)  # the window recall prompts fit
     return {name: benchmarks.load(name, benchmark_data, 0, manager)
             for name in [*benchmarks.COMMONSENSE, "mmlu", *benchmarks.RECALL]}
 
@@ -261,9 +261,11 @@ def test_cli_refuses_bad_benchmark_arguments(tiny, tmp_path, capsys):
 
     ckpt, _ = tiny
     base = ["--checkpoint", str(ckpt), "--tasks", "piqa", "--out", str(tmp_path / "q.csv")]
-    for extra, message in ((["--benchmark-data", str(tmp_path / "none")], f"{tmp_path / 'none'}/source.json missing"),
+    (tmp_path / "empty").mkdir()
+    for extra, message in ((["--benchmark-data", str(tmp_path / "none")], f"{tmp_path / 'none'}: no such folder"),
+                           (["--benchmark-data", str(tmp_path / "empty")], f"{tmp_path / 'empty'}/source.json missing"),
                            (["--num-fewshot", "0,x"], "--num-fewshot must be comma-separated integers"),
-                           (["--num-fewshot", "-1"], "--num-fewshot"), (["--ppl-limit", "0"], "--ppl-limit 0.0")):
+                           (["--num-fewshot", "-1"], "--num-fewshot"), (["--ppl-limit", "0"], "--ppl-limit")):
         with pytest.raises(SystemExit) as err:
             harness.main(base + extra)
         assert err.value.code == 2 and message in capsys.readouterr().err, extra

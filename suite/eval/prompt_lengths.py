@@ -50,6 +50,9 @@ def _doc_lengths(task, tokenizer, limit) -> list[int]:
     return list(longest.values())
 
 
+UNCUT = 1 << 20  # the recall tasks' window here: their prompts as the task writes them, before a model's window cuts
+
+
 def prompt_lengths(folder: str | Path, tokenizers: dict[str, str], tasks: list[str], shots: list[int],
                    limit: int | float | None, window: int, profile: str = "smoke") -> pd.DataFrame:
     """``COLUMNS`` rows (plus provenance: no model, no seed) for every tokenizer (label -> folder), task and shot
@@ -64,7 +67,7 @@ def prompt_lengths(folder: str | Path, tokenizers: dict[str, str], tasks: list[s
     rows = []
     for label, path in tokenizers.items():
         tok = AutoTokenizer.from_pretrained(path)
-        manager = get_task_manager(path, path)
+        manager = get_task_manager(path, path, UNCUT)
         for name in tasks:
             if benchmarks.missing(name, root):
                 continue

