@@ -84,3 +84,13 @@ def test_deb_members_are_read_without_dpkg(tmp_path):
     assert files == {"usr/share/doc/demo/a.rst.txt": b"Alpha", "usr/share/doc/demo/b.rst.txt": b"Beta"}
     spec = {"package": "demo-doc==1.0-1", "kind": "deb", "sha256": packages.sha256_of(deb)}
     assert packages.fetch(spec, tmp_path) == deb
+
+
+def test_a_package_is_downloaded_into_a_relative_cache(tmp_path, monkeypatch):
+    """The real download path (pip, from the package index CI installs from) with the cache given relative to the
+    working folder, as the DAG's rules give it."""
+    monkeypatch.chdir(tmp_path)
+    spec = {"package": "six==1.16.0", "sha256": "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"}
+    path = packages.fetch(spec, "work/archives")
+    assert path.resolve() == tmp_path / "work" / "archives" / "six-1.16.0-py2.py3-none-any.whl"
+    assert packages.fetch(spec, "work/archives") == path  # the second time from the cache

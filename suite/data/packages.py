@@ -78,6 +78,7 @@ def fetch(spec: dict, cache: str | Path) -> Path:
         if sha256_of(path) == want:
             return path
     with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
+        tmp = str(Path(tmp).resolve())  # pip runs in it: a relative path would be taken from there
         if kind == "wheel":
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir",
                    "--disable-pip-version-check", "-q", "-d", tmp, f"{name}=={version}"]
