@@ -162,8 +162,11 @@ def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
 # Jobs of each profile's whole DAG (a forced dry run). The gpu profile's MQAR grid (issue 12: 6 archs x the sizes
 # d64/d128/d256, one job each) took it from 54 jobs (6 mqar) to 66 (18 mqar), and its system benchmarks left `all`
 # for the opt-in `benchmarks` target (64); the other profiles keep one MQAR size.
-# The benchmark data and prompt-length jobs (issue 35) added 2 to every profile with lm_eval.data.
-TOTAL_JOBS = {"default": 53, "ci": 47, "gpu": 66, "slurm": 58}
+# The benchmark data and prompt-length jobs (issue 35) added 2 to every profile with lm_eval.data. The pretrained
+# arms (issue 36) add 11 to the default profile (base model, English data, conversion, identity control, 3 benchmark
+# and 2 perplexity jobs, 2 collects) and 40 to the gpu profile (4 arms, 3 seeds for the trained ones: training,
+# benchmarks, perplexity and NIAH per run, 5 collects); ci and slurm leave conversion.pretrained off.
+TOTAL_JOBS = {"default": 64, "ci": 47, "gpu": 106, "slurm": 58}
 SIX_ARCHS = ["orthros", "transformer", "swa", "gdn", "gla", "retnet"]
 
 

@@ -90,9 +90,9 @@ def prompt_lengths(folder: str | Path, tokenizers: dict[str, str], tasks: list[s
 def _labelled_folder(text: str) -> tuple[str, str]:
     """argparse ``type=`` of ``--tokenizer LABEL=DIR``: ``(label, folder)``, the folder existing."""
     label, sep, path = text.rpartition("=")
-    if not sep or not label or not Path(path).is_dir():
-        raise argparse.ArgumentTypeError(f"expected LABEL=DIR with an existing folder, got {text!r}")
-    return label, path
+    if not sep or not label:
+        raise argparse.ArgumentTypeError(f"expected LABEL=DIR, got {text!r}")
+    return label, in_folder(path)
 
 
 def main(argv: list[str] | None = None) -> None:
