@@ -11,9 +11,10 @@ import re
 import sys
 
 from suite.archs import ORTHROS_ARCHS
-from suite.config import (ConfigError, curriculum_arg, load_config, mqar_cli_args, mqar_control_cell,
-                          mqar_control_size, mqar_sizes, schema, workflow_profile)
+from suite.config import (ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size, mqar_sizes,
+                          schema, workflow_profile)
 from suite.deps import module_files
+from suite.eval.mqar_recipe import mqar_cli_args
 
 try:  # a bad --config key or study config stops with its message alone (sys.exit: no Snakemake traceback lines)
     CONFIG_ARG = workflow_profile(config)
