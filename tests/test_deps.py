@@ -11,6 +11,11 @@ def test_lazy_and_dynamic_imports_are_followed():
             "suite/train/model.py", "suite/data/tokenizer.py", "suite/provenance.py", "models/registry.py",
             "models/orthros.py", "baselines/__init__.py", "baselines/linear.py", "suite/__init__.py",
             "suite/eval/__init__.py"} <= niah
+    # the modules the CLIs' jobs are split into, and the optimizer module every training loop shares
+    assert {"suite/eval/niah_train.py", "suite/eval/niah_eval.py", "suite/train/optim.py"} <= niah
+    mqar = set(module_files("suite.eval.mqar"))
+    assert {f"suite/eval/mqar_{job}.py" for job in ("data", "eval", "train", "grid")} <= mqar
+    assert "suite/train/optim.py" in mqar and "suite/train/optim.py" in module_files("suite.train.run")
     # the registry's table names the baselines as "module:attribute"; the package's relative imports
     harness = set(module_files("suite.eval.harness"))
     assert {"suite/train/checkpoint.py", "models/__init__.py", "models/backbone.py",

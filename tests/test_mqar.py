@@ -1,9 +1,13 @@
-"""MQAR generator, accuracy and train-then-evaluate loop (suite.eval.mqar)."""
+"""MQAR generator, accuracy, train-then-evaluate loop and grid (suite.eval.mqar_data, mqar_eval, mqar_train,
+mqar_grid) and its command line (suite.eval.mqar)."""
 import numpy as np
 import pytest
 import torch
 
-from suite.eval.mqar import MQAR_COLUMNS, llama_factory, mqar_accuracy, mqar_data, query_distances, run_grid
+from suite.eval.mqar_data import mqar_data, query_distances
+from suite.eval.mqar_eval import mqar_accuracy
+from suite.eval.mqar_grid import MQAR_COLUMNS, run_grid
+from suite.eval.mqar_train import llama_factory
 from suite.provenance import PROVENANCE_COLUMNS
 
 
@@ -116,7 +120,7 @@ def test_training_learns_recall_and_rows():
 
 
 def test_one_model_per_seq_len_evaluated_at_every_pair_count():
-    from suite.eval.mqar import registry_factory
+    from suite.eval.mqar_train import registry_factory
 
     rows = run_grid(registry_factory("swa", "1M", window_size=4), [32], [2, 4, 16], steps=3, arch="swa", size="1M",
                     profile="test", train_kv=[2], window=4, num_layers=2, vocab_size=64, batch_size=8, num_test=16)
@@ -135,7 +139,7 @@ def test_kv_groups_parse_one_list_or_one_group_per_seq_len():
 
 
 def test_train_kv_per_seq_len_broadcasts_or_aligns():
-    from suite.eval.mqar import mixture_text, train_kv_per_seq_len
+    from suite.eval.mqar_grid import mixture_text, train_kv_per_seq_len
 
     flat = train_kv_per_seq_len([16, 64], [2, 8])
     assert flat == {16: [2], 64: [2, 8]}                   # 8 pairs need 32 tokens: only at 64
@@ -149,18 +153,18 @@ def test_train_kv_per_seq_len_broadcasts_or_aligns():
 
 def test_one_model_trained_on_the_mixture_in_turn_and_evaluated_at_every_cell(monkeypatch):
     """Zoology's recipe: step s trains on cell s mod (number of cells), one model for the whole grid."""
-    from suite.eval import mqar
+    from suite.eval import mqar_train
 
     drawn = []
-    real = mqar.mqar_data
+    real = mqar_train.mqar_data
 
     def recording(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs):
         if num_examples == 8:                                   # the training batches (tests use 16 rows)
             drawn.append((seq_len, num_kv_pairs))
         return real(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs)
 
-    monkeypatch.setattr(mqar, "mqar_data", recording)
-    rows = run_grid(mqar.registry_factory("transformer", "1M"), [16, 32], [2, 4, 8], steps=5, arch="transformer",
+    monkeypatch.setattr(mqar_train, "mqar_data", recording)
+    rows = run_grid(mqar_train.registry_factory("transformer", "1M"), [16, 32], [2, 4, 8], steps=5, arch="transformer",
                     size="1M", profile="test", train_kv=[[2], [2, 8]], vocab_size=64, batch_size=8, num_test=16)
     assert drawn == [(16, 2), (32, 2), (32, 8), (16, 2), (32, 2)]
     by_cell = {(r["seq_len"], r["num_kv_pairs"]): r for r in rows}
@@ -175,7 +179,7 @@ def test_one_model_trained_on_the_mixture_in_turn_and_evaluated_at_every_cell(mo
 def test_one_seq_len_mixture_is_the_old_single_length_training():
     """With one seq_len a flat train_kv and the same list per seq_len train the same model (the default profile's
     cell: one model trained at its pair counts, evaluated at every pair count)."""
-    from suite.eval.mqar import registry_factory
+    from suite.eval.mqar_train import registry_factory
 
     kwargs = dict(arch="swa", size="1M", profile="test", window=4, num_layers=2, vocab_size=64, batch_size=8,
                   num_test=16)
@@ -198,18 +202,18 @@ def test_curriculum_and_constant_tokens_schedule(monkeypatch):
     """first_cell_frac: the first round(frac * steps) steps on mixture[0] alone, then the mixture in turn;
     constant_tokens: batch_size * T_min // T rows at T; num_train counts the rows actually drawn, tokens their
     tokens."""
-    from suite.eval import mqar
+    from suite.eval import mqar_train
 
     drawn = []
-    real = mqar.mqar_data
+    real = mqar_train.mqar_data
 
     def recording(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs):
         if num_examples != 16 and num_examples != 1:                # not the held-out sets nor the fail-fast probes
             drawn.append((seq_len, num_kv_pairs, num_examples))
         return real(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs)
 
-    monkeypatch.setattr(mqar, "mqar_data", recording)
-    rows = run_grid(mqar.registry_factory("transformer", "1M"), [16, 32, 64], [2], steps=8, arch="transformer",
+    monkeypatch.setattr(mqar_train, "mqar_data", recording)
+    rows = run_grid(mqar_train.registry_factory("transformer", "1M"), [16, 32, 64], [2], steps=8, arch="transformer",
                     size="1M", profile="test", train_kv=[[2], [2], [4]], vocab_size=64, batch_size=8, num_test=16,
                     first_cell_frac=0.25, constant_tokens=True)
     assert drawn == [(16, 2, 8), (16, 2, 8),                                  # 2 of 8 steps on the first cell
@@ -223,7 +227,8 @@ def test_curriculum_and_constant_tokens_schedule(monkeypatch):
 @pytest.mark.parametrize("frac, message", [(1.0, "--first-cell-frac 1.0 must be in [0, 1)"),
                                            (-0.1, "argument --first-cell-frac: must be a number in [0, 1], got -0.1")])
 def test_first_cell_frac_outside_unit_interval_is_refused(frac, message, capsys):
-    from suite.eval.mqar import main, train_and_eval
+    from suite.eval.mqar import main
+    from suite.eval.mqar_train import train_and_eval
 
     with pytest.raises(ValueError, match=rf"first_cell_frac={frac} must be in \[0, 1\)"):
         train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=2,
@@ -236,10 +241,10 @@ def test_first_cell_frac_outside_unit_interval_is_refused(frac, message, capsys)
 
 def test_warmup_and_stop_after_follow_the_schedule(monkeypatch):
     """The lr of each optimizer step is lr * (s + 1) / warmup during the warmup, times the cosine over all ``steps``
-    (written out here, not read from lr_factor); stop_after trains only the first steps of that schedule."""
+    (written out here, not read from suite.train.optim); stop_after trains only the first steps of that schedule."""
     import math
 
-    from suite.eval import mqar
+    from suite.eval import mqar_train
 
     lrs = []
     real_step = torch.optim.AdamW.step
@@ -249,12 +254,12 @@ def test_warmup_and_stop_after_follow_the_schedule(monkeypatch):
         return real_step(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.optim.AdamW, "step", recording_step)
-    out = mqar.train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=10,
+    out = mqar_train.train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=10,
                               vocab_size=64, batch_size=4, num_test=4, lr=0.01, warmup=4, stop_after=6)
     expected = [0.01 * min(1, (s + 1) / 4) * 0.5 * (1 + math.cos(math.pi * s / 10)) for s in range(6)]
     assert lrs == pytest.approx(expected, rel=1e-12) and out["num_train"] == 6 * 4
     lrs.clear()
-    mqar.train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=3,
+    mqar_train.train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=3,
                         vocab_size=64, batch_size=4, num_test=4, lr=0.01)
     assert lrs == pytest.approx([0.01, 0.0075, 0.0025], rel=1e-12)      # no warmup: the cosine alone
 
@@ -263,7 +268,8 @@ def test_warmup_and_stop_after_follow_the_schedule(monkeypatch):
                                             ({"stop_after": 0}, r"stop_after=0 must be in \[1, steps=2\]"),
                                             ({"stop_after": 3}, r"stop_after=3 must be in \[1, steps=2\]")])
 def test_bad_warmup_or_stop_after_is_refused(kwargs, message, capsys):
-    from suite.eval.mqar import main, train_and_eval
+    from suite.eval.mqar import main
+    from suite.eval.mqar_train import train_and_eval
 
     with pytest.raises(ValueError, match=message):
         train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=2,

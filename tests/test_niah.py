@@ -1,6 +1,5 @@
 """NIAH: needle task (suite.data.needles), scoring, generation budget, training and CLI (suite.eval.niah)."""
 import argparse
-import math
 import re
 
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 import torch
 
 from suite.data.needles import NeedleTask, whole_number_match
-from suite.eval import niah
+from suite.eval import niah, niah_eval, niah_train
 from suite.provenance import PROVENANCE_COLUMNS
 from tests.tiny import make_tiny_checkpoint, stdlib_data, stdlib_text
 
@@ -123,7 +122,7 @@ def test_tokenizer_bos_is_kept(setup, tmp_path):
     bos_tok = tok.__class__.from_pretrained(str(setup[0]))
     bos_tok.backend_tokenizer.post_processor = TemplateProcessing(single="<s> $A", special_tokens=[
         ("<s>", bos_tok.bos_token_id)])
-    assert niah.prefix_ids(bos_tok) == [bos_tok.bos_token_id] and niah.prefix_ids(tok) == []
+    assert niah_eval.prefix_ids(bos_tok) == [bos_tok.bos_token_id] and niah_eval.prefix_ids(tok) == []
     oracle = Oracle(bos_tok)
     niah.run_niah(oracle, bos_tok, task, niah.haystack_ids(tok, hay_file), [256], [0.5], trials=2, progress=False)
     assert all(p[0] == bos_tok.bos_token_id and len(p) == 256 for p in oracle.prompts)
@@ -133,7 +132,7 @@ def test_generation_uses_cache_and_matches_plain_greedy(setup):
     _, hay_file, model, tok, task = setup
     hay = niah.haystack_ids(tok, hay_file)
     prompt = task.eval_prompt(np.random.default_rng(1), hay, 256, 0.5).ids
-    text = niah.generate_answer(model, tok, prompt, max_new_tokens=6)
+    text = niah_eval.generate_answer(model, tok, prompt, max_new_tokens=6)
     ids = torch.tensor([prompt])
     with torch.inference_mode():          # reference: greedy decoding by full forward passes, no cache
         for _ in range(6):
@@ -148,7 +147,7 @@ def test_cli_writes_grid_with_not_run_cell(setup, tmp_path):
                "--depths", "0,1", "--trials", "2", "--out", str(out), "--profile", "test", "--label-arch", "llama",
                "--no-progress"])
     df = pd.read_csv(out)
-    assert set(niah.NIAH_COLUMNS + PROVENANCE_COLUMNS) <= set(df.columns)
+    assert set(niah_eval.NIAH_COLUMNS + PROVENANCE_COLUMNS) <= set(df.columns)
     assert len(df) == 4 and (df["n_params"] > 0).all() and (df["arch"] == "llama").all()
     ok = df[df.context_len == 128]
     assert (ok.status == "ok").all() and ok.accuracy.between(0, 1).all() and (ok.wall_s > 0).all()
@@ -379,36 +378,11 @@ def test_phase_parser_and_rope_theta_reach_only_rope_models():
     assert niah._build("swa", "1M", 256, None, 128).config.rope_theta == 10000.0
 
 
-@pytest.mark.parametrize("schedule", ["cosine", "wsd"])
-def test_lr_schedules_follow_their_formula(schedule):
-    steps, warmup, lr = 50, 5, 1e-3
-    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
-    sched = niah.lr_schedule(opt, schedule, steps, warmup)
-    got = []
-    for _ in range(steps):
-        got.append(opt.param_groups[0]["lr"])
-        opt.step()
-        sched.step()
-    decay = round(niah.WSD_DECAY * steps)  # 10 steps, from step 40 on
-    for s, value in enumerate(got):
-        if schedule == "cosine":
-            want = min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * s / steps))
-        elif s < warmup:
-            want = s / warmup
-        elif s < steps - decay:
-            want = 1.0
-        else:
-            want = 0.5 * (1 + math.cos(math.pi * (s - (steps - decay)) / decay))
-        assert value == pytest.approx(lr * want, abs=1e-12), (schedule, s)
-    with pytest.raises(ValueError, match="schedule"):
-        niah.lr_schedule(opt, "linear", steps, warmup)
-
-
 def test_training_uses_the_schedule_asked_for(suite_data, monkeypatch):
     task, train, model, _ = _recording_task(suite_data, monkeypatch)
     asked = []
-    real = niah.lr_schedule
-    monkeypatch.setattr(niah, "lr_schedule", lambda opt, name, steps, warmup: asked.append(name) or
+    real = niah_train.lr_schedule
+    monkeypatch.setattr(niah_train, "lr_schedule", lambda opt, name, steps, warmup: asked.append(name) or
                         real(opt, name, steps, warmup))
     niah.train_needle_model(model, task, train, seq_len=32, steps=2, batch_size=1, lr=1e-3, schedule="wsd",
                             progress=False)

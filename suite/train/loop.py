@@ -7,7 +7,8 @@ mean next-token cross-entropy in nats) and ``save_pretrained`` / ``from_pretrain
 
 Recipe (the paper's Table 5 / Table 6 settings, scaled down in the study config): AdamW, linear warmup
 then cosine decay to ``min_lr_ratio * lr`` (``transformers.get_cosine_with_min_lr_schedule_with_warmup``),
-weight decay on matrices only (not on norms, biases, scalars), gradient clipping at 1.0.
+weight decay on matrices only (not on norms, biases, scalars; both from :mod:`suite.train.optim`), gradient
+clipping at 1.0.
 
 Outputs in ``out_dir`` (keep it under a git-ignored folder such as ``work_dirs/``):
 
@@ -42,7 +43,6 @@ import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
-from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
 from suite.common import DTYPES, autocast, kernels_summary
 from suite.data.batches import TokenBatches, eval_windows
@@ -53,18 +53,11 @@ from suite.provenance import provenance, read_csv, write_csv, write_text
 from suite.train import checkpoint as ckpt_io
 from suite.train import distributed
 from suite.train.model import build_model, set_special_ids
+from suite.train.optim import adamw, cosine_to_min_lr
 
 
 class TrainingDivergedError(RuntimeError):
     """The loss became NaN or infinite; the message names the step."""
-
-
-def make_optimizer(model, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW with weight decay on parameters of >= 2 dims only (betas 0.9/0.95, eps 1e-8)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95), eps=1e-8)
 
 
 @torch.no_grad()
@@ -205,9 +198,8 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     tokenizer_dir = data_dir / "tokenizer"
     set_special_ids(net, tokenizer_dir)
     net = distributed.wrap(net, ctx, parallel)  # one process: net itself
-    optimizer = make_optimizer(net, lr, run_config["weight_decay"])
-    scheduler = get_cosine_with_min_lr_schedule_with_warmup(optimizer, warmup, steps,
-                                                           min_lr_rate=run_config["min_lr_ratio"])
+    optimizer = adamw(net, lr, run_config["weight_decay"])
+    scheduler = cosine_to_min_lr(optimizer, steps, warmup, run_config["min_lr_ratio"])
     start, tokens_done, wall_before = 0, 0, 0.0
     loss_rows: list[dict] = []
     if ckpt is not None:

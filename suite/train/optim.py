@@ -1,0 +1,75 @@
+"""The optimizer and learning-rate schedules of every training loop: LM training (:mod:`suite.train.loop`), the NIAH
+retrieval run (:mod:`suite.eval.niah_train`) and MQAR (:mod:`suite.eval.mqar_train`).
+
+- :func:`adamw`: AdamW with weight decay on matrices only (not on norms, biases, scalars; the paper's Table 5
+  recipe), or on every parameter in one group (``decay_all``: Zoology's MQAR recipe).
+- :func:`cosine_to_min_lr`: linear warmup, then a cosine from the peak to ``min_lr_ratio`` of it
+  (``transformers.get_cosine_with_min_lr_schedule_with_warmup``; LM training and conversion).
+- :func:`warmup_cosine`: a linear warmup ramp times a cosine to 0 over all steps (:func:`warmup_cosine_factor`;
+  NIAH's ``cosine`` and MQAR). transformers' cosine schedules start their cosine after the warmup instead.
+- :func:`wsd`: warmup-stable-decay (``transformers.get_wsd_schedule``; NIAH's ``wsd``).
+
+Every schedule is a ``torch.optim.lr_scheduler.LambdaLR`` stepped once per optimizer step.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+SCHEDULES = ("cosine", "wsd")  # the names lr_schedule (NIAH's --schedule) takes
+WSD_DECAY = 0.2  # share of the steps over which the "wsd" schedule decays
+
+
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float, *, decay_all: bool = False,
+          betas: tuple[float, float] = (0.9, 0.95), fused: bool | None = None) -> torch.optim.AdamW:
+    """AdamW (eps 1e-8) over the trainable parameters of ``model``: two groups, ``weight_decay`` on parameters of
+    >= 2 dims and none on the rest; with ``decay_all`` one group of all parameters, all decayed. ``fused`` as
+    ``torch.optim.AdamW`` takes it (one kernel a step on a GPU)."""
+    if decay_all:
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=1e-8, weight_decay=weight_decay,
+                                 fused=fused)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in trainable if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=1e-8, fused=fused)
+
+
+def cosine_to_min_lr(opt: torch.optim.Optimizer, steps: int, warmup: int, min_lr_ratio: float):
+    """Linear warmup over ``warmup`` steps, then a cosine from the peak lr to ``min_lr_ratio`` times it at ``steps``."""
+    from transformers import get_cosine_with_min_lr_schedule_with_warmup
+
+    return get_cosine_with_min_lr_schedule_with_warmup(opt, warmup, steps, min_lr_rate=min_lr_ratio)
+
+
+def warmup_cosine_factor(step: int, steps: int, warmup: int = 0) -> float:
+    """The lr multiplier of step ``step`` (0-based): ``(step + 1) / warmup`` during the first ``warmup`` steps (no
+    ramp at 0), times the cosine decay ``0.5 * (1 + cos(pi * step / steps))`` over all steps."""
+    ramp = min(1.0, (step + 1) / warmup) if warmup else 1.0
+    return ramp * 0.5 * (1 + math.cos(math.pi * step / steps))
+
+
+def warmup_cosine(opt: torch.optim.Optimizer, steps: int, warmup: int = 0):
+    """The schedule of :func:`warmup_cosine_factor`."""
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine_factor(s, steps, warmup))
+
+
+def wsd(opt: torch.optim.Optimizer, steps: int, warmup: int, decay: float = WSD_DECAY):
+    """Warmup-stable-decay (``transformers.get_wsd_schedule``): a linear warmup ``s / warmup`` over at most
+    ``steps - 1`` steps (step 0 at lr 0), the peak lr, then a cosine to 0 over the last ``decay`` share of the steps
+    (at least one)."""
+    from transformers import get_wsd_schedule
+
+    n_warmup = min(warmup, steps - 1)
+    n_decay = min(steps - n_warmup, max(1, round(decay * steps)))
+    return get_wsd_schedule(opt, n_warmup, num_decay_steps=n_decay, num_training_steps=steps)
+
+
+def lr_schedule(opt: torch.optim.Optimizer, schedule: str, steps: int, warmup: int):
+    """The schedule named ``schedule``: ``"cosine"`` (:func:`warmup_cosine`) or ``"wsd"`` (:func:`wsd`). Raises
+    ValueError for another name."""
+    if schedule == "wsd":
+        return wsd(opt, steps, warmup)
+    if schedule != "cosine":
+        raise ValueError(f"schedule={schedule!r}; known: {SCHEDULES}")
+    return warmup_cosine(opt, steps, warmup)
