@@ -59,12 +59,14 @@ rule gpu_benchmarks:
         prefill=f"{GPU_OUT}/prefill.csv",
         e2e=f"{GPU_OUT}/e2e.csv",
         cost=f"{GPU_OUT}/cost_model.csv",
+    params:
+        window=STUDY["window"],
     resources:
         gpu=1,
     log:
         f"{WORK}/logs/gpu_benchmarks.log",
     shell:
-        "OUT={GPU_OUT} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"
+        "OUT={GPU_OUT} WINDOW={params.window} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"
 
 
 rule fla_crosscheck:
@@ -101,6 +103,8 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
             sources("suite.bench.seq_parallel_gpu"),
         output:
             f"{GPU_OUT}/seq_parallel.csv",
+        params:
+            window=STUDY["window"],
         resources:
             gpu=2,
         log:
@@ -108,4 +112,4 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
         shell:
             "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
             "{PY} torch.distributed.run --standalone --nproc_per_node {resources.gpu} "
-            "-m suite.bench.seq_parallel_gpu --out {output} > {log} 2>&1"
+            "-m suite.bench.seq_parallel_gpu --window {params.window} --out {output} > {log} 2>&1"
