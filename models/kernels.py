@@ -118,6 +118,12 @@ def _fa2_available() -> bool:
     return {"window_size_left", "window_size_right"} <= args
 
 
+def window_start(i: int, window: int | None) -> int:
+    """The first key position a query at position ``i`` reads: ``i - w + 1`` under a window of w tokens (the query's
+    own included), never below 0; 0 for full causal attention (``window`` None)."""
+    return 0 if window is None else max(0, i - window + 1)
+
+
 def fa2_window_args(window: int | None, Tk: int) -> dict:
     """Keyword arguments of ``aten::_flash_attention_forward`` (with ``is_causal=True``) that restrict each
     query to its last ``window`` keys (the query's own key included), bottom-right aligned.
@@ -226,7 +232,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
     """
     _check(q, k, v, q_index, window, key_mask)
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    lo = 0 if window is None else max(0, int(q_index[0]) - window + 1)
+    lo = window_start(int(q_index[0]), window)
     if lo > 0:  # keys no query can reach (e.g. decode with a window): drop them before any kernel runs
         k, v, q_index = k[:, :, lo:], v[:, :, lo:], q_index - lo
         key_mask = None if key_mask is None else key_mask[:, lo:]
@@ -330,7 +336,7 @@ def _blocked(q, k, v, q_index, window, key_mask, scale):
     outs = []
     for start in range(0, Tq, block):
         idx = q_index[start:start + block]
-        lo = 0 if window is None else max(0, int(idx[0]) - window + 1)
+        lo = window_start(int(idx[0]), window)
         hi = int(idx[-1]) + 1
         keys = torch.arange(lo, hi, device=q.device)
         allowed = keys[None, :] <= idx[:, None]

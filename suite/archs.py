@@ -9,6 +9,9 @@ happens to start that way. Kept free of heavy imports: the DAG (workflows/common
 # ``window``, a benchmark's ``--window``) as its ``window_size``.
 ORTHROS_ARCHS = frozenset({"orthros", "orthros_noso", "orthros_h"})
 
+# The paper's Orthros window w (tokens, the token itself included): the default of every benchmark's --window.
+PAPER_WINDOW = 128
+
 # The architectures with a sliding window in their attention: the Orthros family (base stream) and SWA.
 WINDOWED_ARCHS = ORTHROS_ARCHS | {"swa"}
 

@@ -30,6 +30,8 @@ from suite.deps import NOT_FOLLOWED, PACKAGES, module_path
 from suite.train.checkpoint import find_checkpoint, read_info
 from tests.dag import ROOT, SNAKEMAKE, dry_run, rule_counts, snakemake, study_copy
 
+pytestmark = pytest.mark.slow  # snakemake dry runs and DAG jobs
+
 CI_JOBS = {"corpus": 1, "tokenizer": 1, "train": 10, "conversion_cpt": 1, "conversion_orthros": 1, "lm_eval": 10,
            "conversion_lm_eval": 2, "niah": 3, "mqar": 6, "collect_quality": 1, "collect_ablation": 1,
            "collect_conversion": 1, "collect_niah": 1, "collect_mqar": 1, "controls": 1, "prefill_cpu": 1,

@@ -290,6 +290,7 @@ cuda_fa2 = pytest.mark.skipif(not (torch.cuda.is_available() and kernels._fa2_av
                                      "argument logic)")
 
 
+@pytest.mark.gpu
 @cuda_fa2
 @pytest.mark.parametrize("Tq, Tk, window", [(64, 64, None), (64, 64, 16), (16, 80, None), (16, 80, 24), (1, 80, None),
                                             (1, 80, 5)])
@@ -305,6 +306,7 @@ def test_torch_fa2_on_gpu_matches_the_fp64_naive_loop(forced, Tq, Tk, window):
     torch.testing.assert_close(got, want, atol=2e-2, rtol=0)
 
 
+@pytest.mark.gpu
 @cuda_fa2
 @pytest.mark.parametrize("window", [None, 3])
 def test_decode_attention_fa2_on_gpu_matches_the_fp64_naive_loop(window):

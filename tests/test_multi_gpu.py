@@ -15,6 +15,7 @@ from suite.provenance import write_csv
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_both_csvs(data_dir, tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "OUT": str(out), "WORK": str(tmp_path / "work"), "DATA_DIR": str(data_dir),

@@ -238,6 +238,7 @@ def test_mqar_control_narrows_the_dag_recipe_to_the_control_phase():
             ctl.parse_seeds(bad)
 
 
+@pytest.mark.slow
 def test_mqar_control_runs_every_variant_at_every_seed_on_cpu(tmp_path):
     """The ci profile's MQAR recipe with a control-cell phase (half its 10 steps) on the CPU: one row a job, the
     variant's option honoured in the job's row; a recipe without that phase is refused by name."""

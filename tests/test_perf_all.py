@@ -15,6 +15,7 @@ from suite.bench.merge_results import merge
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, SMOKE="1", PART="all", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1500",
@@ -91,6 +92,7 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
         assert len(frame) and (frame.commit.astype(str) == "smoke123").all(), name
 
 
+@pytest.mark.slow
 def test_perf_all_skips_steps_past_the_total_cap_and_keeps_their_record(tmp_path):
     """TOTAL_S too small for anything: every step is skipped (recorded in steps.tsv), the command still ends 0,
     and with ARCHIVE set everything it wrote comes back as one archive."""

@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 PROVENANCE = ["commit", "profile", "device", "backend", "dtype", "seed", "wall_s"]
 
+pytestmark = pytest.mark.slow  # snakemake dry runs and the ci profile end to end
+
 
 def snakemake(*args, timeout=900):
     return subprocess.run([*SNAKEMAKE, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -116,6 +118,18 @@ def test_niah_lm_weight_key_reaches_the_rule(tmp_path, lm_weight):
     assert len(jobs) == 1
     assert ("--lm-weight" in jobs[0].shell) == (lm_weight > 0), jobs[0].shell
     assert ("--lm-weight 0.3 " in jobs[0].shell) == (lm_weight == 0.3), jobs[0].shell
+
+
+def test_system_benchmarks_run_at_the_study_window(tmp_path):
+    """The study config's window reaches every step of the system benchmarks (gpu_all.sh passes it on to
+    prefill_gpu, e2e_gpu and cost_model) and the sequence-parallel prefill, not the CLIs' default (the paper's 128)."""
+    from tests.dag import dry_run, study_copy
+
+    config = study_copy(tmp_path / "gpu.yaml", base="gpu", window=64)
+    jobs = {j.rule: j.shell for j in dry_run("--config", f"profile={config}", "--forcerun", "gpu_benchmarks",
+                                             "seq_parallel", "--", "benchmarks", "results/gpu/seq_parallel.csv")}
+    assert "WINDOW=64 " in jobs["gpu_benchmarks"], jobs["gpu_benchmarks"]
+    assert "seq_parallel_gpu --window 64 " in jobs["seq_parallel"], jobs["seq_parallel"]
 
 
 def test_a_dag_run_names_where_its_outputs_are(tmp_path):

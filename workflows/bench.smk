@@ -19,10 +19,10 @@ rule prefill_cpu:
         runs=[METRICS.format(arch=a, size=MAIN, seed=SEED) for a in PREFILL_CHECKPOINTED],
         code=PREFILL_CODE,
     output:
-        RES + "/prefill_cpu.csv",
+        f"{RES}/prefill_cpu.csv",
     threads: THREADS
     log:
-        WORK + "/logs/prefill_cpu.log",
+        f"{WORK}/logs/prefill_cpu.log",
     params:
         cfg=rule_config("prefill_cpu"),
         checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in PREFILL_CHECKPOINTED),
@@ -38,12 +38,12 @@ rule prefill_cpu_128k:
     input:
         PREFILL_CODE,
     output:
-        RES + "/prefill_128k.csv",
+        f"{RES}/prefill_128k.csv",
     params:
         cfg=rule_config("prefill_cpu_128k"),
     threads: THREADS
     log:
-        WORK + "/logs/prefill_128k.log",
+        f"{WORK}/logs/prefill_128k.log",
     shell:
         "{PY} suite.bench.prefill_cpu --mode 128k --profile {PROFILE} --threads {threads} --out {output} > {log} 2>&1"
 
@@ -56,15 +56,17 @@ rule gpu_benchmarks:
         code("suite/bench/gpu_all.sh"),
         sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.bench.cost_model"),
     output:
-        prefill=GPU_OUT + "/prefill.csv",
-        e2e=GPU_OUT + "/e2e.csv",
-        cost=GPU_OUT + "/cost_model.csv",
+        prefill=f"{GPU_OUT}/prefill.csv",
+        e2e=f"{GPU_OUT}/e2e.csv",
+        cost=f"{GPU_OUT}/cost_model.csv",
+    params:
+        window=STUDY["window"],
     resources:
         gpu=1,
     log:
-        WORK + "/logs/gpu_benchmarks.log",
+        f"{WORK}/logs/gpu_benchmarks.log",
     shell:
-        "OUT={GPU_OUT} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"
+        "OUT={GPU_OUT} WINDOW={params.window} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"
 
 
 rule fla_crosscheck:
@@ -74,12 +76,12 @@ rule fla_crosscheck:
     input:
         sources("suite.bench.fla_vs_naive"),
     output:
-        crosscheck=GPU_OUT + "/fla_crosscheck.csv",
-        throughput=GPU_OUT + "/baseline_throughput.csv",
+        crosscheck=f"{GPU_OUT}/fla_crosscheck.csv",
+        throughput=f"{GPU_OUT}/baseline_throughput.csv",
     resources:
         gpu=1,
     log:
-        WORK + "/logs/fla_crosscheck.log",
+        f"{WORK}/logs/fla_crosscheck.log",
     shell:
         "{PY} suite.bench.fla_vs_naive --out-dir {GPU_OUT} > {log} 2>&1"
 
@@ -100,12 +102,14 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
         input:
             sources("suite.bench.seq_parallel_gpu"),
         output:
-            GPU_OUT + "/seq_parallel.csv",
+            f"{GPU_OUT}/seq_parallel.csv",
+        params:
+            window=STUDY["window"],
         resources:
             gpu=2,
         log:
-            WORK + "/logs/seq_parallel.log",
+            f"{WORK}/logs/seq_parallel.log",
         shell:
             "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
             "{PY} torch.distributed.run --standalone --nproc_per_node {resources.gpu} "
-            "-m suite.bench.seq_parallel_gpu --out {output} > {log} 2>&1"
+            "-m suite.bench.seq_parallel_gpu --window {params.window} --out {output} > {log} 2>&1"

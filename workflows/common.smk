@@ -1,4 +1,4 @@
-# What each rule depends on besides its input files, in one place: the repository code its command runs
+# What each rule depends on besides its input files, in one place - the repository code its command runs
 # (`sources`, `code`: code inputs) and the study-config values it reads (`rule_config`: its `params: cfg=`).
 # Snakemake reruns a job when an input is newer than its outputs or its params changed (both default rerun
 # triggers), but it does not look into imported modules or into the study config, and it records the shell
@@ -63,7 +63,7 @@ def section(name, but=()):
     return [f"{name}.{key}" for key in sorted(SCHEMA["properties"][name]["properties"]) if key not in but]
 
 
-# Study-config keys (dotted paths) each rule reads, through `--config` or on its command line. Not listed: paths
+# Study-config keys (dotted paths) each job reads, through `--config` or on its command line. Not listed: paths
 # (inputs and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `niah.archs`, `niah.size`,
 # `mqar.size`, `mqar.sizes`, `conversion.seeds` (they name the jobs and their files), `description`, `train.save_every`
 # (checkpoint frequency: a resumed run is bit-identical to an uninterrupted one) and `threads` of jobs whose result
@@ -92,7 +92,7 @@ RULE_CONFIG = {
     "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],
     "convert_base": ["conversion.pretrained.window"],
     "conversion_identity": ["conversion.pretrained.identity_len", "conversion.pretrained.window", "device", "profile"],
-    "pretrained_train": ["conversion.pretrained." + k for k in ("seq_len", "steps", "batch_size", "lr", "warmup",
+    "pretrained_train": [f"conversion.pretrained.{k}" for k in ("seq_len", "steps", "batch_size", "lr", "warmup",
                                                                  "min_lr_ratio", "weight_decay", "dtype")]
     + ["device", "profile"],
     "pretrained_benchmarks": ["conversion.pretrained.eval", "device", "profile"],

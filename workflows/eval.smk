@@ -12,8 +12,8 @@ LM = STUDY["lm_eval"]
 NIAH = STUDY["niah"]
 MQAR = STUDY["mqar"]
 TRAIN_LEN = STUDY["train"]["seq_len"]
-QUALITY = RES + "/eval/quality/{arch}/{size}/seed{seed}.csv"
-METRICS = RES + "/train/{arch}/{size}/seed{seed}/metrics.csv"
+QUALITY = f"{RES}/eval/quality/{{arch}}/{{size}}/seed{{seed}}.csv"
+METRICS = f"{RES}/train/{{arch}}/{{size}}/seed{{seed}}/metrics.csv"
 
 
 def csv_list(values):
@@ -54,10 +54,10 @@ rule lm_eval:
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/lm_eval_{arch}_{size}.log",
+        f"{WORK}/logs/lm_eval_{{arch}}_{{size}}.log",
     params:
         cfg=rule_config("lm_eval"),
-        checkpoints=lambda w: " ".join(run_dir(w.arch, w.size, s) + "/checkpoint" for s in SEEDS),
+        checkpoints=lambda w: " ".join(f"{run_dir(w.arch, w.size, s)}/checkpoint" for s in SEEDS),
         tasks=lambda w: lm_tasks(w.size),
     shell:
         "{PY} suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {SEEDS} "
@@ -80,14 +80,14 @@ if LM.get("data"):
             base=[f"{d}/base_model.json" for k, d in PROMPT_TOKENIZERS.items() if k == "base"],
             code=sources("suite.eval.prompt_lengths"),
         output:
-            RES + "/prompt_lengths.csv",
+            f"{RES}/prompt_lengths.csv",
         params:
             cfg=rule_config("prompt_lengths"),
             tokenizers=" ".join(f"{k}={d}" for k, d in PROMPT_TOKENIZERS.items()),
             shots=csv_list(PROMPT_SHOTS),
             limit=f"--limit {LM['limit']}" if LM["limit"] is not None else "",
         log:
-            WORK + "/logs/prompt_lengths.log",
+            f"{WORK}/logs/prompt_lengths.log",
         shell:
             "{PY} suite.eval.prompt_lengths --benchmark-data {BENCH} --tokenizer {params.tokenizers} "
             "--tasks commonsense,mmlu,recall --num-fewshot {params.shots} {params.limit} --window {STUDY[window]} "
@@ -96,16 +96,16 @@ if LM.get("data"):
 
 rule conversion_lm_eval:
     input:
-        runs=per_seed(RES + "/conversion/{{variant}}/seed{seed}/metrics.csv", CONV_SEEDS),
+        runs=per_seed("{res}/conversion/{{variant}}/seed{seed}/metrics.csv", CONV_SEEDS, res=RES),
         val=f"{DATA}/val.txt",
         code=LM_EVAL_CODE,
     output:
-        per_seed(RES + "/eval/quality/conversion_{{variant}}/seed{seed}.csv", CONV_SEEDS),
+        per_seed("{res}/eval/quality/conversion_{{variant}}/seed{seed}.csv", CONV_SEEDS, res=RES),
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/lm_eval_conversion_{variant}.log",
+        f"{WORK}/logs/lm_eval_conversion_{{variant}}.log",
     params:
         cfg=rule_config("conversion_lm_eval"),
         checkpoints=lambda w: " ".join(f"{WORK}/conversion/{w.variant}/seed{s}/checkpoint" for s in CONV_SEEDS),
@@ -114,7 +114,7 @@ rule conversion_lm_eval:
         "--tasks val_ppl {LM_ARGS} --arch {wildcards.variant} --size {CONV[size]} > {log} 2>&1"
 
 
-NIAH_OUT = RES + "/eval/niah/{arch}/" + NIAH["size"] + f"/seed{SEED}.csv"
+NIAH_OUT = f"{RES}/eval/niah/{{arch}}/{NIAH['size']}/seed{SEED}.csv"
 
 
 rule niah:
@@ -130,7 +130,7 @@ rule niah:
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/niah_{arch}.log",
+        f"{WORK}/logs/niah_{{arch}}.log",
     params:
         cfg=lambda w: rule_config("niah", w.arch),
         lengths=csv_list(NIAH["lengths"]),
@@ -157,7 +157,7 @@ rule niah:
 
 
 MQAR_SIZES = mqar_sizes(MQAR)
-MQAR_OUT = RES + "/eval/mqar/{arch}/{size}" + f"/seed{SEED}.csv"
+MQAR_OUT = f"{RES}/eval/mqar/{{arch}}/{{size}}/seed{SEED}.csv"
 
 
 rule mqar:
@@ -173,7 +173,7 @@ rule mqar:
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/mqar_{arch}_{size}.log",
+        f"{WORK}/logs/mqar_{{arch}}_{{size}}.log",
     params:
         cfg=rule_config("mqar"),
         recipe=" ".join(mqar_cli_args(MQAR)),
@@ -192,7 +192,7 @@ rule collect_quality:
         metrics=runs(METRICS, ARCHS, [MAIN]),
         code=COLLECT_CODE,
     output:
-        RES + "/quality.csv",
+        f"{RES}/quality.csv",
     shell:
         "{PY} suite.collect quality --evals {input.evals} --metrics {input.metrics} --out {output}"
 
@@ -203,7 +203,7 @@ rule collect_ablation:
         metrics=runs(METRICS, ABL_VARIANTS, ABL_SIZES),
         code=COLLECT_CODE,
     output:
-        RES + "/ablation.csv",
+        f"{RES}/ablation.csv",
     shell:
         "{PY} suite.collect ablation --evals {input.evals} --metrics {input.metrics} --out {output}"
 
@@ -214,12 +214,12 @@ CONV_VARIANTS = ["base", "base_cpt", "conversion"]
 rule collect_conversion:
     input:
         evals=[QUALITY.format(arch="transformer", size=CONV["size"], seed=s) for s in CONV_SEEDS]
-              + [RES + f"/eval/quality/conversion_{v}/seed{s}.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
+              + [f"{RES}/eval/quality/conversion_{v}/seed{s}.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
         metrics=[METRICS.format(arch="transformer", size=CONV["size"], seed=s) for s in CONV_SEEDS]
-                + [RES + f"/conversion/{v}/seed{s}/metrics.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
+                + [f"{RES}/conversion/{v}/seed{s}/metrics.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
         code=COLLECT_CODE,
     output:
-        RES + "/conversion.csv",
+        f"{RES}/conversion.csv",
     params:
         variants=" ".join(v for v in CONV_VARIANTS for _ in CONV_SEEDS),
     shell:
@@ -237,7 +237,7 @@ rule collect_niah:
         csvs=[NIAH_OUT.format(arch=a) for a in NIAH_ARCHS],
         code=COLLECT_CODE,
     output:
-        RES + "/niah.csv",
+        f"{RES}/niah.csv",
     params:
         skipped=f"--not-run {NIAH_SKIPPED}" if NIAH_SKIPPED else "",
     shell:
@@ -249,7 +249,7 @@ rule collect_mqar:
         csvs=[MQAR_OUT.format(arch=a, size=s) for a in ARCHS for s in MQAR_SIZES],
         code=COLLECT_CODE,
     output:
-        RES + "/mqar.csv",
+        f"{RES}/mqar.csv",
     shell:
         "{PY} suite.collect concat --inputs {input.csvs} --out {output}"
 
@@ -260,23 +260,23 @@ MQAR_CONTROL = "--mqar-cell " + ":".join(map(str, mqar_control_cell(MQAR))) + \
 
 
 # the pretrained models' benchmark rows (workflows/pretrained.smk): the benchmarks' positive and negative controls
-PRETRAINED_CSV = [RES + "/pretrained.csv"] if STUDY["conversion"].get("pretrained") else []
-IDENTITY_CSV = [RES + "/pretrained_identity.csv"] if STUDY["conversion"].get("pretrained") else []  # conversion
+PRETRAINED_CSV = [f"{RES}/pretrained.csv"] if STUDY["conversion"].get("pretrained") else []
+IDENTITY_CSV = [f"{RES}/pretrained_identity.csv"] if STUDY["conversion"].get("pretrained") else []  # conversion
 
 
 rule controls:
     """Positive and negative control of every quality experiment (suite.eval.controls)."""
     input:
-        mqar=RES + "/mqar.csv",
-        niah=RES + "/niah.csv",
-        quality=RES + "/quality.csv",
-        first=runs(RES + "/train/{arch}/{size}/seed{seed}/loss.csv", ["transformer"], [MAIN]),
+        mqar=f"{RES}/mqar.csv",
+        niah=f"{RES}/niah.csv",
+        quality=f"{RES}/quality.csv",
+        first=runs(f"{RES}/train/{{arch}}/{{size}}/seed{{seed}}/loss.csv", ["transformer"], [MAIN]),
         tokens=[rules.tokenizer.output.tokenizer, rules.tokenizer.output.train, rules.tokenizer.output.val],  # unigram
         pretrained=PRETRAINED_CSV,
         identity=IDENTITY_CSV,
         code=sources("suite.eval.controls"),
     output:
-        RES + "/controls.csv",
+        f"{RES}/controls.csv",
     params:
         cfg=rule_config("controls"),
         pretrained=(f"--pretrained {PRETRAINED_CSV[0]} --identity {IDENTITY_CSV[0]}") if PRETRAINED_CSV else "",

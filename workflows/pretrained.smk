@@ -8,9 +8,9 @@
 # model's context; the conversion identity (w >= T reproduces Base) is measured in the run.
 
 PRE = CONV.get("pretrained")
-MODELS = WORK + "/models"
-ENGLISH = DATA + "/english"
-PRE_RES = RES + "/pretrained"
+MODELS = f"{WORK}/models"
+ENGLISH = f"{DATA}/english"
+PRE_RES = f"{RES}/pretrained"
 PRE_ARMS = PRE["arms"] if PRE else []
 TRAINED_ARMS = [a for a in PRE_ARMS if a in ("base_cpt", "conversion")]
 PRE_SEEDS = PRE.get("seeds", [SEED]) if PRE else []
@@ -44,12 +44,12 @@ rule base_model:
     input:
         sources("suite.train.base_model"),
     output:
-        base=MODELS + "/base/base_model.json",
-        random=MODELS + "/random_init/base_model.json",
+        base=f"{MODELS}/base/base_model.json",
+        random=f"{MODELS}/random_init/base_model.json",
     params:
         cfg=rule_config("base_model"),
     log:
-        WORK + "/logs/base_model.log",
+        f"{WORK}/logs/base_model.log",
     shell:
         "{PY} suite.train.base_model {CFG} --out {MODELS}/base --random-init {MODELS}/random_init > {log} 2>&1"
 
@@ -60,15 +60,15 @@ rule english_data:
         rules.base_model.output.base,
         sources("suite.data.english"),
     output:
-        summary=ENGLISH + "/english.json",
-        train=ENGLISH + "/tokens/train.npy",
-        val=ENGLISH + "/tokens/val.npy",
-        test=ENGLISH + "/tokens/test.npy",
-        haystack=ENGLISH + "/test.txt",
+        summary=f"{ENGLISH}/english.json",
+        train=f"{ENGLISH}/tokens/train.npy",
+        val=f"{ENGLISH}/tokens/val.npy",
+        test=f"{ENGLISH}/tokens/test.npy",
+        haystack=f"{ENGLISH}/test.txt",
     params:
         cfg=rule_config("english_data"),
     log:
-        WORK + "/logs/english_data.log",
+        f"{WORK}/logs/english_data.log",
     shell:
         "{PY} suite.data.english {CFG} --base-model {MODELS}/base --data-dir {ENGLISH} > {log} 2>&1"
 
@@ -79,11 +79,11 @@ rule convert_base:
         rules.base_model.output.base,
         sources("suite.train.convert_base"),
     output:
-        MODELS + "/converted/base_model.json",
+        f"{MODELS}/converted/base_model.json",
     params:
         cfg=rule_config("convert_base"),
     log:
-        WORK + "/logs/convert_base.log",
+        f"{WORK}/logs/convert_base.log",
     shell:
         "{PY} suite.train.convert_base --base {MODELS}/base --window {PRE[window]} --out {MODELS}/converted > {log} 2>&1"
 
@@ -95,14 +95,14 @@ rule conversion_identity:
         rules.english_data.output.val,
         sources("suite.eval.identity"),
     output:
-        RES + "/pretrained_identity.csv",
+        f"{RES}/pretrained_identity.csv",
     params:
         cfg=rule_config("conversion_identity"),
         tokens=PRE.get("identity_len", 2048) if PRE else 0,
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/conversion_identity.log",
+        f"{WORK}/logs/conversion_identity.log",
     shell:
         "{PY} suite.eval.identity --base {MODELS}/base --data-dir {ENGLISH} --tokens {params.tokens} "
         "--window {PRE[window]} --device {STUDY[device]} --profile {PROFILE} --out {output} > {log} 2>&1"
@@ -117,8 +117,8 @@ rule pretrained_train:
         tokens=rules.english_data.output.train,
         code=TRAIN_CODE,
     output:
-        metrics=PRE_RES + "/train/{arm}/seed{seed}/metrics.csv",
-        loss=PRE_RES + "/train/{arm}/seed{seed}/loss.csv",
+        metrics=f"{PRE_RES}/train/{{arm}}/seed{{seed}}/metrics.csv",
+        loss=f"{PRE_RES}/train/{{arm}}/seed{{seed}}/loss.csv",
     wildcard_constraints:
         arm="base_cpt|conversion",
     params:
@@ -133,7 +133,7 @@ rule pretrained_train:
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/pretrained_train_{arm}_seed{seed}.log",
+        f"{WORK}/logs/pretrained_train_{{arm}}_seed{{seed}}.log",
     shell:
         "{PY} suite.train.run --model {params.start} --arch {wildcards.arm} --data-dir {ENGLISH} "
         "--out-dir {params.out} --seed {wildcards.seed} {params.recipe} --device {STUDY[device]} "
@@ -162,8 +162,8 @@ rule pretrained_benchmarks:
         data=f"{DATA}/benchmarks/source.json",
         code=LM_EVAL_CODE,
     output:
-        quality=PRE_RES + "/eval/{variant}/seed{seed}/quality.csv",
-        mmlu=PRE_RES + "/eval/{variant}/seed{seed}/mmlu.csv" if MMLU_LIMIT else [],
+        quality=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/quality.csv",
+        mmlu=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/mmlu.csv" if MMLU_LIMIT else [],
     params:
         cfg=rule_config("pretrained_benchmarks"),
         model=lambda w: pre_model(w.variant, w.seed),
@@ -176,7 +176,7 @@ rule pretrained_benchmarks:
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/pretrained_benchmarks_{variant}_seed{seed}.log",
+        f"{WORK}/logs/pretrained_benchmarks_{{variant}}_seed{{seed}}.log",
     shell:
         "({PY} suite.eval.harness --checkpoint {params.model} --tasks {params.tasks} {params.limit} {params.common} "
         "--out {output.quality}{params.mmlu}) > {log} 2>&1"
@@ -189,7 +189,7 @@ rule pretrained_ppl:
         tokens=rules.english_data.output.val,
         code=sources("suite.eval.ppl_buckets"),
     output:
-        PRE_RES + "/eval/{variant}/seed{seed}/ppl.csv",
+        f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/ppl.csv",
     params:
         cfg=rule_config("pretrained_ppl"),
         model=lambda w: pre_model(w.variant, w.seed),
@@ -197,7 +197,7 @@ rule pretrained_ppl:
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/pretrained_ppl_{variant}_seed{seed}.log",
+        f"{WORK}/logs/pretrained_ppl_{{variant}}_seed{{seed}}.log",
     shell:
         "{PY} suite.eval.ppl_buckets --checkpoint {params.model} --data-dir {ENGLISH} --max-len {PRE[ppl][max_len]} "
         "--docs {PRE[ppl][docs]} --variant {wildcards.variant} --seed {wildcards.seed} --device {STUDY[device]} "
@@ -211,7 +211,7 @@ rule pretrained_niah:
         haystack=rules.english_data.output.haystack,
         code=NIAH_CODE,
     output:
-        PRE_RES + "/eval/{variant}/seed{seed}/niah.csv",
+        f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/niah.csv",
     params:
         cfg=rule_config("pretrained_niah"),
         model=lambda w: pre_model(w.variant, w.seed),
@@ -224,7 +224,7 @@ rule pretrained_niah:
     resources:
         gpu=GPU_JOB,
     log:
-        WORK + "/logs/pretrained_niah_{variant}_seed{seed}.log",
+        f"{WORK}/logs/pretrained_niah_{{variant}}_seed{{seed}}.log",
     shell:
         "{PY} suite.eval.niah --checkpoint {params.model} --haystack {input.haystack} --format ruler "
         "--train-len {params.context} --lengths {params.lengths} "
@@ -243,7 +243,7 @@ rule collect_pretrained:
         base=rules.base_model.output.base,
         code=COLLECT_CODE,
     output:
-        RES + "/pretrained.csv",
+        f"{RES}/pretrained.csv",
     params:
         variants=" ".join(v for v, _ in PRE_EVAL for _ in (["quality", "mmlu"] if MMLU_LIMIT else ["quality"])),
     shell:
@@ -256,7 +256,7 @@ rule collect_pretrained_ppl:
         ppl=[f"{PRE_RES}/eval/{v}/seed{s}/ppl.csv" for v, s in PRE_HELD_OUT],
         code=COLLECT_CODE,
     output:
-        RES + "/pretrained_ppl.csv",
+        f"{RES}/pretrained_ppl.csv",
     shell:
         "{PY} suite.collect concat --inputs {input.ppl} --out {output}"
 
@@ -268,7 +268,7 @@ if PRE and "niah" in PRE:
             niah=[f"{PRE_RES}/eval/{v}/seed{s}/niah.csv" for v, s in PRE_HELD_OUT],
             code=COLLECT_CODE,
         output:
-            RES + "/pretrained_niah.csv",
+            f"{RES}/pretrained_niah.csv",
         shell:
             "{PY} suite.collect concat --inputs {input.niah} --out {output}"
 
@@ -281,7 +281,7 @@ if TRAINED_ARMS:
             loss=[f"{PRE_RES}/train/{a}/seed{s}/loss.csv" for a in TRAINED_ARMS for s in PRE_SEEDS],
             code=COLLECT_CODE,
         output:
-            RES + "/pretrained_loss.csv",
+            f"{RES}/pretrained_loss.csv",
         params:
             runs=" ".join(f"{a}:{s}" for a in TRAINED_ARMS for s in PRE_SEEDS),
         shell:
@@ -296,12 +296,12 @@ if TRAINED_ARMS:
             metrics=[f"{PRE_RES}/train/{a}/seed{s}/metrics.csv" for a in TRAINED_ARMS for s in PRE_SEEDS],
             code=COLLECT_CODE,
         output:
-            RES + "/pretrained_train.csv",
+            f"{RES}/pretrained_train.csv",
         shell:
             "{PY} suite.collect concat --inputs {input.metrics} --out {output}"
 
 
 # what the report reads of this experiment
-PRETRAINED_OUT = ([RES + "/pretrained.csv", RES + "/pretrained_ppl.csv", RES + "/pretrained_identity.csv"]
-                  + ([RES + "/pretrained_niah.csv"] if PRE and "niah" in PRE else [])
-                  + ([RES + "/pretrained_loss.csv", RES + "/pretrained_train.csv"] if TRAINED_ARMS else [])) if PRE else []
+PRETRAINED_OUT = ([f"{RES}/pretrained.csv", f"{RES}/pretrained_ppl.csv", f"{RES}/pretrained_identity.csv"]
+                  + ([f"{RES}/pretrained_niah.csv"] if PRE and "niah" in PRE else [])
+                  + ([f"{RES}/pretrained_loss.csv", f"{RES}/pretrained_train.csv"] if TRAINED_ARMS else [])) if PRE else []

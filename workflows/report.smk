@@ -1,6 +1,6 @@
 # Rendering: every paper table and figure, reported beside measured, with the diff and the measured scale.
 
-RENDER_PREFIX = "" if RENDER in (".", "./", "") else RENDER.rstrip("/") + "/"  # "./x" paths make snakemake warn
+RENDER_PREFIX = "" if RENDER in (".", "./", "") else f"{RENDER.rstrip('/')}/"  # "./x" paths make snakemake warn
 TABLES = ([f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv", "tex")]
           + [f"{RENDER_PREFIX}paper_tables/prompt_lengths.{ext}" for ext in ("md", "csv")])
 FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu", "fig_conversion_loss")
@@ -9,16 +9,16 @@ FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in FIGURE_NAMES for e
 
 rule render:
     input:
-        RES + "/quality.csv",
-        RES + "/ablation.csv",
-        RES + "/conversion.csv",
-        RES + "/niah.csv",
-        RES + "/mqar.csv",
-        RES + "/prefill_cpu.csv",
-        RES + "/prefill_128k.csv",
-        RES + "/controls.csv",
+        f"{RES}/quality.csv",
+        f"{RES}/ablation.csv",
+        f"{RES}/conversion.csv",
+        f"{RES}/niah.csv",
+        f"{RES}/mqar.csv",
+        f"{RES}/prefill_cpu.csv",
+        f"{RES}/prefill_128k.csv",
+        f"{RES}/controls.csv",
         PRETRAINED_OUT,
-        [RES + "/prompt_lengths.csv"] if LM.get("data") else [],
+        [f"{RES}/prompt_lengths.csv"] if LM.get("data") else [],
         sources("suite.report.render"),
         "paper_tables/claims.yaml",
         "paper_tables/reported",

@@ -5,7 +5,7 @@
 # results/ gets the metrics and loss curves. A job that Snakemake reruns because its code, inputs
 # or config values changed starts its runs afresh (--restart-if-changed: the run folder's run_config.json differs).
 
-RUN = WORK + "/runs/{arch}/{size}/seed{seed}"
+RUN = f"{WORK}/runs/{{arch}}/{{size}}/seed{{seed}}"
 TRAIN_CODE = sources("suite.train.run")
 SEED_LIST = ",".join(map(str, SEEDS))
 
@@ -38,8 +38,8 @@ rule train:
         rules.tokenizer.output,
         TRAIN_CODE,
     output:
-        metrics=per_seed(RES + "/train/{{arch}}/{{size}}/seed{seed}/metrics.csv"),
-        loss=per_seed(RES + "/train/{{arch}}/{{size}}/seed{seed}/loss.csv"),
+        metrics=per_seed("{res}/train/{{arch}}/{{size}}/seed{seed}/metrics.csv", res=RES),
+        loss=per_seed("{res}/train/{{arch}}/{{size}}/seed{seed}/loss.csv", res=RES),
     params:
         cfg=lambda w: rule_config("train", w.arch),
         out=lambda w: f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
@@ -50,7 +50,7 @@ rule train:
     resources:
         gpu=TRAIN_GPUS,
     log:
-        WORK + "/logs/train_{arch}_{size}.log",
+        f"{WORK}/logs/train_{{arch}}_{{size}}.log",
     shell:
         "{params.launch} suite.train.run {CFG} --data-dir {DATA} --out-dir '{params.out}' --arch {wildcards.arch} "
         "--size {wildcards.size} --seed {SEED_LIST} --restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"
@@ -59,19 +59,19 @@ rule train:
 CONV = STUDY["conversion"]
 CONV_SEEDS = CONV.get("seeds", SEEDS)
 CONV_SEED_LIST = ",".join(map(str, CONV_SEEDS))
-CONV_BASE = WORK + f"/runs/transformer/{CONV['size']}/seed{{seed}}/checkpoint"
-CONV_DIR = WORK + "/conversion/{variant}/seed{{seed}}"
-CONV_RES = RES + "/conversion/{variant}/seed{{seed}}"
+CONV_BASE = f"{WORK}/runs/transformer/{CONV['size']}/seed{{seed}}/checkpoint"
+CONV_DIR = f"{WORK}/conversion/{{variant}}/seed{{{{seed}}}}"  # .format(variant=...), then per seed
+CONV_RES = f"{RES}/conversion/{{variant}}/seed{{{{seed}}}}"
 
 
 rule conversion_cpt:
     """Base CPT: the trained Transformer continues on the same extra tokens, architecture unchanged."""
     input:
-        base=per_seed(RES + f"/train/transformer/{CONV['size']}/seed{{seed}}/metrics.csv", CONV_SEEDS),
+        base=per_seed(f"{RES}/train/transformer/{CONV['size']}/seed{{seed}}/metrics.csv", CONV_SEEDS),
         code=TRAIN_CODE,
     output:
-        metrics=per_seed(RES + "/conversion/base_cpt/seed{seed}/metrics.csv", CONV_SEEDS),
-        loss=per_seed(RES + "/conversion/base_cpt/seed{seed}/loss.csv", CONV_SEEDS),
+        metrics=per_seed(f"{RES}/conversion/base_cpt/seed{{seed}}/metrics.csv", CONV_SEEDS),
+        loss=per_seed(f"{RES}/conversion/base_cpt/seed{{seed}}/loss.csv", CONV_SEEDS),
     params:
         cfg=rule_config("conversion"),
         out=lambda w: CONV_DIR.format(variant="base_cpt"),
@@ -81,7 +81,7 @@ rule conversion_cpt:
     resources:
         gpu=TRAIN_GPUS,
     log:
-        WORK + "/logs/conversion_base_cpt.log",
+        f"{WORK}/logs/conversion_base_cpt.log",
     shell:
         "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
         "--model '{CONV_BASE}' --size {CONV[size]} --seed {CONV_SEED_LIST} --restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"
@@ -90,11 +90,11 @@ rule conversion_cpt:
 rule conversion_orthros:
     """Conversion: the same trained Transformer converted to Orthros (SO at identity), same extra tokens."""
     input:
-        base=per_seed(RES + f"/train/transformer/{CONV['size']}/seed{{seed}}/metrics.csv", CONV_SEEDS),
+        base=per_seed(f"{RES}/train/transformer/{CONV['size']}/seed{{seed}}/metrics.csv", CONV_SEEDS),
         code=TRAIN_CODE,
     output:
-        metrics=per_seed(RES + "/conversion/conversion/seed{seed}/metrics.csv", CONV_SEEDS),
-        loss=per_seed(RES + "/conversion/conversion/seed{seed}/loss.csv", CONV_SEEDS),
+        metrics=per_seed(f"{RES}/conversion/conversion/seed{{seed}}/metrics.csv", CONV_SEEDS),
+        loss=per_seed(f"{RES}/conversion/conversion/seed{{seed}}/loss.csv", CONV_SEEDS),
     params:
         cfg=rule_config("conversion", "orthros"),
         out=lambda w: CONV_DIR.format(variant="conversion"),
@@ -105,7 +105,7 @@ rule conversion_orthros:
     resources:
         gpu=TRAIN_GPUS,
     log:
-        WORK + "/logs/conversion_orthros.log",
+        f"{WORK}/logs/conversion_orthros.log",
     shell:
         "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
         "--arch orthros --size {CONV[size]} --init-from '{CONV_BASE}' --seed {CONV_SEED_LIST} --restart-if-changed --no-progress "

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from models.sizes import get_size
+from suite.archs import PAPER_WINDOW
 
 ARCHS = ("transformer", "orthros")
 BYTES_BF16 = 2
@@ -139,7 +140,7 @@ def attn_flops(shape: Shape, pairs: int) -> int:
     return 4 * shape.heads * shape.head_dim * pairs
 
 
-def prefill_flops(shape: Shape, T: int, arch: str, window: int | None = 128, batch: int = 1) -> dict:
+def prefill_flops(shape: Shape, T: int, arch: str, window: int | None = PAPER_WINDOW, batch: int = 1) -> dict:
     """FLOPs of a full-model prefill of ``batch`` sequences of T tokens, logits for the last token only.
 
     Returns a dict with ``dense``, ``window_attn``, ``full_attn``, ``query_attn`` (Orthros's output
@@ -185,7 +186,7 @@ MERGE_BYTES_PER_EL = 34  # sdpa-flash-lse merge: two bf16 partials to fp32 (2+4 
 
 
 def prefill_time(shape: Shape, T: int, arch: str, gpus: int = 1, rates: Rates | None = None,
-                 window: int | None = 128, batch: int = 1, fused: bool = False) -> dict:
+                 window: int | None = PAPER_WINDOW, batch: int = 1, fused: bool = False) -> dict:
     """Predicted prefill seconds, by component, on ``gpus`` GPUs with sequence (context) parallelism.
 
     ``fused``: element-wise work as the fused (compiled) path moves it (:func:`elementwise_bytes`).
@@ -241,13 +242,13 @@ def prefill_time(shape: Shape, T: int, arch: str, gpus: int = 1, rates: Rates | 
 
 
 def seq_parallel_speedup(shape: Shape, T: int, arch: str, gpus: int, rates: Rates | None = None,
-                         window: int | None = 128) -> float:
+                         window: int | None = PAPER_WINDOW) -> float:
     """Predicted same-arch speedup of ``gpus`` GPUs over one: prefill_time(1) / prefill_time(gpus)."""
     one = prefill_time(shape, T, arch, 1, rates, window)["total_s"]
     return one / prefill_time(shape, T, arch, gpus, rates, window)["total_s"]
 
 
-def decode_step_bytes(shape: Shape, context: int, batch: int, arch: str, window: int | None = 128) -> int:
+def decode_step_bytes(shape: Shape, context: int, batch: int, arch: str, window: int | None = PAPER_WINDOW) -> int:
     """HBM bytes one decode step reads: weights once + K/V of ``context + 1`` keys per sequence
     (Orthros adds its base token's min(w, context + 1) keys)."""
     _check(context + 1, arch, window, batch)
@@ -256,14 +257,14 @@ def decode_step_bytes(shape: Shape, context: int, batch: int, arch: str, window:
 
 
 def decode_step_time(shape: Shape, context: int, batch: int, arch: str, rates: Rates | None = None,
-                     window: int | None = 128) -> float:
+                     window: int | None = PAPER_WINDOW) -> float:
     """Seconds of one HBM-bound decode step with ``context`` tokens already cached (one new token per sequence)."""
     rates = rates or Rates()
     return decode_step_bytes(shape, context, batch, arch, window) / rates.hbm_bytes_per_s
 
 
 def e2e(shape: Shape, input_len: int, output_len: int, batch: int, arch: str, rates: Rates | None = None,
-        window: int | None = 128) -> dict:
+        window: int | None = PAPER_WINDOW) -> dict:
     """Predicted generation of ``output_len`` tokens per sequence after an ``input_len`` prompt, batch ``batch``.
 
     TTFT = prefill of the batch (it yields the first token); then output_len - 1 decode steps.
@@ -297,7 +298,7 @@ PAPER_E2E = {  # (input, output): (TTFT speedup, E2E speedup)
     (131072, 128): (4.54, 3.45), (130048, 1024): (4.40, 1.80), (122880, 8192): (4.46, 1.12)}
 
 
-def prediction_rows(shape: Shape, rates: Rates, window: int = 128, size: str = "qwen3_8b") -> list[dict]:
+def prediction_rows(shape: Shape, rates: Rates, window: int = PAPER_WINDOW, size: str = "qwen3_8b") -> list[dict]:
     """Rows of the prediction table: prefill speedup vs length (8K..1M) on 1 and 8 GPUs, and E2E rows."""
     rows = []
     for gpus in (1, 8):
@@ -335,7 +336,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=out_file, default="results/gpu/cost_model.csv")
     ap.add_argument("--size", type=size_name, default="qwen3_8b")
-    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW)
     ap.add_argument("--rates", type=in_file, default=None,
                     help="JSON of measured rates (prefill_gpu writes rates.json)")
     args = ap.parse_args(argv)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from suite.archs import ORTHROS_ARCHS
+from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.engine import Engine
@@ -150,7 +150,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--configs", type=parse_configs, default="131072/128,130048/1024,122880/8192",
                     help="INPUT/OUTPUT token counts, comma-separated")
     ap.add_argument("--batch", type=positive_int, default=2)
-    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW)
     ap.add_argument("--bucket", type=positive_int, default=2048)
     ap.add_argument("--chunk", type=positive_int, default=1024)
     ap.add_argument("--full-decode-max", type=nonnegative_int, default=1024, help="longest decode run in full")

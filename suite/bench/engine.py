@@ -349,7 +349,7 @@ class Engine:
         fns, w = self._fns, self._w[i]
         q, k, v = fz.call_attn_in(fns, w, "base", hc, cos, sin)
         self._write_kv(i, s, k, v)
-        lo = 0 if w.window is None else max(0, s - w.window + 1)
+        lo = kernels.window_start(s, w.window)
         if lo < s:  # earlier chunks' keys: read the span back from the cache (it holds this chunk's too)
             k, v = self._read_kv(i, lo, e)
         o = kernels.attention(q, k, v, torch.arange(s - lo, e - lo, device=self.device), w.window)

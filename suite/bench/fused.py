@@ -489,7 +489,7 @@ class PrefillRunner:
                 hc = h[:, s:e]
                 q, k, v = call_attn_in(fns, w, "base", hc, cos, sin)
                 k, v = kv.write(i, s, k, v)
-                lo = s if w.window is None and s == 0 else (0 if w.window is None else max(0, s - w.window + 1))
+                lo = kernels.window_start(s, w.window)
                 if lo < s:
                     k_old, v_old = kv.read(i, lo, s)
                     k, v = torch.cat([k_old, k], dim=2), torch.cat([v_old, v], dim=2)

@@ -8,7 +8,8 @@
 # Every step writes its CSV row by row, so a step cut by its time limit keeps what it measured.
 # Usage (repository root or anywhere): OUT=/path/to/out bash suite/bench/gpu_all.sh
 #   TOTAL_S (default 470) caps the whole command; PART=main runs steps 1-3, PART=hybrids step 4 (GDN kernels
-#   JIT-compile for minutes, so under a 10-minute cap a command of its own), PART=all (default) both.
+#   JIT-compile for minutes, so under a 10-minute cap a command of its own), PART=all (default) both. WINDOW (the
+#   study config's `window`, which the gpu_benchmarks rule passes) is the Orthros window w; unset, each step's default.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -35,28 +36,30 @@ cap() { local want=$1 l; l=$(left); (( l < want )) && want=$l; (( want < 1 )) &&
 PART=${PART:-all}
 [[ "$PART" =~ ^(all|main|hybrids)$ ]] || { echo "PART must be all, main or hybrids, got '$PART'" >&2; exit 2; }
 RATES=()
+WIN=()
+[[ -n "${WINDOW:-}" ]] && WIN=(--window "$WINDOW")
 [[ -f "$RES/rates.json" ]] && RATES=(--rates "$RES/rates.json")
 
 if [[ "$PART" != hybrids ]]; then
 echo "== prefill_gpu ($(left)s left)"
-timeout "$(cap 290)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
+timeout "$(cap 290)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" "${WIN[@]}" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
 
 echo "== e2e_gpu ($(left)s left)"
 [[ -f "$RES/rates.json" ]] && RATES=(--rates "$RES/rates.json")
-timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
+timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
 
 echo "== cost_model ($(left)s left)"
-python3 -m suite.bench.cost_model --out "$RES/cost_model.csv" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
+python3 -m suite.bench.cost_model --out "$RES/cost_model.csv" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
 
 fi
 
 if [[ "$PART" != main ]] && (( $(left) > 60 )) && python3 -c "import fla" 2>/dev/null; then
   echo "== prefill_gpu hybrids ($(left)s left; GDN kernels JIT-compile on first use)"
-  timeout "$(cap 200)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" --append "${RATES[@]}" \
+  timeout "$(cap 200)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
     --archs linear_hybrid,orthros_h --lengths 8192,32768,131072 --layer-lengths "" --budget-s 60 \
     2>&1 | tee "$OUT/prefill_hybrid.log"
   echo "== e2e_gpu hybrids ($(left)s left)"
-  timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" --append "${RATES[@]}" \
+  timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
     --archs linear_hybrid,orthros_h 2>&1 | tee "$OUT/e2e_hybrid.log"
 else
   echo "== hybrids skipped ($(left)s left or FLA absent)"

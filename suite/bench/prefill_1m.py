@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from suite.archs import PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
@@ -58,7 +59,7 @@ def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--size", type=size_name, default="qwen3_8b")
-    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW)
     ap.add_argument("--seq-len", type=positive_int, default=1048576)
     ap.add_argument("--check-len", type=positive_int, default=131072)
     ap.add_argument("--n-out", type=positive_int, default=512, help="output positions compared at --check-len")

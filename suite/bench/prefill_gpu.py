@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 from models import kernels
 from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
-from suite.archs import ORTHROS_ARCHS
+from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
@@ -168,7 +168,7 @@ def one_layer_prefill(model, T: int, device, chunk: int) -> dict:
 def _predicted_ms(shape, T, arch, gpus, rates, window, fused: bool = False) -> float | None:
     if arch not in cm.ARCHS:
         return None
-    return 1e3 * cm.prefill_time(shape, T, arch, gpus, rates, window if arch == "orthros" else None,
+    return 1e3 * cm.prefill_time(shape, T, arch, gpus, rates, window if arch in ORTHROS_ARCHS else None,
                                  fused=fused)["total_s"]
 
 
@@ -193,7 +193,7 @@ def main(argv=None) -> list[dict]:
                     help="comma list; pairs transformer/orthros, linear_hybrid/orthros_h")
     ap.add_argument("--lengths", type=_lengths, default="8192,16384,32768,65536,131072")
     ap.add_argument("--layer-lengths", type=_lengths, default="262144,524288,1048576")
-    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW)
     ap.add_argument("--matmul-n", type=positive_int, default=8192)
     ap.add_argument("--ffn-chunk", type=positive_int, default=131072)
     ap.add_argument("--repeats", type=positive_int, default=3)
@@ -301,7 +301,7 @@ def main(argv=None) -> list[dict]:
             shape = shape_of[arch]
             tflops = mfu = None
             if arch in cm.ARCHS:
-                window = args.window if arch == "orthros" else None
+                window = args.window if arch in ORTHROS_ARCHS else None
                 tflops = cm.prefill_flops(shape, T, arch, window)["total"] / r["ms"] / 1e9
                 mfu = tflops / matmul
             kr = kernel_rates.get((T, None if arch in ("transformer", "linear_hybrid") else args.window))

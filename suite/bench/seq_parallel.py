@@ -234,7 +234,7 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
         x = layer.input_layernorm(h)
         q_base, q_out, k, v = mix.project(x, n_local)  # q_out: the output row [B, H, 1, d]
         k = apply_rope(k, cos, sin)
-        halo = min(mix.window - 1, start)
+        halo = start - kernels.window_start(start, mix.window)
         k_halo, v_halo = _halo(k, mix.window - 1, bounds, rank, group), _halo(v, mix.window - 1, bounds, rank, group)
         keys, values = torch.cat([k_halo, k], dim=2), torch.cat([v_halo, v], dim=2)
         assert keys.shape[2] == halo + n_local

@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 from models import kernels
+from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
@@ -108,7 +109,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--layer-wise-from", type=_layer_wise, default="transformer=262144,orthros=1048576",
                     help="ARCH=T,...: lengths >= T of ARCH are timed as one layer x n_layers")
     ap.add_argument("--size", type=size_name, default="qwen3_8b")
-    ap.add_argument("--window", type=positive_int, default=128)
+    ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW)
     ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
     ap.add_argument("--repeats", type=positive_int, default=2, help="timed calls (1 when one call is predicted > 5 s)")
@@ -155,17 +156,17 @@ def _run(args, archs, lengths, layer_wise, device) -> list[dict]:
         if writer is not None:
             writer.common["prov"]["world_size"] = world_size
             writer.add(**{**dict.fromkeys(COLUMNS), **row, "shape": args.size,
-                          "window": args.window if row["arch"] == "orthros" else None})
+                          "window": args.window if row["arch"] in ORTHROS_ARCHS else None})
 
     for arch in archs:
-        window = args.window if arch == "orthros" else None
+        window = args.window if arch in ORTHROS_ARCHS else None
         models, warmed = {}, set()
         for T in lengths:
             method = LAYER_WISE if T >= layer_wise.get(arch, float("inf")) else FULL
             if method not in models:
                 torch.manual_seed(0)  # the same weights on every rank
                 layers = {"num_hidden_layers": 1} if method == LAYER_WISE else {}
-                overrides = {"window_size": window} if arch == "orthros" else {}
+                overrides = {"window_size": window} if arch in ORTHROS_ARCHS else {}
                 models.pop(FULL if method == LAYER_WISE else LAYER_WISE, None)
                 free(device)
                 models[method] = build_bench_model(arch, args.size, device, dtype, max(lengths) + 1, **overrides,
@@ -219,7 +220,7 @@ def _run(args, archs, lengths, layer_wise, device) -> list[dict]:
         free(device)
     if args.predict_gpus > 1:
         for arch in archs:
-            window = args.window if arch == "orthros" else None
+            window = args.window if arch in ORTHROS_ARCHS else None
             for T in lengths:
                 add(1, arch=arch, gpus=args.predict_gpus, seq_len=T, method="cost-model prediction",
                     ms=1e3 * cm.prefill_time(shape, T, arch, args.predict_gpus, rates, window)["total_s"],

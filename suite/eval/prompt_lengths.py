@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from suite.archs import PAPER_WINDOW
 from suite.cli import in_folder, number_list, out_file, positive_float, positive_int
 from suite.provenance import PROVENANCE_COLUMNS, provenance, write_csv
 
-PAPER_WINDOW = 128
 COLUMNS = ["tokenizer", "task", "num_fewshot", "n_docs", "limit", "median_tokens", "p90_tokens", "max_tokens",
            f"share_above_{PAPER_WINDOW}", "window", "share_above_window", "split", "source", "tokenizer_path"]
 
