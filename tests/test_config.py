@@ -52,6 +52,24 @@ def test_unknown_top_level_key_is_named():
         validate(cfg)
 
 
+def test_task_names_are_checked_with_the_config():
+    """A misspelt benchmark task is refused when the study config is read, before any job builds a model; the
+    schema's task names are the harness's."""
+    import json
+
+    from suite.eval.harness import TASKS
+
+    cfg = _base()
+    cfg["lm_eval"]["tasks"] = ["val_ppl", "comonsense"]
+    with pytest.raises(ConfigError, match=r"lm_eval\.tasks.*comonsense"):
+        validate(cfg)
+    cfg["lm_eval"]["tasks"] = []
+    with pytest.raises(ConfigError, match=r"lm_eval\.tasks"):
+        validate(cfg)
+    schema = json.loads((ROOT / "suite" / "config_schema.json").read_text())
+    assert sorted(schema["$defs"]["task"]["enum"]) == sorted([*TASKS, "val_ppl", "commonsense", "recall"])
+
+
 @pytest.mark.parametrize("path,value,pattern", [
     (("train", "lr"), -1.0, r"train\.lr: .*\(value -1\.0\)"),
     (("train", "steps"), "many", r"train\.steps: .*\(value 'many'\)"),

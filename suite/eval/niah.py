@@ -56,7 +56,7 @@ from suite.cli import (
 )
 from suite.common import arch_name, quiet_hf_progress_bars, size_name
 from suite.data.needles import FORMATS, NeedleTask
-from suite.eval.niah_eval import haystack_ids, raw_tokenizer, run_niah
+from suite.eval.niah_eval import haystack_ids, haystack_text, raw_tokenizer, run_niah
 from suite.eval.niah_train import check_curriculum, train_needle_model
 from suite.provenance import write_csv
 from suite.train.checkpoint import checkpoint_folder, load_model
@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
             checkpoint_folder(a.checkpoint)
         if a.data_dir:  # tokens/train.npy, and the tokenizer unless --tokenizer or the checkpoint gives it
             check_data_dir(a.data_dir, tokenizer=not (a.checkpoint or a.tokenizer))
+        haystack_text(a.haystack, max_chars=1 << 16)  # an empty haystack refused before any training
 
     torch.manual_seed(a.seed)
     extra = {}

@@ -39,6 +39,12 @@ def haystack_ids(tokenizer, path: str | Path, max_chars: int = MAX_HAYSTACK_CHAR
 
     Raises ValueError when the file is missing or empty.
     """
+    text = haystack_text(path, max_chars)
+    return np.asarray(raw_tokenizer(tokenizer).encode(text, add_special_tokens=False).ids, dtype=np.int64)
+
+
+def haystack_text(path: str | Path, max_chars: int = MAX_HAYSTACK_CHARS) -> str:
+    """The first ``max_chars`` characters of the haystack file; ValueError naming it when missing or blank."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"haystack file not found: {path}")
@@ -46,7 +52,7 @@ def haystack_ids(tokenizer, path: str | Path, max_chars: int = MAX_HAYSTACK_CHAR
         text = fh.read(max_chars)
     if not text.strip():
         raise ValueError(f"haystack file is empty: {path}")
-    return np.asarray(raw_tokenizer(tokenizer).encode(text, add_special_tokens=False).ids, dtype=np.int64)
+    return text
 
 
 def answer_budget(task: NeedleTask, key: str, value: str, margin: int = ANSWER_MARGIN) -> int:
