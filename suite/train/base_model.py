@@ -21,6 +21,7 @@ CLI: ``python -m suite.train.base_model --config default --out work_dirs/default
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections import Counter
@@ -49,6 +50,15 @@ def _gguf_record(path: Path) -> dict:
             "quantization": quant}
 
 
+@contextlib.contextmanager
+def named_failure(what: str):
+    """Any failure of a third-party loader inside the block as a ValueError that names the config key and path."""
+    try:
+        yield
+    except Exception as err:
+        raise ValueError(f"{what}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
+
+
 def _load(spec: dict, cache: Path, dtype: str):
     """``(model, tokenizer, record)`` for a base-model spec; the model on the CPU in ``dtype``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -68,17 +78,22 @@ def _load(spec: dict, cache: Path, dtype: str):
             if not path.is_file():
                 raise ValueError(f"conversion.base_model.gguf: no file {path}")
             record |= {"gguf": str(path), "sha256": packages.sha256_of(path)}
-        record |= _gguf_record(path)
+        with named_failure(f"conversion.base_model.{kind}: {path} does not load as a GGUF model"):
+            record |= _gguf_record(path)
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch_dtype)
         record["quantization"] += f"; dequantized to {dtype}"
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch_dtype)
     else:
         where = spec["folder"] if kind == "folder" else spec["hub"]
-        if kind == "folder" and not Path(where).expanduser().is_dir():
-            raise ValueError(f"conversion.base_model.folder: no folder {where}")
+        if kind == "folder" and not (Path(where).expanduser() / "config.json").is_file():
+            raise ValueError(f"conversion.base_model.folder: {where} is not a Hugging Face model folder "
+                             "(no config.json)")
         extra = {"revision": spec["revision"]} if spec.get("revision") else {}
-        tokenizer = AutoTokenizer.from_pretrained(where, **extra)
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **extra)
+        why = (f"{where} does not load" if kind == "folder" else
+               f"{where} does not load from the Hugging Face Hub (offline, give a gguf, package or folder)")
+        with named_failure(f"conversion.base_model.{kind}: {why}"):
+            tokenizer = AutoTokenizer.from_pretrained(where, **extra)
+            model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **extra)
         record |= {kind: str(where), **extra, "name": Path(str(where)).name,
                    "quantization": getattr(model.config, "quantization_config", None) and "quantized" or "none"}
     if model.config.model_type not in CONVERTIBLE:
@@ -141,7 +156,8 @@ def read_record(folder: str | Path) -> dict:
     path = Path(folder) / META
     if not path.is_file():
         raise FileNotFoundError(f"{path} missing: prepare the base model with python -m suite.train.base_model")
-    return json.loads(path.read_text())
+    with named_failure(f"{path} is not a base-model record"):
+        return json.loads(path.read_text())
 
 
 def main(argv: list[str] | None = None) -> None:

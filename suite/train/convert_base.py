@@ -18,13 +18,14 @@ from pathlib import Path
 import torch
 
 from suite.cli import in_folder, out_folder, positive_int
-from suite.train.base_model import META, read_record, save_folder
+from suite.train.base_model import META, named_failure, read_record, save_folder
 
 
 def load_base(base_dir: str | Path, dtype=torch.float32):
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype).eval()
+    with named_failure(f"base model folder {base_dir} does not load"):
+        return AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype).eval()
 
 
 def convert(base_dir: str | Path, out_dir: str | Path, window: int) -> dict:
