@@ -1,14 +1,15 @@
-"""Which wheels the lent GPU machines lack to run the DAG, and a check that what travels is complete.
+"""Which wheels an offline GPU host (no package index) lacks to run the DAG, and a check that what is shipped is
+complete.
 
 The GPU image (scripts/gpu_image_packages.txt) has torch, Triton, transformers, numpy, pandas and ~190 more packages,
 but neither FLA, snakemake, lm-eval nor datasets, and no index to install them from. Starting from the project's own
 requirements (pyproject.toml), a package the image holds at a version that meets every requirement on it stays the
-image's; any other one travels as a wheel, and so do its own requirements, recursively. Two groups travel:
+image's; any other one is shipped as a wheel, and so are its own requirements, recursively. Two groups are shipped:
 
     .whl/           the DAG (pyproject.toml's dependencies): FLA, transformers, snakemake, lm-eval, datasets, ...
     .whl_tilelang/  tilelang and what it needs beyond the image and .whl/ (GatedDeltaNet's backward on Hopper with
                     Triton < 3.7.1; README: GPU runs)
-    .whl_fallback/  small wheels of image packages whose version is not listed but bounded by a carried package
+    .whl_fallback/  small wheels of image packages whose version is not listed but bounded by a shipped package
                     (FALLBACK): installed on the machine only where its own version fails (scripts/gpu_run.sh)
 
 Versions come from where the requirements are resolved: the local venv's installed distributions
@@ -49,7 +50,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_FILE = ROOT / "scripts" / "gpu_image_packages.txt"
 REQUIRES_FILE = ROOT / "scripts" / "gpu_wheels.requires.json"
-# group (the folder its wheels travel in) -> its lock file
+# group (the folder its wheels are shipped in) -> its lock file
 LOCKS = {".whl": ROOT / "scripts" / "gpu_wheels.lock", ".whl_tilelang": ROOT / "scripts" / "gpu_wheels_tilelang.lock",
          ".whl_fallback": ROOT / "scripts" / "gpu_wheels_fallback.lock"}
 
@@ -62,11 +63,11 @@ TARGET_ENV = {
 }
 TARGET_PYTHON = Version(TARGET_ENV["python_full_version"])
 
-# Packages the image has at a version that meets every requirement, carried anyway, and why.
-# (None now: the image's transformers 5.17.0, which the suite once carried over, fails pyproject.toml's >=5.24.0.)
+# Packages the image has at a version that meets every requirement, shipped anyway, and why.
+# (None now: the image's transformers 5.17.0, which the suite once shipped, fails pyproject.toml's >=5.24.0.)
 OVER_IMAGE: dict[str, str] = {}
-# Image packages whose version the list does not give although a carried package bounds it: a small wheel of each
-# travels too (.whl_fallback/) and scripts/gpu_run.sh installs it only where the machine's own version fails the check.
+# Image packages whose version the list does not give although a shipped package bounds it: a small wheel of each
+# is shipped too (.whl_fallback/); scripts/gpu_run.sh installs it only where the machine's own version fails.
 FALLBACK = {
     "typing-extensions": "pydantic 2.14 (snakemake -> sqlmodel) needs >= 4.16.0",
     "packaging": "snakemake 9.27 needs < 26",
@@ -80,7 +81,7 @@ FALLBACK = {
 # Not a fallback although bounded: python-dateutil (typepy[datetime] needs >=2.8.0,<3.0.0): the image's pandas
 # already needs >= 2.8.2 and no 3.x exists.
 # Files left out of a downloaded wheel (the wheel is rewritten, RECORD included), and why. Each saves megabytes of the
-# 64 MiB that one device call can carry.
+# 64 MiB that one time-capped command on the host can receive.
 SLIM = {
     "z3-solver": (("z3_solver-4.15.4.0.data/data/bin/z3", "z3/lib/libz3.so"),
                   "the z3 command-line binary (22 MB) and the second copy of libz3 (libz3.so == libz3.so.4.15; "
@@ -205,14 +206,14 @@ Lookup = Callable[[str], "Dist | None"]
 
 def resolve(top: list[Requirement], lookup: Lookup, present: dict[str, str | None],
             over: Iterable[str] = ()) -> dict[str, Dist]:
-    """The distributions to carry so that `top` and everything it needs is met.
+    """The distributions to ship so that `top` and everything it needs is met.
 
     `present`: what the machine already has (name -> version or None when unknown). A present package stays unless
-    a requirement rules its (known) version out or `over` names it; a carried one brings its own requirements.
+    a requirement rules its (known) version out or `over` names it; a shipped one brings its own requirements.
     """
-    carry_names = {norm(n) for n in over}
+    ship_names = {norm(n) for n in over}
     while True:
-        carry: dict[str, Dist] = {}
+        ship: dict[str, Dist] = {}
         bad: set[str] = set()
         todo = [(r, "top") for r in top if applies(r)]
         seen: set[tuple[str, frozenset]] = set()
@@ -220,7 +221,7 @@ def resolve(top: list[Requirement], lookup: Lookup, present: dict[str, str | Non
             req, who = todo.pop()
             name = norm(req.name)
             key = (name, frozenset(req.extras))
-            if name in present and name not in carry_names:
+            if name in present and name not in ship_names:
                 version = present[name]
                 if version is not None and not satisfied(version, req.specifier):
                     bad.add(name)
@@ -234,17 +235,17 @@ def resolve(top: list[Requirement], lookup: Lookup, present: dict[str, str | Non
             if key in seen:
                 continue
             seen.add(key)
-            dist = carry.get(name) or lookup(name)
+            dist = ship.get(name) or lookup(name)
             if dist is None:
                 raise SystemExit(f"{req} (needed by {who}) is neither on the GPU image nor known here: install it in "
                                  f"the local venv or pin it in scripts/gpu_wheels.py")
             if not satisfied(dist.version, req.specifier):
                 raise SystemExit(f"{req} (needed by {who}): the version here is {dist.version}")
-            carry[name] = dist
+            ship[name] = dist
             todo += [(r, name) for r in requirements_of(dist, req.extras)]
-        if bad <= carry_names:
-            return carry
-        carry_names |= bad
+        if bad <= ship_names:
+            return ship
+        ship_names |= bad
 
 
 def default_lookup(wheel_dirs: Iterable[Path]) -> Lookup:
@@ -290,7 +291,7 @@ def resolve_groups(lookup: Lookup, image: dict[str, str | None]) -> dict[str, di
 class Report:
     missing: list[str] = field(default_factory=list)      # requirement met by nothing: the run would fail
     unverified: list[str] = field(default_factory=list)   # met by an image package whose version is not listed
-    needless: list[str] = field(default_factory=list)     # carried although the image's version would do
+    needless: list[str] = field(default_factory=list)     # shipped although the image's version would do
     missing_names: set[str] = field(default_factory=set)  # the packages of `missing`
     unverified_names: set[str] = field(default_factory=set)  # the packages of `unverified`
 
@@ -299,14 +300,14 @@ class Report:
         return not self.missing and not self.needless
 
 
-def check(top: list[Requirement], carried: dict[str, Dist], image: dict[str, str | None],
+def check(top: list[Requirement], shipped: dict[str, Dist], image: dict[str, str | None],
           over: Iterable[str] = OVER_IMAGE) -> Report:
-    """Every requirement of `top` and of every carried distribution (extras followed, markers for the GPU machine)
-    is met by a carried wheel (which shadows the image: /tmp/site comes first on PYTHONPATH) or by the image."""
+    """Every requirement of `top` and of every shipped distribution (extras followed, markers for the GPU machine)
+    is met by a shipped wheel (which shadows the image: /tmp/site comes first on PYTHONPATH) or by the image."""
     rep = Report()
     wanted: dict[str, list[Requirement]] = {}
     todo = [(r, "top") for r in top if applies(r)]
-    for name, dist in carried.items():
+    for name, dist in shipped.items():
         if dist.requires_python and not satisfied(str(TARGET_PYTHON), SpecifierSet(dist.requires_python)):
             rep.missing.append(f"{dist.name} {dist.version} requires Python {dist.requires_python}")
         todo += [(r, name) for r in requirements_of(dist)]
@@ -318,12 +319,12 @@ def check(top: list[Requirement], carried: dict[str, Dist], image: dict[str, str
             continue
         done.add((str(req), who))
         wanted.setdefault(name, []).append(req)
-        if name in carried:
-            if not satisfied(carried[name].version, req.specifier):
-                rep.missing.append(f"{who}: {req} but {carried[name].version} travels")
+        if name in shipped:
+            if not satisfied(shipped[name].version, req.specifier):
+                rep.missing.append(f"{who}: {req} but {shipped[name].version} is shipped")
                 rep.missing_names.add(name)
-            todo += [(r, f"{name}[{','.join(sorted(req.extras))}]") for r in requirements_of(carried[name], req.extras)
-                     if req.extras and r not in requirements_of(carried[name])]
+            todo += [(r, f"{name}[{','.join(sorted(req.extras))}]") for r in requirements_of(shipped[name], req.extras)
+                     if req.extras and r not in requirements_of(shipped[name])]
         elif name in image:
             if image[name] is None:
                 if str(req.specifier):
@@ -333,36 +334,36 @@ def check(top: list[Requirement], carried: dict[str, Dist], image: dict[str, str
                 rep.missing.append(f"{who}: {req} but the image has {image[name]}")
                 rep.missing_names.add(name)
         else:
-            rep.missing.append(f"{who}: {req} is neither carried nor on the image")
+            rep.missing.append(f"{who}: {req} is neither shipped nor on the image")
             rep.missing_names.add(name)
     over = {norm(n) for n in over}
-    for name in carried:
+    for name in shipped:
         version = image.get(name)
         if name in image and name not in over and version is None:
-            rep.needless.append(f"{name}: carried although the image has it")
+            rep.needless.append(f"{name}: shipped although the image has it")
         elif version is not None and name not in over and all(satisfied(version, r.specifier)
                                                                  for r in wanted.get(name, [])):
-            rep.needless.append(f"{name}: carried although the image's {version} meets every requirement")
+            rep.needless.append(f"{name}: shipped although the image's {version} meets every requirement")
     rep.unverified = sorted(set(rep.unverified))
     return rep
 
 
 def check_installed(image: dict[str, str | None]) -> Report:
     """On the GPU machine, with /tmp/site on the path: the same check against the versions that import there."""
-    carried = {}  # the fallbacks, where installed, count as the image's (they stand in for its package)
+    shipped = {}  # the fallbacks, where installed, count as the image's (they stand in for its package)
     for group in ALWAYS:
         for name in read_lock(LOCKS[group]):
             d = installed_dist(name)
             if d is not None:
-                carried[name] = d
+                shipped[name] = d
     found = {}
     for name in image:  # an image package that is not there is missing
         d = installed_dist(name)
         if d is not None:
             found[name] = d.version
-    tops = top_requirements(".whl") + (top_requirements(".whl_tilelang") if "tilelang" in carried else [])
-    # the image's own versions are now known: a carried package is then needless only by the committed list's word
-    return check(tops, carried, found, over=set(carried))
+    tops = top_requirements(".whl") + (top_requirements(".whl_tilelang") if "tilelang" in shipped else [])
+    # the image's own versions are now known: a shipped package is then needless only by the committed list's word
+    return check(tops, shipped, found, over=set(shipped))
 
 
 def print_report(rep: Report, title: str) -> None:
@@ -396,7 +397,7 @@ def slim_wheel(path: Path) -> list[str]:
 
 def pack(wheel_dirs: list[Path], out: Path, preset: int = 9) -> str:
     """One solid xz tar of every wheel in `wheel_dirs`, each rewritten uncompressed (ZIP_STORED: pip installs it as
-    it is) so that xz compresses all of them as one stream: 118 MB of wheels travel as ~56 MB. Returns the digest of
+    it is) so that xz compresses all of them as one stream: 118 MB of wheels ship as ~56 MB. Returns the digest of
     the wheel list it packed (name and size of each), which is also written beside the archive; an archive with the
     same digest is not packed again."""
     wheels = sorted((p for d in wheel_dirs for p in Path(d).glob("*.whl")), key=lambda p: p.name)
@@ -547,12 +548,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not rep.missing else 1
     main_dirs = [d for d in args.wheel_dir if d.name != ".whl_fallback"]
     fallback_dirs = [d for d in args.wheel_dir if d.name == ".whl_fallback"]
-    carried = wheels_in(main_dirs) if args.wheel_dir else snapshot_dists(groups=ALWAYS)
+    shipped = wheels_in(main_dirs) if args.wheel_dir else snapshot_dists(groups=ALWAYS)
     fallback = wheels_in(fallback_dirs) if args.wheel_dir else snapshot_dists(groups=[".whl_fallback"])
-    rep = check(all_top_requirements(), carried, image)
+    rep = check(all_top_requirements(), shipped, image)
     print_report(rep, f"wheels in {', '.join(map(str, main_dirs))}" if args.wheel_dir else "committed snapshot")
     # each fallback, where it replaces the image's package, still meets every requirement
-    rep_fb = check(all_top_requirements(), {**carried, **fallback}, image, over=set(fallback) | set(OVER_IMAGE))
+    rep_fb = check(all_top_requirements(), {**shipped, **fallback}, image, over=set(fallback) | set(OVER_IMAGE))
     print_report(rep_fb, f"with the {len(fallback)} fallback wheels installed as well")
     return 0 if rep.ok and rep_fb.ok else 1
 
