@@ -12,7 +12,6 @@ that file, never a bare SafetensorError / JSONDecodeError.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from suite.data.packages import sha256_of
 
 STATE_JSON, STATE_PT, WEIGHTS = "trainer_state.json", "trainer_state.pt", "model.safetensors"
 
@@ -62,7 +63,7 @@ def save_checkpoint(out_dir: str | Path, model, optimizer, scheduler, info: dict
     optimizer_state = optimizer.state_dict() if optimizer_state is None else optimizer_state
     torch.save({"optimizer": optimizer_state, "scheduler": scheduler.state_dict(), "rng": rng_state()},
                tmp / STATE_PT)
-    info = {**info, "files_sha256": {f.name: file_sha256(f) for f in sorted(tmp.iterdir()) if f.name != STATE_JSON}}
+    info = {**info, "files_sha256": {f.name: sha256_of(f) for f in sorted(tmp.iterdir()) if f.name != STATE_JSON}}
     (tmp / STATE_JSON).write_text(json.dumps(info, indent=2))
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
@@ -70,14 +71,6 @@ def save_checkpoint(out_dir: str | Path, model, optimizer, scheduler, info: dict
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify_checkpoint(ckpt: str | Path) -> dict:
@@ -89,7 +82,7 @@ def verify_checkpoint(ckpt: str | Path) -> dict:
         path = ckpt / name
         if not path.exists():
             raise ValueError(f"checkpoint file {path} is missing")
-        if file_sha256(path) != digest:
+        if sha256_of(path) != digest:
             raise ValueError(f"corrupt checkpoint file {path}: sha256 differs from the one recorded in "
                              f"{ckpt / STATE_JSON}")
     return info

@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 
 from suite.common import DTYPES, autocast, kernels_summary
 from suite.data.batches import TokenBatches, eval_windows
+from suite.data.packages import sha256_of
 from suite.data.retrieval import RetrievalSampler
 from suite.data.tokenizer import load_tokens
 from suite.deps import source_digest
@@ -322,7 +323,7 @@ def _clear_run(out_dir: Path) -> None:
 
 
 def _file_sha256(path: Path) -> str | None:
-    return ckpt_io.file_sha256(path) if path.is_file() else None
+    return sha256_of(path) if path.is_file() else None
 
 
 def _weights_sha256(folder: str | Path | None) -> str | None:
