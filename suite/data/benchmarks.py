@@ -81,12 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, type=out_folder, help="output folder (the profile's <data_dir>/benchmarks)")
     ap.add_argument("--cache", type=out_folder, help="where fetched archives are kept (default: <out>/../archives)")
     args = ap.parse_args(argv)
-    from suite.config import ConfigError, load_config
+    from suite.config import load_config
 
-    try:
-        spec = load_config(args.config)["lm_eval"].get("data")
-    except ConfigError as err:
-        ap.error(str(err))
+    spec = load_config(args.config)["lm_eval"].get("data")  # study_config validated it
     if spec is None:
         ap.error(f"the study config {args.config!r} has no lm_eval.data")
     try:

@@ -170,12 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=nonnegative_int, default=0, help="seed of --random-init")
     ap.add_argument("--cache", type=out_folder, help="where fetched archives are kept (default: <out>/../archives)")
     args = ap.parse_args(argv)
-    from suite.config import ConfigError, load_config
+    from suite.config import load_config
 
-    try:
-        cfg = load_config(args.config)
-    except ConfigError as err:
-        ap.error(str(err))
+    cfg = load_config(args.config)  # study_config validated it
     spec = cfg.get("conversion", {}).get("base_model")
     if spec is None:
         ap.error(f"the study config {args.config!r} has no conversion.base_model")
