@@ -16,17 +16,15 @@ Choices the paper leaves open, and ours:
 * ``scale_offset=False`` (the "w/o SO" ablation) means alpha = alpha' = 1, beta = beta' = 0, fixed:
   the parameters do not exist.
 
-The math is written once, as public methods that the model's ``forward``, the E2E engine
-(:mod:`suite.bench.engine`) and the sequence-parallel prefill (:mod:`suite.bench.seq_parallel`) call:
-:meth:`Attention.project` (Eqs. 4-5; :meth:`Attention.project_decode` is its one-step form with RoPE),
-:meth:`Attention.attend` (both streams' attention) and :meth:`Attention.output` (W_O). The fused
-functions of :mod:`suite.bench.fused` regroup the same math as functions of tensors for ``torch.compile``, calling
-:func:`two_stream_scale_offset` and :func:`models.backbone.rotate_half_rope` (through ``apply_rope_token_major``);
-they keep their own one-GEMM Q/K/V projection over concatenated weights.
+The math is written once. :func:`qkv_rows` (Q/K/V projection and Qwen3's q/k-norm) and
+:func:`two_stream_scale_offset` (Eqs. 4-5) are what :meth:`Attention.project` and the inference runtime's
+per-layer step (:mod:`models.runtime.layer`: prefill, decode, sequence-parallel prefill, fused or compiled) both
+call; :meth:`Attention.attend` and the runtime attend through :func:`models.kernels.attention`.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import kernels
@@ -39,9 +37,8 @@ def two_stream_scale_offset(q: torch.Tensor, n_base: int, alpha: torch.Tensor, b
 
     Rows ``< n_base`` are base-stream queries (``alpha * q + beta``), the rest output-stream queries
     (``alpha' * q + beta'``); alpha, beta, alpha', beta' are ``[H, d]``. Returns ``(q_base [B, n_base, H, d],
-    q_out [B, R - n_base, H, d])``; an empty part is returned as its (empty) slice. The projections
-    (:meth:`Attention.project`, :meth:`Attention.project_decode`) and the fused prefill and decode functions
-    (:mod:`suite.bench.fused`) all call this.
+    q_out [B, R - n_base, H, d])``; an empty part is returned as its (empty) slice. The model's
+    projection (:meth:`Attention.project`) and the runtime's per-layer step (:mod:`models.runtime.layer`) call this.
     """
     q_base, q_out = q[:, :n_base], q[:, n_base:]
     if q_base.shape[1]:
@@ -49,6 +46,36 @@ def two_stream_scale_offset(q: torch.Tensor, n_base: int, alpha: torch.Tensor, b
     if q_out.shape[1]:
         q_out = alpha_out * q_out + beta_out
     return q_base, q_out
+
+
+def qkv_rows(x: torch.Tensor, w_qkv, b_qkv, q_norm: torch.Tensor | None, k_norm: torch.Tensor | None, n_base: int,
+             H: int, Hkv: int, d: int, eps: float):
+    """Token-major ``q [B, R, H, d]`` of every row of ``x [B, R, D]`` and ``k, v [B, n_base, Hkv, d]`` of its first
+    ``n_base`` rows (the base stream's; output rows write no K/V), Qwen3's per-head q/k-norm applied when given.
+
+    ``w_qkv``: the weights as ``(W_Q, W_K, W_V)`` (three GEMMs, the model's own modules) or one
+    ``[(H + 2 Hkv) d, D]`` tensor (one GEMM over all rows; with ``n_base == 0`` only its W_Q rows); ``b_qkv`` the
+    matching biases or None. ``n_base == 0`` gives ``k = v = None``.
+    """
+    qd, kd = H * d, Hkv * d
+    if isinstance(w_qkv, tuple):
+        (wq, wk, wv), (bq, bk, bv) = w_qkv, b_qkv or (None, None, None)
+        q = F.linear(x, wq, bq)
+        xb = x[:, :n_base]
+        k, v = (F.linear(xb, wk, bk), F.linear(xb, wv, bv)) if n_base else (None, None)
+    elif n_base == 0:
+        q, k, v = F.linear(x, w_qkv[:qd], None if b_qkv is None else b_qkv[:qd]), None, None
+    else:
+        qkv = F.linear(x, w_qkv, b_qkv)
+        q, k, v = qkv[..., :qd], qkv[:, :n_base, qd:qd + kd], qkv[:, :n_base, qd + kd:]
+    q = q.unflatten(-1, (H, d))
+    if k is not None:
+        k, v = k.unflatten(-1, (Hkv, d)), v.unflatten(-1, (Hkv, d))
+    if q_norm is not None:
+        q = F.rms_norm(q, (d,), q_norm, eps)
+        if k is not None:
+            k = F.rms_norm(k, (d,), k_norm, eps)
+    return q, k, v
 
 
 class Attention(nn.Module):
@@ -84,25 +111,15 @@ class Attention(nn.Module):
             with torch.no_grad():
                 self.alpha.fill_(1.0), self.beta.zero_(), self.alpha_out.fill_(1.0), self.beta_out.zero_()
 
-    # ---- the layer's math, one public method per step; the model's forward, the E2E engine
-    # (suite/bench/engine.py) and the sequence-parallel prefill (suite/bench/seq_parallel.py) all call these
+    def qkv_weights(self):
+        """``(w_qkv, b_qkv)`` as :func:`qkv_rows` takes them: the three projections' weights and biases (or None)."""
+        w = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)
+        b = (self.q_proj.bias, self.k_proj.bias, self.v_proj.bias) if self.q_proj.bias is not None else None
+        return w, b
 
-    def _qkv(self, x: torch.Tensor, n_base: int):
-        """Token-major q [B, R, H, d] of every row, k, v [B, n_base, Hkv, d] of the base rows; q/k-norm applied."""
-        B, R, _ = x.shape
-        H, Hkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
-        q = self.q_proj(x).view(B, R, H, hd)
-        k = self.k_proj(x[:, :n_base]).view(B, n_base, Hkv, hd)
-        v = self.v_proj(x[:, :n_base]).view(B, n_base, Hkv, hd)
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        return q, k, v
-
-    def _scale_offset(self, q: torch.Tensor, n_base: int):
-        """Eqs. 4-5 on token-major q [B, R, H, d]: rows < n_base get alpha, beta, the rest alpha', beta'."""
-        if not self.scale_offset:
-            return q[:, :n_base], q[:, n_base:]
-        return two_stream_scale_offset(q, n_base, self.alpha, self.beta, self.alpha_out, self.beta_out)
+    def scale_offsets(self):
+        """``(alpha, beta, alpha', beta')`` of Eqs. 4-5, or None without ``scale_offset``."""
+        return (self.alpha, self.beta, self.alpha_out, self.beta_out) if self.scale_offset else None
 
     def project(self, x: torch.Tensor, n_base: int):
         """Both streams' projections with their query scale-offsets (Sec. 3.1, Eqs. 4-5); no RoPE yet.
@@ -110,7 +127,7 @@ class Attention(nn.Module):
         Args:
             x: ``[B, R, D]`` normalized rows (model dtype): the first ``n_base`` (T) are base-stream rows, the other
                 ``R - n_base`` (T_out) output-stream rows; ``R == n_base`` for a single-stream model.
-            n_base: T, ``0 <= n_base <= R``.
+            n_base: T, ``1 <= n_base <= R``.
 
         Returns:
             ``(q_base, q_out, k, v)`` in x's dtype, head-major views of token-major memory:
@@ -122,46 +139,13 @@ class Attention(nn.Module):
             Qwen3's per-head q/k-norm (``qk_norm``) comes before the scale-offset; without ``scale_offset``,
             alpha = alpha' = 1 and beta = beta' = 0.
         """
-        q, k, v = self._qkv(x, n_base)
-        q_base, q_out = self._scale_offset(q, n_base)
+        w, b = self.qkv_weights()
+        q, k, v = qkv_rows(x, w, b, None if self.q_norm is None else self.q_norm.weight,
+                           None if self.k_norm is None else self.k_norm.weight, n_base, self.num_heads,
+                           self.num_kv_heads, self.head_dim, self.q_norm.eps if self.q_norm is not None else 0.0)
+        so = self.scale_offsets()
+        q_base, q_out = (q[:, :n_base], q[:, n_base:]) if so is None else two_stream_scale_offset(q, n_base, *so)
         return q_base.transpose(1, 2), q_out.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-
-    def stacked_scale_offset(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The scale-offset of a decode step's rows ``[base, output]``: ``(alpha, beta)``, each ``[2, H, d]`` with row 0
-        the base stream's (alpha, beta) and row 1 the output stream's (alpha', beta'), a new tensor (parameter dtype);
-        None without ``scale_offset``. The per-row form :meth:`project_decode` takes as ``so``."""
-        if not self.scale_offset:
-            return None
-        return torch.stack([self.alpha, self.alpha_out]), torch.stack([self.beta, self.beta_out])
-
-    def project_decode(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                       so: tuple[torch.Tensor, torch.Tensor] | None = None):
-        """:meth:`project` for one decode step, RoPE included, in fewer kernels (what the E2E engine captures).
-
-        Args:
-            x: ``[B, R, D]`` normalized rows of one new token: row 0 its base row (writes K/V), rows 1.. output rows
-                (R = 2 for Orthros, 1 for a single-stream model); all at the same position.
-            rope: ``(cos, sin)``, each ``[B, 1, d]``, of that position.
-            so: None, or the scale-offset per row ``(alpha, beta)``, each ``[R, H, d]`` (the
-                :meth:`stacked_scale_offset` of a two-stream step, possibly held in static buffers for CUDA graphs),
-                applied in one ``torch.addcmul(beta, q, alpha)``: Eqs. 4-5 with the streams' vectors stacked by row.
-                None: :meth:`project`'s per-stream form.
-
-        Returns:
-            q ``[B, H, R, d]`` and k ``[B, Hkv, 1, d]``, both rotated (together, in one RoPE call), and v
-            ``[B, Hkv, 1, d]``, in x's dtype.
-        """
-        B, R, _ = x.shape
-        H, Hkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
-        q, k, v = self._qkv(x, 1)
-        if so is not None:
-            q = torch.addcmul(so[1], q, so[0])
-        elif self.scale_offset:
-            q_base, q_out = self._scale_offset(q, 1)
-            q = torch.cat([q_base, q_out], dim=1) if R > 1 else q_base
-        cos, sin = rope
-        qk = apply_rope(torch.cat([q, k.expand(B, R, Hkv, hd)], dim=2).transpose(1, 2), cos, sin)
-        return qk[:, :H], qk[:, H:, :1], v.transpose(1, 2)
 
     def attend(self, q_base: torch.Tensor, q_out: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                rope: tuple[torch.Tensor, torch.Tensor], q_index: torch.Tensor, out_index,

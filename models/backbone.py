@@ -214,7 +214,19 @@ class SwiGLU(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return swiglu(x, (self.gate_proj.weight, self.up_proj.weight), self.down_proj.weight)
+
+
+def swiglu(x: torch.Tensor, w_gate_up, w_down: torch.Tensor) -> torch.Tensor:
+    """``down(SiLU(gate(x)) * up(x))``: the MLP of every layer, written once (:class:`SwiGLU` and the inference
+    runtime's step, :mod:`models.runtime.layer`). ``w_gate_up``: ``(W_gate, W_up)`` (two GEMMs) or one
+    ``[2 F, D]`` tensor (one GEMM, split after)."""
+    if isinstance(w_gate_up, tuple):
+        gate, up = F.linear(x, w_gate_up[0]), F.linear(x, w_gate_up[1])
+    else:
+        gu = F.linear(x, w_gate_up)
+        gate, up = gu[..., :w_down.shape[1]], gu[..., w_down.shape[1]:]
+    return F.linear(F.silu(gate) * up, w_down)
 
 
 def rope_frequencies(config: SuiteConfig, device: torch.device | str | None = None) -> tuple[torch.Tensor, float]:
@@ -252,7 +264,7 @@ def rope_cos_sin(positions: torch.Tensor, frequencies: tuple[torch.Tensor, float
 def rotate_half_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE's rotation over ``x``'s last dim (rotate-half convention): ``x * cos + rotate_half(x) * sin``, with cos
     and sin already broadcastable to x. The one RoPE formula: :func:`apply_rope` (head-major) and
-    :func:`apply_rope_token_major` (the fused benchmark functions, :mod:`suite.bench.fused`) call it."""
+    :func:`apply_rope_token_major` (the inference runtime's step, :mod:`models.runtime.layer`) call it."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos + rotated * sin

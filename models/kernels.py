@@ -465,7 +465,32 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     k = k_cache[:, :L].transpose(1, 2)  # [B, Hkv, L, d]
     v = v_cache[:, :L].transpose(1, 2)
     qg = (q * scale).reshape(B, Hkv, Hq // Hkv, d)  # query head h reads KV head h // G
-    scores = torch.matmul(qg, k.transpose(-1, -2)).float()  # [B, Hkv, G, L]
+    acc = torch.promote_types(q.dtype, torch.float32)  # fp32 for bf16 caches; fp64 stays fp64
+    scores = torch.matmul(qg, k.transpose(-1, -2)).to(acc)  # [B, Hkv, G, L]
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1).to(v.dtype)
     return torch.matmul(probs, v).reshape(B, Hq, 1, d)
+
+
+def decode_attention_split(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                           masked_out: torch.Tensor) -> torch.Tensor:
+    """The decode engine's matmul route (static shapes, CUDA-graph safe): q [B, H, 1, d] over keys k [B, Hkv, L, d];
+    bool ``masked_out`` [L] drops keys.
+
+    v is either [B, Hkv, L, d] or chunk-major [S, B, Hkv, c, d] with S * c = L; the latter splits the
+    value product over the S chunks (split-K) and sums the partial products in fp32 (fp64 for fp64 inputs). Scores are
+    rounded to the cache dtype before the softmax (computed in fp32 on CUDA). Returns [B, H, 1, d].
+    """
+    B, H, _, d = q.shape
+    Hkv = k.shape[1]
+    qg = (q * (1.0 / math.sqrt(d))).reshape(B, Hkv, H // Hkv, d)  # query head h reads KV head h // G (GQA)
+    scores = torch.matmul(qg, k.transpose(-1, -2))  # [B, Hkv, G, L]
+    scores.masked_fill_(masked_out, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    if v.dim() == 5:
+        S, c = v.shape[0], v.shape[3]
+        parts = torch.matmul(probs.view(B, Hkv, -1, S, c).permute(3, 0, 1, 2, 4), v)  # [S, B, Hkv, G, d]
+        out = parts.sum(0, dtype=torch.promote_types(v.dtype, torch.float32))  # fp64 stays fp64
+    else:
+        out = torch.matmul(probs, v)
+    return out.to(q.dtype).reshape(B, H, 1, d)

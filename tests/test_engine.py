@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from models.registry import build
-from suite.bench.engine import Engine
+from models.runtime.decode import Engine
 
 TINY = dict(vocab_size=67, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=48, max_position_embeddings=256)
@@ -220,10 +220,10 @@ def test_prefill_sweep_fails_on_a_truncated_checkpoint(tmp_path, capsys):
                                       ("swa", dict(window_size=5)), ("orthros", dict(window_size=8, qk_norm=True))])
 @pytest.mark.parametrize("options", [dict(decode_attn="fa2"), dict(fused=True),
                                      dict(fused=True, decode_attn="fa2", prefill_chunk=3),
-                                     dict(fused=True, prefill_chunk=5)])
+                                     dict(fused=True, prefill_chunk=5), dict(prefill_chunk=4)])
 def test_engine_options_match_uncached_forward(arch, kw, options):
-    """Token-major caches + decode_attention, fused layer functions, chunked prefill (T_q != T_k chunks over the
-    cache): each gives the uncached model's logits at every step (fp32, CPU: eager fused functions)."""
+    """Token-major caches + decode_attention, the fused step, chunked prefill (T_q != T_k chunks over the cache,
+    fused or not): each gives the uncached model's logits at every step (fp32, CPU: eager fused functions)."""
     model = tiny(arch, **kw)
     prompt = torch.randint(0, 67, (2, 11))
     engine = Engine(model, batch=2, max_len=40, bucket=8, chunk=4, **options)
@@ -265,7 +265,9 @@ def test_engine_step_kernels_leaves_the_state_alone():
 def test_engine_option_errors():
     model = tiny("orthros", window_size=4)
     with pytest.raises(ValueError, match="prefill_chunk"):
-        Engine(model, batch=1, max_len=16, prefill_chunk=4)  # chunked prefill runs the fused functions
+        Engine(model, batch=1, max_len=16, prefill_chunk=0)
+    with pytest.raises(ValueError, match="compiled=True needs fused=True"):
+        Engine(model, batch=1, max_len=16, compiled=True)
     with pytest.raises(ValueError, match="decode_attn"):
         Engine(model, batch=1, max_len=16, decode_attn="flash")
     with pytest.raises(ValueError, match="prefill_chunk"):
@@ -308,7 +310,7 @@ def test_check_compiled_decodes_the_same_token_in_both_modes(monkeypatch):
 
     def shifted_when_compiled(self, logits, T):
         finish(self, logits, T)
-        if self._fns.compiled:
+        if self.step.compiled:
             self.tok.copy_((self.tok + 1) % 67)
 
     monkeypatch.setattr(Engine, "_finish_prefill", shifted_when_compiled)

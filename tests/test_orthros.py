@@ -160,7 +160,7 @@ def test_pt_gradients_match_reference():
 
 
 def test_attention_and_block_methods_match_a_naive_fp64_computation():
-    """The mixer's public steps (project, attend, output, project_decode with and without the stacked scale-offset)
+    """The mixer's public steps (project, attend, output), the runtime's decode-step projection (unfused and fused)
     and the block's two residual halves, each against a per-row fp64 loop over heads from the paper's equations
     (Eqs. 4-5, RoPE as 2x2 rotations, windowed / full causal softmax): tests/reference.py's helpers, not models/."""
     from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
@@ -234,14 +234,15 @@ def test_attention_and_block_methods_match_a_naive_fp64_computation():
     mlp = (gate * torch.sigmoid(gate) * (u @ P["mlp.up_proj.weight"].T)) @ P["mlp.down_proj.weight"].T
     torch.testing.assert_close(layer.mlp_residual(h), h + mlp, atol=1e-12, rtol=0)
 
-    # a decode step at position p: row 0 the base row, row 1 the output row, both rotated to p
-    p, xs = 5, x[:, [5, T]]
-    alpha, beta = mix.stacked_scale_offset()
-    assert torch.equal(alpha, torch.stack([P["mixer.alpha"], P["mixer.alpha_out"]]))
-    assert torch.equal(beta, torch.stack([P["mixer.beta"], P["mixer.beta_out"]]))
-    rope_p = rope_cos_sin(torch.full((B, 1), p), rope_frequencies(cfg), torch.float64)
-    for so in (None, (alpha, beta)):
-        q, k1, v1 = mix.project_decode(xs, rope_p, so)
+    # a decode step through the runtime's per-layer step (models.runtime.layer), unfused and fused: row 0 the base
+    # row, row 1 the output row, both rotated to position p
+    from models.runtime.layer import LayerStep
+
+    p, hs = 5, h[:, [5, T]]
+    xs = hn[:, [5, T]]
+    rope_p = rope_cos_sin(torch.full((B, 2), p), rope_frequencies(cfg), torch.float64)
+    for fused in (False, True):
+        q, k1, v1 = LayerStep(model, fused=fused).attn_in(1, "base+out", hs, *rope_p)
         assert q.shape == (B, H, 2, d) and k1.shape == v1.shape == (B, Hkv, 1, d)
         for b in range(B):
             for r, stream in enumerate(("base", "out")):

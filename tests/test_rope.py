@@ -92,7 +92,7 @@ def test_converted_llama_keeps_its_rope_scaling(rope):
 
 
 def test_engine_and_save_load_keep_the_rope(tmp_path):
-    from suite.bench.engine import Engine
+    from models.runtime.decode import Engine
 
     rope = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}
     model = _model(rope_parameters=dict(rope))

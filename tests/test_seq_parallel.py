@@ -9,7 +9,7 @@ import torch.multiprocessing as mp
 
 from models import kernels
 from models.registry import build
-from suite.bench.seq_parallel import balanced_chunks, prefill, prefill_any, prefill_transformer, shard_bounds
+from models.runtime.seq_parallel import balanced_chunks, prefill, prefill_any, prefill_transformer, shard_bounds
 
 CFG = dict(vocab_size=67, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
            intermediate_size=48, max_position_embeddings=256, qk_norm=True)

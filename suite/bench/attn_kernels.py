@@ -9,7 +9,7 @@ dim 128, bf16), through :mod:`models.kernels` with each kernel forced in turn:
 * one query over every key (Orthros' output token at prefill) and over the last w keys;
 * the decode step over a token-major cache (:func:`models.kernels.decode_attention`, two sequences with
   different valid lengths);
-* engine checks: small bf16 GQA Orthros and Transformer through :class:`suite.bench.engine.Engine`, (a) with
+* engine checks: small bf16 GQA Orthros and Transformer through :class:`models.runtime.decode.Engine`, (a) with
   chunked prefill (the kernels used must not include ``blocked``) and (b) with ``decode_attn="fa2"``, each
   teacher-forced against the default engine.
 
@@ -177,12 +177,12 @@ def check_decode(writer, device, dtype, smoke, tol) -> list[str]:
 
 
 def check_engine(writer, device, dtype, smoke, tol) -> list[str]:
-    """Small bf16 GQA Orthros and Transformer through :class:`suite.bench.engine.Engine`, teacher-forced against
+    """Small bf16 GQA Orthros and Transformer through :class:`models.runtime.decode.Engine`, teacher-forced against
     the default engine: (a) chunked prefill (chunks of T_q != T_k over the cache) with the fused functions run
     eagerly; (b) FlashAttention-2 decode (``decode_attn="fa2"``). A failure of (a) reads "engine ...", of (b)
     "decode engine ..."; (a) must not use the blocked kernel on CUDA."""
+    from models.runtime.decode import Engine
     from suite.bench.bench_models import build_bench_model
-    from suite.bench.engine import Engine
 
     failures = []
     kw = dict(vocab_size=1024, hidden_size=256, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
@@ -281,7 +281,7 @@ def timings(writer, device, dtype, smoke, budget_s, start) -> dict:
                 kinds["window"].append((ms, kernel))
         del q, k, v
     # decode step, batch 2: the engine's matmul attention vs decode_attention, full row and window row
-    from suite.bench.engine import Engine
+    from models.runtime.decode import Engine
 
     cap = 512 if smoke else 133120
     L = cap

@@ -1,6 +1,6 @@
 """End-to-end generation on one GPU (paper Sec. 4.6, Table 4): TTFT, E2E, output and decode-only throughput.
 
-Random-weight Qwen3-8B-shape bf16 models run in :class:`suite.bench.engine.Engine` (static KV cache,
+Random-weight Qwen3-8B-shape bf16 models run in :class:`models.runtime.decode.Engine` (static KV cache,
 CUDA-graph decode steps, greedy), batch 2, at 128K/128, 127K/1K and 120K/8K (input/output tokens).
 Definitions (as in :func:`suite.bench.cost_model.e2e`): TTFT = prefill of the batch including the
 first token; E2E = TTFT + the output_len - 1 decode steps; output tok/s = batch*output_len/E2E;
@@ -19,7 +19,7 @@ FLA's fused gate-norm kernel (GDN layers) is autotuned per bucket of ``ceil(rows
 batch x (T + output rows) x GDN heads (column ``fla_norm_bucket``), so the first prefill at a new bucket
 includes seconds of Triton compilation (the Orthros-H 127K/1K "outlier" of the committed table was the one
 config whose bucket an earlier run had compiled). ``--fused`` runs the engine with the fused per-layer
-functions (:mod:`suite.bench.fused`, compiled on CUDA), ``--decode-attn fa2`` with FlashAttention-2 decode
+functions (:mod:`models.runtime.layer`, compiled on CUDA), ``--decode-attn fa2`` with FlashAttention-2 decode
 attention (:func:`models.kernels.decode_attention`); ``--attn-choice`` reads both defaults and the prefill
 kernel preferences from :mod:`suite.bench.attn_kernels`' ``attn_choice.json``. Each model row records the
 kernels one decode step launches (``decode_kernels_per_step``, counted with torch.profiler).
@@ -38,10 +38,10 @@ from pathlib import Path
 
 import torch
 
+from models.runtime.decode import Engine
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
-from suite.bench.engine import Engine
 from suite.bench.gpu_common import (
     PAIRS,
     RowWriter,

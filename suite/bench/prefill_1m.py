@@ -2,7 +2,7 @@
 
 Qwen3-8B shape (36 layers, 32/8 heads, d 4096, FFN 12288, vocab 151936), random bf16 weights, window 128.
 At 1,048,576 tokens the bf16 K/V cache alone is 36 x 2 x 1M x 8 x 128 x 2 B = 151 GB > the H200's 141 GB,
-so :class:`suite.bench.fused.PrefillRunner` keeps it in FP8 (:class:`suite.bench.fused.FP8KV`: e4m3 with one
+so :class:`models.runtime.prefill.PrefillRunner` keeps it in FP8 (:class:`models.runtime.kv.FP8KV`: e4m3 with one
 fp32 scale per (layer, KV head, 4096-token block), 75.5 GB) and runs layer-major in row chunks (64K rows:
 QKV, window attention over the chunk plus its 127-key halo, o_proj and the FFN per chunk; the output token
 goes through each layer after its last chunk, attending all 1M keys dequantized). Only the last token's
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import torch
 
+from models.runtime.prefill import PrefillRunner
 from suite.archs import PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
-from suite.bench.fused import PrefillRunner
 from suite.bench.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed
 from suite.cli import device_name, in_file, out_folder, positive_int, usage_errors
 from suite.common import kernel_names, size_name

@@ -18,7 +18,7 @@ compiled path's check (method "path check"), and the targets (method "target"): 
 Orthros 128K MFU >= 0.80; measured speedups within 15% of the model.
 
 Paths (``--paths``, column ``path``): ``eager`` is the model's own forward; ``compiled`` is
-:class:`suite.bench.fused.PrefillRunner` with ``torch.compile``-fused element-wise work (fused QKV and
+:class:`models.runtime.prefill.PrefillRunner` with ``torch.compile``-fused element-wise work (fused QKV and
 gate/up GEMMs, one pass for norms/RoPE/scale-offset/SwiGLU). With both, each attention model is timed on
 both at ``--select-len`` (method "path selection"), the faster path runs the sweep (method "full-model"),
 and the other path is timed again at ``--compare-lens`` (method "full-model (<path>, comparison)").
@@ -42,10 +42,10 @@ import torch.nn.functional as F
 
 from models import kernels
 from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
+from models.runtime.prefill import PrefillRunner
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
-from suite.bench.fused import PrefillRunner
 from suite.bench.gpu_common import (
     PAIRS,
     RowWriter,
@@ -113,7 +113,7 @@ def attention_kernel(shape: cm.Shape, T: int, device, dtype, window: int | None)
 def full_prefill(model, T: int, device, repeats: int, warmup: int, runner: PrefillRunner | None = None) -> dict:
     """Full-model prefill of one random sequence of T tokens with the KV cache kept: ms, peak GiB, KV GiB.
 
-    ``runner``: the fused path (:class:`suite.bench.fused.PrefillRunner`); None: the model's own forward.
+    ``runner``: the fused path (:class:`models.runtime.prefill.PrefillRunner`); None: the model's own forward.
     """
     ids = torch.randint(0, model.config.vocab_size, (1, T), device=device)
     kv = {}

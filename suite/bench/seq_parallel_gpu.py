@@ -2,7 +2,7 @@
 
 ``torchrun --standalone --nproc_per_node 2 -m suite.bench.seq_parallel_gpu --out results/gpu/seq_parallel.csv``
 
-Random-weight models at the Qwen3-8B shape (bf16) run :func:`suite.bench.seq_parallel.prefill_any` (Orthros:
+Random-weight models at the Qwen3-8B shape (bf16) run :func:`models.runtime.seq_parallel.prefill_any` (Orthros:
 halo + merged output token; Transformer: all-gathered K/V over head-tail balanced chunks). Every
 (arch, length) is timed twice by the same code: on rank 0 alone (a one-rank group; ``gpus`` = 1) and on all N
 ranks (``gpus`` = N); ``speedup`` = ms(1) / ms(N) of the same arch. ``ms`` is rank 0's wall time of one
@@ -33,11 +33,11 @@ import torch
 import torch.distributed as dist
 
 from models import kernels
+from models.runtime.seq_parallel import prefill_any
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
-from suite.bench.seq_parallel import prefill_any
 from suite.cli import device_name, in_file, out_file, positive_float, positive_int, positive_ints
 from suite.common import DTYPES, kernels_summary, size_name
 

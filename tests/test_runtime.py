@@ -1,11 +1,12 @@
-"""suite.bench.fused: the fused layer functions, the chunked prefill runner and the FP8 K/V store, on CPU."""
+"""models.runtime: the fused step, the chunked prefill runner and the FP8 K/V store, on CPU."""
 import math
 
 import pytest
 import torch
 
 from models.registry import build
-from suite.bench import fused as fz
+from models.runtime import kv, layer
+from models.runtime.prefill import PrefillRunner
 
 TINY = dict(vocab_size=67, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=48, max_position_embeddings=256)
@@ -26,16 +27,17 @@ def test_fused_weight_rebinds_in_place():
     mix = model.model.layers[0].mixer
     before = [mix.q_proj.weight.detach().clone(), mix.k_proj.weight.detach().clone(),
               mix.v_proj.weight.detach().clone()]
-    big = fz.fused_weight(mix, ("q_proj", "k_proj", "v_proj"))
+    big = layer.fused_weight(mix, ("q_proj", "k_proj", "v_proj"))
     assert torch.equal(big, torch.cat(before))
-    assert fz.fused_weight(mix, ("q_proj", "k_proj", "v_proj")) is big  # idempotent
+    assert layer.fused_weight(mix, ("q_proj", "k_proj", "v_proj")) is big  # idempotent
     state = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
     model.load_state_dict(state)  # loading reaches the concatenated tensor through the slices
     nq, nv = before[0].shape[0], before[2].shape[0]
     assert torch.equal(big[:nq], state["model.layers.0.mixer.q_proj.weight"])
     assert torch.equal(big[-nv:], state["model.layers.0.mixer.v_proj.weight"])
     with pytest.raises(ValueError, match="biases"):
-        fz.fused_weight(tiny("orthros", window_size=4, attention_bias=True).model.layers[0].mixer, ("q_proj", "k_proj"))
+        biased = tiny("orthros", window_size=4, attention_bias=True).model.layers[0].mixer
+        layer.fused_weight(biased, ("q_proj", "k_proj"))
 
 
 @pytest.mark.parametrize("arch, kw", [("orthros", dict(window_size=4)), ("orthros", dict(window_size=8, qk_norm=True)),
@@ -45,7 +47,7 @@ def test_prefill_runner_matches_model_forward(arch, kw, chunk, n_out):
     """Logits of the last n_out positions and every layer's K/V equal the model's own forward (fp32)."""
     model = tiny(arch, **kw)
     ids = torch.randint(0, 67, (2, 23))
-    got = fz.PrefillRunner(model, chunk=chunk).run(ids, n_out=n_out)
+    got = PrefillRunner(model, chunk=chunk).run(ids, n_out=n_out)
     with torch.no_grad():
         want = model(ids, use_cache=True, logits_to_keep=n_out)
     torch.testing.assert_close(got.logits, want.logits, atol=2e-6, rtol=0)
@@ -58,19 +60,19 @@ def test_prefill_runner_matches_model_forward(arch, kw, chunk, n_out):
 def test_prefill_runner_sees_the_window():
     """Guard: the chunked runner of a model with another window must disagree (the comparison can fail)."""
     ids = torch.randint(0, 67, (1, 23))
-    a = fz.PrefillRunner(tiny("orthros", window_size=4), chunk=5).run(ids).logits
-    b = fz.PrefillRunner(tiny("orthros", window_size=6), chunk=5).run(ids).logits
+    a = PrefillRunner(tiny("orthros", window_size=4), chunk=5).run(ids).logits
+    b = PrefillRunner(tiny("orthros", window_size=6), chunk=5).run(ids).logits
     assert (a - b).abs().max() > 1e-3
 
 
 def test_prefill_runner_refuses_recurrent_layers_and_bad_sizes():
     with pytest.raises(ValueError, match="every mixer is attention"):
-        fz.PrefillRunner(tiny("linear_hybrid", num_hidden_layers=4, intermediate_size=256))
-    runner = fz.PrefillRunner(tiny("orthros", window_size=4))
+        PrefillRunner(tiny("linear_hybrid", num_hidden_layers=4, intermediate_size=256))
+    runner = PrefillRunner(tiny("orthros", window_size=4))
     with pytest.raises(ValueError, match="n_out"):
         runner.run(torch.zeros(1, 5, dtype=torch.long), n_out=6)
     with pytest.raises(ValueError, match="chunk"):
-        fz.PrefillRunner(tiny("orthros", window_size=4), chunk=0)
+        PrefillRunner(tiny("orthros", window_size=4), chunk=0)
 
 
 def _e4m3_values() -> torch.Tensor:
@@ -88,7 +90,7 @@ def _e4m3_values() -> torch.Tensor:
 def test_fp8_quantize_rounds_to_the_nearest_e4m3_value_of_each_block():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 10, 8, generator=g) * torch.tensor([1.0, 10.0, 0.01]).view(1, 3, 1, 1)
-    x8, scale = fz.fp8_quantize(x, block=4)
+    x8, scale = kv.fp8_quantize(x, block=4)
     assert x8.dtype == torch.float8_e4m3fn and scale.shape == (2, 3, 3)
     grid = _e4m3_values()
     for b in range(2):
@@ -102,7 +104,7 @@ def test_fp8_quantize_rounds_to_the_nearest_e4m3_value_of_each_block():
                 got = x8[b, h, 4 * blk:4 * blk + 4].double().flatten()
                 assert torch.isin(got, grid).all()  # a representable value ...
                 assert ((got - scaled).abs() <= (nearest - scaled).abs() + 1e-12).all()  # ... and a nearest one
-    back = fz.fp8_dequantize(x8, scale, 4, torch.float32)
+    back = kv.fp8_dequantize(x8, scale, 4, torch.float32)
     # e4m3 keeps 3 mantissa bits: relative error <= 2^-4 for normals, absolute <= 2^-10 x scale below them
     bound = x.abs() * 2.0 ** -4 + scale.repeat_interleave(4, 2)[:, :, :10, None] * 2.0 ** -10
     assert ((back - x).abs() <= bound * (1 + 1e-6)).all()
@@ -110,10 +112,10 @@ def test_fp8_quantize_rounds_to_the_nearest_e4m3_value_of_each_block():
 
 def test_fp8_store_reads_any_span_as_written():
     g = torch.Generator().manual_seed(1)
-    store = fz.FP8KV(n_layers=2, B=1, Hkv=2, T=37, d=4, dtype=torch.float32, device="cpu", block=8, span=16)
+    store = kv.FP8KV(n_layers=2, B=1, Hkv=2, T=37, d=4, dtype=torch.float32, device="cpu", block=8, span=16)
     k, v = torch.randn(1, 2, 37, 4, generator=g), torch.randn(1, 2, 37, 4, generator=g)
     seen_k = torch.cat([store.write(1, s, k[:, :, s:s + 16], v[:, :, s:s + 16])[0] for s in (0, 16, 32)], dim=2)
-    rounded = [fz.fp8_dequantize(*fz.fp8_quantize(k[:, :, s:s + 16], 8), 8, torch.float32) for s in (0, 16, 32)]
+    rounded = [kv.fp8_dequantize(*kv.fp8_quantize(k[:, :, s:s + 16], 8), 8, torch.float32) for s in (0, 16, 32)]
     torch.testing.assert_close(seen_k, torch.cat(rounded, dim=2))
     for lo, hi in ((0, 37), (5, 30), (13, 17), (31, 37)):
         rk, rv = store.read(1, lo, hi)
@@ -127,11 +129,11 @@ def test_prefill_runner_with_fp8_store_reads_the_rounded_cache():
     """FP8 K/V: the store holds the model's K/V rounded per block, and the logits stay close to bf16/fp32 ones."""
     model = tiny("orthros", window_size=4)
     ids = torch.randint(0, 67, (1, 24))
-    runner = fz.PrefillRunner(model, chunk=8)
+    runner = PrefillRunner(model, chunk=8)
     dense = runner.run(ids, n_out=3)
     got = runner.run(ids, n_out=3, kv=runner.new_kv(1, 24, "fp8", block=8))
     # layer 0 sees the same input in both runs: its stored keys are exactly the dense keys rounded per block
-    want = fz.fp8_dequantize(*fz.fp8_quantize(dense.kv.k[0], 8), 8, torch.float32)
+    want = kv.fp8_dequantize(*kv.fp8_quantize(dense.kv.k[0], 8), 8, torch.float32)
     torch.testing.assert_close(got.kv.read(0, 0, 24)[0], want, atol=1e-6, rtol=0)
     assert not torch.equal(want, dense.kv.k[0])
     rel = ((got.logits - dense.logits).norm() / dense.logits.norm()).item()
@@ -142,8 +144,8 @@ def test_layer_functions_trace_as_one_graph_each():
     """torch.compile(fullgraph=True) traces every fused function without a graph break (dynamo only, 'eager'
     backend), and the compiled runner computes the eager runner's logits at two lengths (one dynamic graph)."""
     model = tiny("orthros", window_size=4, qk_norm=True)
-    eager = fz.PrefillRunner(model)
-    traced = fz.PrefillRunner(model, compiled=True, backend_name="eager")
+    eager = PrefillRunner(model)
+    traced = PrefillRunner(model, compiled=True, backend_name="eager")
     for T in (19, 26):
         ids = torch.randint(0, 67, (1, T))
         torch.testing.assert_close(traced.run(ids).logits, eager.run(ids).logits, atol=1e-6, rtol=0)

@@ -1,11 +1,10 @@
-"""A small KV-cache generation engine for the E2E benchmark (paper Sec. 4.6, Table 4).
+"""Decode (regime "Decode" of Sec. 3.2): a small KV-cache generation engine (the E2E benchmark, Sec. 4.6, Table 4).
 
 Static, preallocated K/V cache (one ``[B, Hkv, max_len, d]`` pair per layer), greedy decoding, and
 on CUDA one captured CUDA graph per key-length bucket, so Python launch overhead does not dominate
-a decode step. The per-layer math is the model's own: the attention mixer's methods
-(:meth:`models.attention.Attention.project`, ``attend`` and ``output`` in prefill, ``project_decode`` with the
-``stacked_scale_offset`` in a decode step) and the block's ``mlp_residual``; prefill attention goes through
-:func:`models.kernels.attention`. The benchmarks' models come from :func:`suite.bench.bench_models.build_bench_model`.
+a decode step. Prefill is the runtime's :func:`models.runtime.prefill.prefill` into the engine's
+:class:`models.runtime.kv.StaticKV`; a decode step runs the same per-layer step
+(:class:`models.runtime.layer.LayerStep`) on one row per stream, with the decode attention of :mod:`models.kernels`.
 
 Regimes (Sec. 3.2): Prefill runs T base rows plus (Orthros) one output row for the last token.
 An Orthros decode step feeds the last generated token as one base row (writes its K/V, attends the
@@ -23,19 +22,17 @@ scores by one GEMM per (sequence, KV head), the value product split into chunks 
 flash-decoding idea) so that a long context keeps the GPU busy. All sequences of a batch share one
 prompt length (no padding).
 
-Options (all off by default; the default path is unchanged):
+Options (all off by default):
 
 * ``decode_attn="fa2"``: K and V caches token-major (``[B, capacity, Hkv, d]``) and decode attention through
   :func:`models.kernels.decode_attention` (FlashAttention-2's variable-length kernel with ``seqused_k`` on
   CUDA: one split-KV kernel per row instead of the matmul/softmax/matmul chain).
-* ``fused=True``: the per-layer element-wise work of prefill and decode runs as the fused functions of
-  :mod:`suite.bench.fused` (fused QKV and gate/up GEMMs over in-place concatenated weights; on CUDA compiled
-  by ``torch.compile`` unless ``compiled=False``), fewer kernels per decode step and fewer passes over the
+* ``fused=True``: the step's fused QKV and gate/up GEMMs over in-place concatenated weights (on CUDA compiled by
+  ``torch.compile`` unless ``compiled=False``): fewer kernels per decode step and fewer passes over the
   activations in prefill.
-* ``prefill_chunk=C`` (needs ``fused``; attention-only models): the prompt is prefilled in chunks of C tokens,
-  chunk-major (every layer of chunk 1, then chunk 2, ...), each chunk's queries attending the cached keys
-  they can reach, bottom-right aligned (``T_q != T_k``, served on CUDA by ``torch-fa2``); the output row
-  (Orthros) goes through the layers after the last chunk.
+* ``prefill_chunk=C`` (attention-only models): each layer's prompt rows go in chunks of C tokens, each chunk's
+  queries attending the cached keys they can reach, bottom-right aligned (``T_q != T_k``, served on CUDA by
+  ``torch-fa2``).
 """
 from __future__ import annotations
 
@@ -45,8 +42,10 @@ from types import SimpleNamespace
 import torch
 
 from models import kernels
-from models.backbone import MixerContext, apply_rope, rope_cos_sin, rope_frequencies
-from suite.bench import fused as fz
+from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
+from models.runtime.kv import StaticKV
+from models.runtime.layer import LayerStep, is_attention, token_major
+from models.runtime.prefill import prefill
 
 RECURRENT_LAYERS = ("GatedDeltaNet", "GatedLinearAttention")
 
@@ -56,7 +55,7 @@ def _check_mixers(model):
     mixers = [layer.mixer for layer in model.model.layers]
     for i, m in enumerate(mixers):
         # RetNet is left out: its rotary offset is a host integer that a captured graph would freeze
-        if not fz.is_attention(m) and type(getattr(m, "layer", None)).__name__ not in RECURRENT_LAYERS:
+        if not is_attention(m) and type(getattr(m, "layer", None)).__name__ not in RECURRENT_LAYERS:
             raise ValueError(f"layer {i} mixer {type(m).__name__} is neither attention nor one of the FLA layers "
                              f"{RECURRENT_LAYERS}; the engine supports transformer, swa, orthros, gdn, gla, "
                              f"linear_hybrid and orthros_h")
@@ -76,15 +75,15 @@ class Engine:
         chunk: split-K chunk of the value product; must divide ``bucket``.
         use_graphs: capture CUDA graphs (default: on CUDA).
         decode_attn: ``"matmul"`` (default) or ``"fa2"`` (token-major caches, :func:`models.kernels.decode_attention`).
-        fused: run the fused per-layer functions of :mod:`suite.bench.fused` (rebinds the model's Q/K/V and
+        fused: the step's fused GEMMs (:class:`models.runtime.layer.LayerStep`; rebinds the model's Q/K/V and
             gate/up weights as slices of concatenated tensors, in place).
-        compiled: torch.compile the fused functions (default: ``fused`` and on CUDA).
-        prefill_chunk: prefill chunk length (needs ``fused``; not with recurrent layers); None: one pass.
+        compiled: torch.compile the step's functions (default: ``fused`` and on CUDA); needs ``fused``.
+        prefill_chunk: prefill chunk length (not with recurrent layers); None: one pass.
 
     Slots past the current length hold zeros (``prefill`` clears what an earlier run left there), so a
-    masked key contributes exactly 0 to the value product, never 0 * NaN. The scale-offset parameters are
-    read from the model at every ``prefill`` and ``decode`` call, so weights loaded after the engine was
-    built are used (in place, as ``load_state_dict`` does; a captured CUDA graph holds parameter addresses).
+    masked key contributes exactly 0 to the value product, never 0 * NaN. The step reads the model's parameters
+    (or, fused, views of them), so weights loaded in place after the engine was built (as ``load_state_dict``
+    does) are used; a captured CUDA graph holds parameter addresses.
     The RoPE frequencies are the config's (:func:`models.backbone.rope_frequencies`), computed at construction.
 
     Raises:
@@ -100,12 +99,14 @@ class Engine:
         if bucket < 1 or chunk < 1 or bucket % chunk:
             raise ValueError(f"chunk={chunk} must divide bucket={bucket}")
         self.model, self.mixers = model, _check_mixers(model)
-        self.attention = [fz.is_attention(m) for m in self.mixers]
+        self.attention = [is_attention(m) for m in self.mixers]
         if decode_attn not in ("matmul", "fa2"):
             raise ValueError(f"decode_attn must be 'matmul' or 'fa2', got {decode_attn!r}")
-        if prefill_chunk is not None and (not fused or prefill_chunk < 1 or not all(self.attention)):
-            raise ValueError(f"prefill_chunk={prefill_chunk} needs fused=True, a positive chunk and a model whose "
-                             f"every layer is attention")
+        if prefill_chunk is not None and (prefill_chunk < 1 or not all(self.attention)):
+            raise ValueError(f"prefill_chunk={prefill_chunk} needs a positive chunk and a model whose every layer is "
+                             f"attention")
+        if compiled and not fused:
+            raise ValueError("compiled=True needs fused=True")
         self.decode_attn, self.fused, self.prefill_chunk = decode_attn, bool(fused), prefill_chunk
         cfg = model.config
         if max_len > cfg.max_position_embeddings:
@@ -116,18 +117,9 @@ class Engine:
         self.batch, self.bucket, self.chunk = batch, bucket, chunk
         self.capacity = math.ceil(max_len / bucket) * bucket
         self.max_len = max_len
-        Hkv, d = cfg.num_key_value_heads, cfg.head_dim
-        # K: [B, Hkv, capacity, d]; V chunk-major: [capacity / chunk, B, Hkv, chunk, d], so that the first
-        # S chunks are one uniformly strided batch for the split-K value product (no copy of V)
-        if decode_attn == "fa2":  # token-major K and V: [B, capacity, Hkv, d]
-            self.k = [torch.zeros(batch, self.capacity, Hkv, d, device=self.device, dtype=self.dtype) if a else None
-                      for a in self.attention]
-            self.v = [torch.zeros_like(t) if t is not None else None for t in self.k]
-        else:
-            self.k = [torch.zeros(batch, Hkv, self.capacity, d, device=self.device, dtype=self.dtype) if a else None
-                      for a in self.attention]
-            self.v = [torch.zeros(self.capacity // chunk, batch, Hkv, chunk, d, device=self.device, dtype=self.dtype)
-                      if a else None for a in self.attention]
+        self.cache = StaticKV(self.attention, batch, cfg.num_key_value_heads, self.capacity, cfg.head_dim, self.dtype,
+                              self.device, layout=decode_attn, chunk=chunk)
+        self.k, self.v = self.cache.k, self.cache.v
         self.states: list[dict | None] = [None] * len(self.mixers)  # recurrent layers: static state buffers
         self.tok = torch.zeros(batch, 1, dtype=torch.long, device=self.device)  # next input token
         self.pos = torch.zeros(1, dtype=torch.long, device=self.device)  # its position
@@ -135,25 +127,16 @@ class Engine:
         self.logits = torch.zeros(batch, cfg.vocab_size, device=self.device, dtype=self.dtype)  # last step's
         self.length = 0  # tokens in the cache (host copy of pos)
         self._freqs = rope_frequencies(cfg, self.device)  # the config's RoPE: inverse frequencies (static) and scale
-        # decode rows are [base, output]: their scale-offsets stacked in static buffers (the mixer's
-        # stacked_scale_offset), refreshed by _load_scale_offset at every prefill/decode call (captured graphs read
-        # these buffers)
-        self._so = [tuple(t.detach() for t in m.stacked_scale_offset()) if self.two_stream and a and m.scale_offset
-                    else None for m, a in zip(self.mixers, self.attention)]
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
         self._graphs: dict[int, tuple] = {}
         self._pool = None
-        if self.fused:
-            compiled = (self.device.type == "cuda") if compiled is None else compiled
-            self._fns_by_mode = {compiled: fz.LayerFns(cfg, compiled, compile_backend)}
-            self._fns = self._fns_by_mode[compiled]
-            self._compile_backend = compile_backend
-            self._w = [fz.attn_weights(layer) if a else fz.mlp_weights(layer)
-                       for layer, a in zip(model.model.layers, self.attention)]
+        compiled = bool(fused and ((self.device.type == "cuda") if compiled is None else compiled))
+        self._steps = {compiled: LayerStep(model, fused=fused, compiled=compiled, backend=compile_backend)}
+        self.step = self._steps[compiled]
 
     def kv_bytes(self) -> int:
         """Bytes of the preallocated K/V cache (attention layers)."""
-        return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
+        return self.cache.nbytes()
 
     def state_bytes(self) -> int:
         """Bytes of the recurrent layers' states (recurrent + short-conv), 0 before the first prefill."""
@@ -173,14 +156,6 @@ class Engine:
                 if self.two_stream and mix.window is not None:
                     keys += min(mix.window, context + 1)
         return weights + keys * kv_row + 2 * self.state_bytes()
-
-    def _load_scale_offset(self) -> None:
-        """Copy the live scale-offset parameters (the mixer's ``stacked_scale_offset``) into the decode buffers."""
-        for so, mix in zip(self._so, self.mixers):
-            if so is not None:
-                alpha, beta = mix.stacked_scale_offset()
-                so[0].copy_(alpha)
-                so[1].copy_(beta)
 
     def _slot_ctx(self, i: int, slot: dict, q_index: torch.Tensor):
         """Context for recurrent layer i on the new tokens at ``q_index`` [n] (T_out = 1, the last)."""
@@ -224,36 +199,15 @@ class Engine:
         B, T = input_ids.shape
         if T + 1 > self.max_len:
             raise ValueError(f"prompt of {T} tokens leaves no room in max_len={self.max_len}")
-        m = self.model
-        self._load_scale_offset()
-        if self.fused:
-            logits = self._prefill_fused(input_ids.to(self.device))
-            self._finish_prefill(logits, T)
-            return logits
-        h = m.model.embed_tokens(input_ids.to(self.device))
-        q_index = torch.arange(T, device=self.device)
-        cos, sin = rope_cos_sin(q_index.expand(B, T), self._freqs, h.dtype)
-        if self.two_stream:
-            h = torch.cat([h, h[:, -1:]], dim=1)
-        for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
-            x = layer.input_layernorm(h)
-            if not self.attention[i]:
-                h = h + self._recurrent(i, mix, x, 0)
-                h = layer.mlp_residual(h)
-                continue
-            q_base, q_out, k, v = mix.project(x, T)  # q_out: the last token's output row (two-stream), or empty
-            k = apply_rope(k, cos, sin)
-            if self.decode_attn == "fa2":
-                self._write_kv(i, 0, k, v)
-                self._zero_tail(i, T)
-            else:
-                self.k[i][:, :, :T].copy_(k)
-                self.k[i][:, :, T:].zero_()
-                self._store_v(self.v[i], v)
-            o = mix.attend(q_base, q_out, k, v, (cos, sin), q_index, slice(T - 1, T))
-            del q_base, q_out, k, v
-            h = layer.mlp_residual(h + mix.output(o))
-        logits = m.lm_head(m.model.norm(h[:, -1]))
+
+        def recurrent(i, x):
+            return self._recurrent(i, self.mixers[i], x, 0)
+
+        logits = prefill(self.model, self.step, input_ids.to(self.device), self.cache, 1, self.prefill_chunk,
+                         recurrent, self._freqs)[:, 0]
+        for i, a in enumerate(self.attention):
+            if a:
+                self.cache.zero_tail(i, T)
         self._finish_prefill(logits, T)
         return logits
 
@@ -263,140 +217,16 @@ class Engine:
         self.length = T
         self.logits.copy_(logits)
 
-    # ---- cache access shared by both layouts (prefill side; decode writes are in _step)
-
-    def _write_kv(self, i: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Write k, v ``[B, Hkv, n, d]`` at positions ``start .. start + n - 1`` of layer i's caches."""
-        n = k.shape[2]
-        if self.decode_attn == "fa2":
-            self.k[i][:, start:start + n].copy_(k.transpose(1, 2))
-            self.v[i][:, start:start + n].copy_(v.transpose(1, 2))
-            return
-        self.k[i][:, :, start:start + n].copy_(k)
-        c = self.chunk
-        p = start
-        while p < start + n:  # V is chunk-major: one copy per c-chunk the range touches
-            e = min((p // c + 1) * c, start + n)
-            self.v[i][p // c, :, :, p % c:p % c + (e - p)].copy_(v[:, :, p - start:e - start])
-            p = e
-
-    def _read_kv(self, i: int, lo: int, hi: int):
-        """Layer i's cached k, v at positions ``lo .. hi - 1`` as ``[B, Hkv, hi - lo, d]`` (views or copies)."""
-        if self.decode_attn == "fa2":
-            return self.k[i][:, lo:hi].transpose(1, 2), self.v[i][:, lo:hi].transpose(1, 2)
-        c = self.chunk
-        c0, c1 = lo // c, -(-hi // c)
-        v = self.v[i][c0:c1].permute(1, 2, 0, 3, 4).flatten(2, 3)  # [B, Hkv, (c1 - c0) c, d], a copy
-        return self.k[i][:, :, lo:hi], v[:, :, lo - c0 * c:hi - c0 * c]
-
-    def _zero_tail(self, i: int, T: int) -> None:
-        """Zero layer i's cache slots from position T on (masked keys must hold finite values)."""
-        if self.decode_attn == "fa2":
-            self.k[i][:, T:].zero_()
-            self.v[i][:, T:].zero_()
-            return
-        self.k[i][:, :, T:].zero_()
-        c = self.chunk
-        if T % c:
-            self.v[i][T // c, :, :, T % c:].zero_()
-        self.v[i][-(-T // c):].zero_()
-
-    def _prefill_fused(self, ids: torch.Tensor) -> torch.Tensor:
-        """Prefill with the fused layer functions (and chunks, if ``prefill_chunk``): logits ``[B, vocab]``."""
-        m, fns = self.model, self._fns
-        B, T = ids.shape
-        dev, freqs = self.device, self._freqs
-        h = m.model.embed_tokens(ids)
-        dtype = h.dtype
-        last = torch.tensor([T - 1], device=dev)
-        h_out = h[:, -1:].clone() if self.two_stream else None
-        cos_o, sin_o = rope_cos_sin(last.expand(B, 1), freqs, dtype)
-        C = T if self.prefill_chunk is None else min(self.prefill_chunk, T)
-        chunks = [(s, min(s + C, T)) for s in range(0, T, C)]
-        rope = {}
-        if len(chunks) > 1:  # chunk-major: all layers of a chunk, then the next
-            for s, e in chunks:
-                cos, sin = rope_cos_sin(torch.arange(s, e, device=dev).expand(B, e - s), freqs, dtype)
-                for i in range(len(self.mixers)):
-                    h[:, s:e] = self._fused_base_rows(i, h[:, s:e], s, e, cos, sin)
-        else:
-            rope[0] = rope_cos_sin(torch.arange(T, device=dev).expand(B, T), freqs, dtype)
-        for i, mix in enumerate(self.mixers):
-            w = self._w[i]
-            if not self.attention[i]:
-                rows = torch.cat([h, h_out], dim=1) if self.two_stream else h
-                fns.dynamic_rows(rows)
-                out = self._recurrent(i, mix, fns.norm()(rows, m.model.layers[i].input_layernorm.weight), 0)
-                rows = fz.call_mlp_res(fns, w, rows + out)
-                h, h_out = (rows[:, :T], rows[:, T:]) if self.two_stream else (rows, None)
-                continue
-            if len(chunks) == 1:
-                h = self._fused_base_rows(i, h, 0, T, *rope[0])
-            if self.two_stream:
-                q, _, _ = fz.call_attn_in(fns, w, "out", h_out, cos_o, sin_o, dynamic=False)
-                k, v = self._read_kv(i, 0, T)
-                o = kernels.attention(q, k, v, last, None)
-                h_out = fz.call_attn_out(fns, w, h_out, fz.token_major(o), dynamic=False)
-        for i, a in enumerate(self.attention):
-            if a:
-                self._zero_tail(i, T)
-        final = h_out if self.two_stream else h[:, -1:]
-        return m.lm_head(m.model.norm(final))[:, 0]
-
-    def _fused_base_rows(self, i: int, hc: torch.Tensor, s: int, e: int, cos, sin) -> torch.Tensor:
-        """Base rows ``s .. e - 1`` through attention layer i: K/V written at s, queries attend the cached keys
-        they reach (bottom-right aligned), then o_proj and the MLP. Returns the new rows ``[B, e - s, D]``."""
-        fns, w = self._fns, self._w[i]
-        q, k, v = fz.call_attn_in(fns, w, "base", hc, cos, sin)
-        self._write_kv(i, s, k, v)
-        lo = kernels.window_start(s, w.window)
-        if lo < s:  # earlier chunks' keys: read the span back from the cache (it holds this chunk's too)
-            k, v = self._read_kv(i, lo, e)
-        o = kernels.attention(q, k, v, torch.arange(s - lo, e - lo, device=self.device), w.window)
-        return fz.call_attn_out(fns, w, hc, fz.token_major(o))
-
-    def _store_v(self, cache: torch.Tensor, v: torch.Tensor) -> None:
-        """Write v [B, Hkv, T, d] (positions 0..T-1) into a chunk-major V cache and zero positions T and up."""
-        c, T = self.chunk, v.shape[2]
-        full = T // c
-        if full:
-            cache[:full].copy_(v[:, :, :full * c].unflatten(2, (full, c)).permute(2, 0, 1, 3, 4))
-        if T % c:
-            cache[full, :, :, :T % c].copy_(v[:, :, full * c:])
-            cache[full, :, :, T % c:].zero_()
-            full += 1
-        cache[full:].zero_()
-
-    @staticmethod
-    def _attend(q, k, v, masked_out):
-        """Decode attention of q [B, H, 1, d] over keys k [B, Hkv, L, d]; bool ``masked_out`` [L] drops keys.
-
-        v is either [B, Hkv, L, d] or chunk-major [S, B, Hkv, c, d] with S * c = L; the latter splits the
-        value product over the S chunks (split-K) and sums the partial products in fp32. Scores are
-        rounded to the cache dtype before the softmax (computed in fp32 on CUDA). Returns [B, H, 1, d].
-        """
-        B, H, _, d = q.shape
-        Hkv = k.shape[1]
-        qg = (q * (1.0 / math.sqrt(d))).reshape(B, Hkv, H // Hkv, d)  # query head h reads KV head h // G (GQA)
-        scores = torch.matmul(qg, k.transpose(-1, -2))  # [B, Hkv, G, L]
-        scores.masked_fill_(masked_out, float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        if v.dim() == 5:
-            S, c = v.shape[0], v.shape[3]
-            parts = torch.matmul(probs.view(B, Hkv, -1, S, c).permute(3, 0, 1, 2, 4), v)  # [S, B, Hkv, G, d]
-            out = parts.sum(0, dtype=torch.float32)
-        else:
-            out = torch.matmul(probs, v)
-        return out.to(q.dtype).reshape(B, H, 1, d)
-
     def _step(self, L: int) -> None:
         """One decode step over the first L cache slots; reads tok/pos, writes K/V at pos, logits, next token."""
-        m = self.model
+        m, step = self.model, self.step
         B, c = self.batch, self.chunk
         h = m.model.embed_tokens(self.tok)  # [B, 1, D]
         if self.two_stream:
             h = torch.cat([h, h], dim=1)  # base row, output row
-        self._rope = rope_cos_sin(self.pos.expand(B, 1), self._freqs, h.dtype)
+        R = h.shape[1]
+        cos, sin = (t.expand(B, R, t.shape[-1]) for t in rope_cos_sin(self.pos.expand(B, 1), self._freqs, h.dtype))
+        rows = "base+out" if self.two_stream else "base"
         # index math shared by all layers
         if self.decode_attn == "fa2":
             used = (self.pos + 1).to(torch.int32).expand(B).contiguous()  # keys 0 .. pos are valid
@@ -408,24 +238,12 @@ class Engine:
                 idx = self.pos - w + 1 + torch.arange(w, device=self.device)
                 safe = idx.clamp(min=0)
                 windows[w] = (safe, safe // c, safe % c, idx < 0)
-        if self.fused:
-            R = h.shape[1]
-            rope_rows = tuple(t.expand(B, R, t.shape[-1]) for t in self._rope)
         for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
             if not self.attention[i]:
-                if self.fused:
-                    out = self._recurrent(i, mix, self._fns.norm()(h, layer.input_layernorm.weight), self.length)
-                    h = fz.call_mlp_res(self._fns, self._w[i], h + out, dynamic=False)
-                    continue
-                x = layer.input_layernorm(h)
-                h = h + self._recurrent(i, mix, x, self.length)
-                h = layer.mlp_residual(h)
+                out = self._recurrent(i, mix, step.norm(h, layer.input_layernorm.weight, dynamic=False), self.length)
+                h = step.mlp_res(i, h + out, dynamic=False)
                 continue
-            if self.fused:
-                rows = "base+out" if self.two_stream else "base"
-                q, k, v = fz.call_attn_in(self._fns, self._w[i], rows, h, *rope_rows, dynamic=False)
-            else:
-                q, k, v = mix.project_decode(layer.input_layernorm(h), self._rope, self._so[i])
+            q, k, v = step.attn_in(i, rows, h, cos, sin, dynamic=False)
             kcache, vcache = self.k[i], self.v[i]
             outs = []
             w = mix.window
@@ -442,27 +260,26 @@ class Engine:
                 if self.two_stream or w is not None:  # windowed row: the last w keys
                     safe, w_chunk, w_off, w_out = windows[w]
                     v_win = vcache[w_chunk, :, :, w_off].permute(1, 2, 0, 3)  # [B, Hkv, w, d]
-                    outs.append(self._attend(q[:, :, :1], kcache.index_select(2, safe), v_win, w_out))
+                    outs.append(kernels.decode_attention_split(q[:, :, :1], kcache.index_select(2, safe), v_win,
+                                                               w_out))
                 if self.two_stream or w is None:  # full row: every key up to pos
-                    outs.append(self._attend(q[:, :, -1:], kcache[:, :, :L], vcache[:L // c], full_out))
+                    outs.append(kernels.decode_attention_split(q[:, :, -1:], kcache[:, :, :L], vcache[:L // c],
+                                                               full_out))
             o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
-            if self.fused:
-                h = fz.call_attn_out(self._fns, self._w[i], h, fz.token_major(o), dynamic=False)
-                continue
-            h = layer.mlp_residual(h + mix.output(o))
+            h = step.attn_out(i, h, token_major(o), dynamic=False)
         logits = m.lm_head(m.model.norm(h[:, -1]))
         self.logits.copy_(logits)
         self.next_tok.copy_(logits.argmax(-1, keepdim=True))
 
     def set_compiled(self, compiled: bool) -> None:
-        """Switch the fused functions between compiled and eager; drops captured graphs (they re-capture).
+        """Switch the step between compiled and eager; drops captured graphs (they re-capture).
         Raises ValueError for an engine built without ``fused``."""
         if not self.fused:
             raise ValueError("set_compiled needs an engine built with fused=True")
-        if compiled not in self._fns_by_mode:
-            self._fns_by_mode[compiled] = fz.LayerFns(self.model.config, compiled, self._compile_backend)
-        if self._fns is not self._fns_by_mode[compiled]:
-            self._fns = self._fns_by_mode[compiled]
+        if compiled not in self._steps:
+            self._steps[compiled] = self.step.with_compiled(compiled)
+        if self.step is not self._steps[compiled]:
+            self.step = self._steps[compiled]
             self._graphs = {}
 
     @torch.inference_mode()
@@ -478,7 +295,7 @@ class Engine:
         on random weights the top-2 logits of a bf16 prefill are often closer than the two modes' rounding
         differences, so the greedy tokens can differ and the decode logits would then compare different inputs.
         """
-        if not (self.fused and self._fns.compiled):
+        if not (self.fused and self.step.compiled):
             raise ValueError("check_compiled needs an engine with compiled fused functions")
         out = {}
         probe = input_ids[:, -1:].to(self.device)
@@ -542,7 +359,7 @@ class Engine:
                 Count.n += 1
                 return func(*args, **(kwargs or {}))
 
-        compiled = self.fused and self._fns.compiled
+        compiled = self.fused and self.step.compiled
         if compiled:  # torch.compile does not run under a dispatch mode: count the same functions run eagerly
             self.set_compiled(False)
         try:
@@ -600,7 +417,6 @@ class Engine:
             raise ValueError("call prefill() before decode()")
         if self.length + n_steps > self.max_len:
             raise ValueError(f"{n_steps} steps after {self.length} tokens exceed max_len={self.max_len}")
-        self._load_scale_offset()
         kept = []
         for _ in range(n_steps):
             L = self._bucket()

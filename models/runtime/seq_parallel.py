@@ -26,9 +26,9 @@ earlier keys and over the chunk's own keys, merged by log-sum-exp). PyTorch's ow
 (``torch.distributed.tensor.experimental.context_parallel``) is not used: it intercepts only the CUDA
 flash/efficient/cuDNN SDPA ops, so it cannot run (or be tested) on CPU with gloo.
 
-Everything else calls the model's own code: the projections with q/k norms and scale-offset are the mixer's
-:meth:`models.attention.Attention.project` (Eqs. 4-5), W_O its ``output``, and norms, MLP, LM head the model's
-modules; the MLP runs on row blocks of ``MLP_ROWS`` (token-wise, so exact) to bound memory at 1M tokens.
+Everything else is the runtime's per-layer step (:class:`models.runtime.layer.LayerStep`: norms, projections with
+q/k-norm and scale-offset, RoPE, W_O, MLP), unfused and eager unless a step is passed; W_O and the MLP run on row
+blocks of ``MLP_ROWS`` (token-wise, so exact) to bound memory at 1M tokens.
 
 Timing on N GPUs and the CSV: :mod:`suite.bench.seq_parallel_gpu`.
 """
@@ -40,8 +40,8 @@ import torch
 import torch.distributed as dist
 
 from models import kernels
-from models.backbone import apply_rope, rope_cos_sin, rope_frequencies
-from suite.bench.fused import is_attention
+from models.backbone import rope_cos_sin, rope_frequencies
+from models.runtime.layer import LayerStep, is_attention, token_major
 
 
 def shard_bounds(T: int, world: int) -> list[tuple[int, int]]:
@@ -78,11 +78,13 @@ def _attention_mixers(model, two_stream: bool) -> list:
 MLP_ROWS = 65536  # rows per MLP block: the [rows, FFN] intermediates of 1M tokens would not fit beside the rest
 
 
-def _add_mlp(layer, h: torch.Tensor) -> None:
-    """``h += mlp(post_attention_layernorm(h))`` in place, on blocks of ``MLP_ROWS`` rows of h [B, R, D]."""
-    for i in range(0, h.shape[1], MLP_ROWS):
-        block = h[:, i:i + MLP_ROWS]
-        block += layer.mlp(layer.post_attention_layernorm(block))
+def _attn_out_blocks(step: LayerStep, i: int, h: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+    """Layer i's ``attn_out`` (W_O, residual, MLP) on blocks of ``MLP_ROWS`` rows of h [B, R, D], in place;
+    o ``[B, H, R, d]``."""
+    o = token_major(o)
+    for s in range(0, h.shape[1], MLP_ROWS):
+        h[:, s:s + MLP_ROWS] = step.attn_out(i, h[:, s:s + MLP_ROWS], o[:, s:s + MLP_ROWS])
+    return h
 
 
 def balanced_chunks(T: int, world: int) -> list[list[tuple[int, int]]]:
@@ -123,16 +125,17 @@ def _gather_sequence(t: torch.Tensor, chunks: list[list[tuple[int, int]]], group
 
 
 @torch.inference_mode()
-def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
+def prefill_transformer(model, input_ids: torch.Tensor, group=None, step: LayerStep | None = None) -> torch.Tensor:
     """Context-parallel Prefill of a full-causal-attention model (the Transformer baseline).
 
     ``input_ids`` [B, T] int64 (the full prompt, the same on every rank). Returns the logits of the last
-    position [B, vocab] (dtype of the model) on every rank.
+    position [B, vocab] (dtype of the model) on every rank. ``step``: the per-layer step (default: unfused, eager).
 
     Raises:
         ValueError: a two-stream model, a mixer that is not full causal attention (window), T < 2 x world size.
     """
-    mixers = _attention_mixers(model, two_stream=False)
+    _attention_mixers(model, two_stream=False)
+    step = step or LayerStep(model)
     cfg = model.config
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     B, T = input_ids.shape
@@ -142,11 +145,9 @@ def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Ten
     device = param.device
     local = torch.cat([torch.arange(s, e, device=device) for s, e in mine])
     cos, sin = rope_cos_sin(local.expand(B, -1), rope_frequencies(cfg, device), param.dtype)
-    n_local = local.numel()
     h = model.model.embed_tokens(input_ids.to(device)[:, local])
-    for layer, mix in zip(model.model.layers, mixers):
-        q, _, k, v = mix.project(layer.input_layernorm(h), n_local)  # single-stream: no output rows
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    for i in range(len(model.model.layers)):
+        q, k, v = step.attn_in(i, "base", h, cos, sin)  # single-stream: every row a base row
         keys, values = _gather_sequence(k, chunks, group), _gather_sequence(v, chunks, group)
         outs, offset = [], 0
         for s, e in mine:  # queries s..e-1 see keys 0..e-1 (causal, bottom-right aligned)
@@ -154,9 +155,9 @@ def prefill_transformer(model, input_ids: torch.Tensor, group=None) -> torch.Ten
                                           torch.arange(s, e, device=device)))
             offset += e - s
         o = torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
-        h = h + mix.output(o)
-        del q, k, v, keys, values, outs, o
-        _add_mlp(layer, h)
+        del q, k, v, keys, values, outs
+        h = _attn_out_blocks(step, i, h, o)
+        del o
     # position T - 1 ends chunk 2N - 1, the last local row of rank 0
     if rank == 0:
         logits = model.lm_head(model.model.norm(h[:, -1]))
@@ -193,29 +194,32 @@ def _merged_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g
     """Exact softmax attention of q [B, H, 1, d] over the union of every rank's k/v [B, Hkv, T_r, d]."""
     B, H, _, d = q.shape
     Hkv = k.shape[1]
-    qg = q.reshape(B, Hkv, H // Hkv, d).float()
-    scores = torch.matmul(qg, k.float().transpose(-1, -2)) / math.sqrt(d)  # [B, Hkv, G, T_r]
+    acc = torch.promote_types(q.dtype, torch.float32)  # fp32 for bf16 inputs; fp64 stays fp64
+    qg = q.reshape(B, Hkv, H // Hkv, d).to(acc)
+    scores = torch.matmul(qg, k.to(acc).transpose(-1, -2)) / math.sqrt(d)  # [B, Hkv, G, T_r]
     m = scores.amax(-1, keepdim=True)
     global_m = m.clone()
     dist.all_reduce(global_m, op=dist.ReduceOp.MAX, group=group)
     p = torch.exp(scores - global_m)
-    stats = torch.cat([p.sum(-1, keepdim=True), torch.matmul(p, v.float())], dim=-1)  # [B, Hkv, G, 1 + d]
+    stats = torch.cat([p.sum(-1, keepdim=True), torch.matmul(p, v.to(acc))], dim=-1)  # [B, Hkv, G, 1 + d]
     dist.all_reduce(stats, group=group)
     out = stats[..., 1:] / stats[..., :1]
     return out.to(q.dtype).reshape(B, H, 1, d)
 
 
 @torch.inference_mode()
-def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
+def prefill(model, input_ids: torch.Tensor, group=None, step: LayerStep | None = None) -> torch.Tensor:
     """Sequence-parallel Prefill of ``input_ids`` [B, T] (the full prompt, same on every rank).
 
     Each rank keeps only its shard's activations. Returns the logits of the last position
-    [B, vocab] on every rank (regime "Prefill": T_in = T - 1, T_out = 1).
+    [B, vocab] on every rank (regime "Prefill": T_in = T - 1, T_out = 1). ``step``: the per-layer step (default:
+    unfused, eager).
 
     Raises:
         ValueError: not an Orthros (two-stream attention) model, T < world size, or T past the window rules.
     """
     mixers = _attention_mixers(model, two_stream=True)
+    step = step or LayerStep(model)
     cfg = model.config
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     B, T = input_ids.shape
@@ -227,24 +231,23 @@ def prefill(model, input_ids: torch.Tensor, group=None) -> torch.Tensor:
     freqs = rope_frequencies(cfg, device)
     cos, sin = rope_cos_sin(positions, freqs, next(model.parameters()).dtype)
     last = torch.full((B, 1), T - 1, device=device)
-    cos_out, sin_out = rope_cos_sin(last, freqs, cos.dtype)
+    rope_out = rope_cos_sin(last, freqs, cos.dtype)
     n_local = end - start
-    h = model.model.embed_tokens(torch.cat([ids[:, start:end], ids[:, -1:]], dim=1))  # local base rows + output row
-    for layer, mix in zip(model.model.layers, mixers):
-        x = layer.input_layernorm(h)
-        q_base, q_out, k, v = mix.project(x, n_local)  # q_out: the output row [B, H, 1, d]
-        k = apply_rope(k, cos, sin)
+    h = model.model.embed_tokens(ids[:, start:end])  # local base rows
+    h_out = model.model.embed_tokens(ids[:, -1:])  # the output row, on every rank
+    for i, mix in enumerate(mixers):
+        q_base, k, v = step.attn_in(i, "base", h, cos, sin)
+        q_out, _, _ = step.attn_in(i, "out", h_out, *rope_out, dynamic=False)
         halo = start - kernels.window_start(start, mix.window)
         k_halo, v_halo = _halo(k, mix.window - 1, bounds, rank, group), _halo(v, mix.window - 1, bounds, rank, group)
         keys, values = torch.cat([k_halo, k], dim=2), torch.cat([v_halo, v], dim=2)
         assert keys.shape[2] == halo + n_local
         # queries padded with zeros over the halo so the window kernel sees T_q == T_k (GPU fast path);
         # the halo rows' outputs are dropped
-        q_base = apply_rope(q_base, cos, sin)
         q_pad = torch.cat([q_base.new_zeros(B, q_base.shape[1], halo, q_base.shape[3]), q_base], dim=2)
         o_base = kernels.attention(q_pad, keys, values, torch.arange(halo + n_local, device=device), mix.window)
-        o_out = _merged_query_attention(apply_rope(q_out, cos_out, sin_out), k, v, group)
-        o = torch.cat([o_base[:, :, halo:], o_out], dim=2)
-        h = h + mix.output(o)
-        _add_mlp(layer, h)
-    return model.lm_head(model.model.norm(h[:, -1]))
+        o_out = _merged_query_attention(q_out, k, v, group)
+        del q_base, q_pad, keys, values
+        h = _attn_out_blocks(step, i, h, o_base[:, :, halo:])
+        h_out = step.attn_out(i, h_out, token_major(o_out), dynamic=False)
+    return model.lm_head(model.model.norm(h_out[:, -1]))
