@@ -238,9 +238,9 @@ class Engine:
                 idx = self.pos - w + 1 + torch.arange(w, device=self.device)
                 safe = idx.clamp(min=0)
                 windows[w] = (safe, safe // c, safe % c, idx < 0)
-        for i, (layer, mix) in enumerate(zip(m.model.layers, self.mixers)):
+        for i, mix in enumerate(self.mixers):
             if not self.attention[i]:
-                out = self._recurrent(i, mix, step.norm(h, layer.input_layernorm.weight, dynamic=False), self.length)
+                out = self._recurrent(i, mix, step.norm_in(i, h, dynamic=False), self.length)
                 h = step.mlp_res(i, h + out, dynamic=False)
                 continue
             q, k, v = step.attn_in(i, rows, h, cos, sin, dynamic=False)

@@ -68,6 +68,7 @@ def _are_slices(big: torch.Tensor, weights: list[torch.Tensor]) -> bool:
 
 @dataclass
 class MLPWeights:
+    ln1: torch.Tensor  # the layer's input norm (a recurrent layer's mixer runs on its output)
     ln2: torch.Tensor
     gate_up: torch.Tensor | tuple  # [2 F, D] (fused) or (W_gate, W_up)
     down: torch.Tensor
@@ -91,7 +92,8 @@ class AttnWeights:
 def mlp_weights(layer, fused: bool) -> MLPWeights:
     mlp = layer.mlp
     gate_up = fused_weight(mlp, ("gate_proj", "up_proj")) if fused else (mlp.gate_proj.weight, mlp.up_proj.weight)
-    return MLPWeights(layer.post_attention_layernorm.weight, gate_up, mlp.down_proj.weight)
+    return MLPWeights(layer.input_layernorm.weight, layer.post_attention_layernorm.weight, gate_up,
+                      mlp.down_proj.weight)
 
 
 def attn_weights(layer, fused: bool) -> AttnWeights:
@@ -251,8 +253,9 @@ class LayerStep:
             self._dynamic_rows(h)
         return fn(h, m.ln2, m.gate_up, m.down)
 
-    def norm(self, h, weight, dynamic: bool = True):
+    def norm_in(self, i: int, h, dynamic: bool = True):
+        """Layer i's input RMSNorm of rows h: what a recurrent layer's mixer (run as a module) reads."""
         fn = self._fn("norm", lambda: make_norm(self.eps))
         if dynamic:
             self._dynamic_rows(h)
-        return fn(h, weight)
+        return fn(h, self.weights[i].ln1)

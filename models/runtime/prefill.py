@@ -49,7 +49,7 @@ def prefill(model, step: LayerStep, ids: torch.Tensor, kv, n_out: int = 1, chunk
     for i, w in enumerate(step.weights):
         if not isinstance(w, AttnWeights):
             rows = torch.cat([h, h_out], dim=1) if two_stream else h
-            rows = step.mlp_res(i, rows + recurrent(i, step.norm(rows, m.model.layers[i].input_layernorm.weight)))
+            rows = step.mlp_res(i, rows + recurrent(i, step.norm_in(i, rows)))
             h, h_out = (rows[:, :T], rows[:, T:]) if two_stream else (rows, None)
             continue
         fresh = None
