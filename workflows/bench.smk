@@ -53,8 +53,8 @@ rule prefill_cpu_128k:
 rule gpu_benchmarks:
     """Qwen3-8B shape, random bf16 weights, one GPU: prefill sweep (Fig. 4), E2E (Table 4), cost model."""
     input:
-        code("suite/bench/gpu_all.sh"),
-        sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.bench.cost_model"),
+        code("tools/gpu_bench/gpu_all.sh"),
+        sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.cost_model"),
     output:
         prefill=f"{GPU_OUT}/prefill.csv",
         e2e=f"{GPU_OUT}/e2e.csv",
@@ -66,7 +66,7 @@ rule gpu_benchmarks:
     log:
         f"{WORK}/logs/gpu_benchmarks.log",
     shell:
-        "OUT={GPU_OUT} WINDOW={params.window} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"
+        "OUT={GPU_OUT} WINDOW={params.window} TOTAL_S=1500 bash tools/gpu_bench/gpu_all.sh > {log} 2>&1"
 
 
 rule fla_crosscheck:

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import torch
 
+from suite import cost_model as cm
 from suite.archs import PAPER_WINDOW
-from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.fused import PrefillRunner
 from suite.bench.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed

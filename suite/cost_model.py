@@ -21,7 +21,7 @@ heads for the flash kernel, the log-sum-exp merge of two partial outputs).
 An Orthros decode step processes two rows per sequence (one base, one output) but reads the weights once;
 the output row reads the whole K/V history and the base row the last w keys.
 
-Run ``python -m suite.bench.cost_model --out results/gpu/cost_model.csv`` for the prediction table.
+Run ``python -m suite.cost_model --out results/gpu/cost_model.csv`` for the prediction table.
 """
 from __future__ import annotations
 
