@@ -1,7 +1,8 @@
 # The Orthros study DAG. `snakemake --cores all` runs the default profile (CPU, offline, stdlib corpus);
 # `snakemake --cores all --config profile=ci|gpu|slurm` runs another (profiles/<name>.yaml, schema-validated), and
 # `--config profile=path/to/my.yaml` a study config of your own (its `profile:` field names its results).
-# Every rule is a thin call into an importable module that also runs by hand (python -m ...).
+# Every rule is a thin call into an importable module that also runs by hand (python -m ...). `--use-conda` runs the
+# rules in workflows/envs/suite.yaml instead of the environment that runs Snakemake.
 import sys
 from pathlib import Path
 

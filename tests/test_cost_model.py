@@ -4,7 +4,7 @@ import math
 import pandas as pd
 import pytest
 
-from suite.bench import cost_model as cm
+from suite import cost_model as cm
 
 TINY = cm.Shape(hidden=8, layers=1, heads=2, kv_heads=1, head_dim=4, ffn=16, vocab=10)
 

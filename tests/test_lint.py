@@ -1,12 +1,15 @@
-"""The tree passes the ruff configuration of pyproject.toml (the same check as the pre-commit hook), and the workflow
-passes `snakemake --lint` but for the advice it does not follow by design (ACCEPTED_LINTS)."""
+"""The tree passes the ruff configuration of pyproject.toml (the same check as the pre-commit hook), the workflow
+passes `snakemake --lint` with no finding in every profile, and the rules' conda environment lists the suite's
+dependencies."""
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,22 +22,24 @@ def test_ruff_check_passes():
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
 
 
-# snakemake --lint findings the workflow accepts, and why
-ACCEPTED_LINTS = (
-    # the interpreter, the study's folders and CLI values are globals filled into commands; what a job's result
-    # depends on is tracked as its `params: cfg=` and code inputs (workflows/common.smk)
-    "Shell command directly uses variable",
-    "Specify a conda environment or container",  # one environment for every rule: scripts/setup.sh
-    "No log directive defined",  # the collectors and the renderer, which print a line or two
-    "Mixed rules and functions in same snakefile",  # small helpers beside the rules that call them
-)
+# every profile: gpu has every rule (the system benchmarks, seq_parallel), slurm its executor profile's settings
+PROFILES = {"default": ["--config", "profile=default"], "ci": ["--config", "profile=ci"],
+            "gpu": ["--config", "profile=gpu"], "slurm": ["--profile", "profiles/snakemake/slurm"]}
 
 
-@pytest.mark.parametrize("profile", ["default", "gpu"])  # gpu: every rule (the system benchmarks, seq_parallel)
-def test_snakemake_lint_passes(profile):
-    run = subprocess.run([sys.executable, "-m", "snakemake", "--lint", "--config", f"profile={profile}"], cwd=ROOT,
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_snakemake_lint_finds_nothing(profile):
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--lint", *PROFILES[profile]], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr
-    assert run.returncode == 0 or "Lints for " in out, out[-4000:]  # 1 with lints; anything else: no lint ran
-    found = [t for t in re.findall(r"^    \* (.+?):?$", out, flags=re.M) if not t.startswith(ACCEPTED_LINTS)]
-    assert not found, "\n".join(found)
+    found = re.findall(r"^    \* (.+?):?$", out, flags=re.M)
+    assert run.returncode == 0 and not found, "\n".join(found) or out[-4000:]
+
+
+def test_conda_environment_lists_the_suite_dependencies():
+    """workflows/envs/suite.yaml (every rule's `conda:`, used with --use-conda) pins what pyproject.toml does."""
+    env = yaml.safe_load((ROOT / "workflows" / "envs" / "suite.yaml").read_text())
+    (pip,) = [d["pip"] for d in env["dependencies"] if isinstance(d, dict)]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert pip == project["dependencies"]
+    assert f"python {project['requires-python']}" in env["dependencies"]

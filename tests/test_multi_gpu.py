@@ -1,4 +1,4 @@
-"""suite/bench/multi_gpu_all.sh in its CPU/gloo smoke mode (2 processes), and its two CSV writers."""
+"""tools/gpu_bench/multi_gpu_all.sh in its CPU/gloo smoke mode (2 processes), and its two CSV writers."""
 import os
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.bench import cost_model as cm
+from suite import cost_model as cm
 from suite.bench.multi_gpu_train import summarize
 from suite.bench.seq_parallel_gpu import LAYER_WISE, parse_layer_wise
 from suite.provenance import write_csv
@@ -20,8 +20,8 @@ def test_smoke_run_writes_both_csvs(data_dir, tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "OUT": str(out), "WORK": str(tmp_path / "work"), "DATA_DIR": str(data_dir),
            "PYTHON": sys.executable, "TOTAL_S": "400"}
-    run = subprocess.run(["bash", "suite/bench/multi_gpu_all.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    run = subprocess.run(["bash", "tools/gpu_bench/multi_gpu_all.sh"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
 
     sp = pd.read_csv(out / "seq_parallel.csv")

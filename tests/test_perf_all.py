@@ -1,4 +1,4 @@
-"""suite/bench/perf_all.sh end to end in its CPU smoke mode, and the merge of two GPU commands' outputs."""
+"""tools/gpu_bench/perf_all.sh end to end in its CPU smoke mode, and the merge of two GPU commands' outputs."""
 import json
 import os
 import statistics
@@ -20,7 +20,7 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, SMOKE="1", PART="all", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1500",
                SUITE_COMMIT="smoke123")
-    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+    run = subprocess.run(["bash", str(ROOT / "tools/gpu_bench/perf_all.sh")], env=env, capture_output=True, text=True,
                          timeout=1500)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     steps = pd.read_csv(out / "steps.tsv", sep="\t")
@@ -99,7 +99,7 @@ def test_perf_all_skips_steps_past_the_total_cap_and_keeps_their_record(tmp_path
     out, archive = tmp_path / "out", tmp_path / "back" / "perf_all.tar.gz"
     env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x",
                ARCHIVE=str(archive))
-    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+    run = subprocess.run(["bash", str(ROOT / "tools/gpu_bench/perf_all.sh")], env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     steps = pd.read_csv(out / "steps.tsv", sep="\t")
@@ -114,7 +114,7 @@ def test_perf_all_refuses_an_archive_inside_its_output_folder(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x",
                ARCHIVE=str(out / "perf_all.tar.gz"))
-    run = subprocess.run(["bash", str(ROOT / "suite/bench/perf_all.sh")], env=env, capture_output=True, text=True,
+    run = subprocess.run(["bash", str(ROOT / "tools/gpu_bench/perf_all.sh")], env=env, capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 2 and "must lie outside OUT" in run.stderr
 

@@ -25,12 +25,19 @@ rule prefill_cpu:
         f"{WORK}/logs/prefill_cpu.log",
     params:
         cfg=rule_config("prefill_cpu"),
-        checkpoints=" ".join(f"--checkpoint {a}={run_dir(a, MAIN)}/checkpoint" for a in PREFILL_CHECKPOINTED),
+        checkpoints=" ".join(f"--checkpoint {a}={RUN.format(arch=a, size=MAIN, seed=SEED)}/checkpoint"
+                             for a in PREFILL_CHECKPOINTED),
         lengths=",".join(str(n) for n in PREFILL["lengths"]),
+        repeats=PREFILL["repeats"],
+        profile=PROFILE,
+        archs=ARCH_LIST,
+        size=MAIN,
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.bench.prefill_cpu --mode sweep --profile {PROFILE} --archs {ARCH_LIST} --size {MAIN} "
-        "{params.checkpoints} --lengths {params.lengths} --repeats {PREFILL[repeats]} --threads {threads} "
-        "--out {output} > {log} 2>&1"
+        "python -m suite.bench.prefill_cpu --mode sweep --profile {params.profile} --archs {params.archs} "
+        "--size {params.size} {params.checkpoints} --lengths {params.lengths} --repeats {params.repeats} "
+        "--threads {threads} --out {output} > {log} 2>&1"
 
 
 rule prefill_cpu_128k:
@@ -41,32 +48,37 @@ rule prefill_cpu_128k:
         f"{RES}/prefill_128k.csv",
     params:
         cfg=rule_config("prefill_cpu_128k"),
+        profile=PROFILE,
     threads: THREADS
     log:
         f"{WORK}/logs/prefill_128k.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.bench.prefill_cpu --mode 128k --profile {PROFILE} --threads {threads} --out {output} > {log} 2>&1"
-
-
+        "python -m suite.bench.prefill_cpu --mode 128k --profile {params.profile} --threads {threads} --out {output} "
+        "> {log} 2>&1"
 
 
 rule gpu_benchmarks:
     """Qwen3-8B shape, random bf16 weights, one GPU: prefill sweep (Fig. 4), E2E (Table 4), cost model."""
     input:
-        code("suite/bench/gpu_all.sh"),
-        sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.bench.cost_model"),
+        code("tools/gpu_bench/gpu_all.sh"),
+        sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.cost_model"),
     output:
         prefill=f"{GPU_OUT}/prefill.csv",
         e2e=f"{GPU_OUT}/e2e.csv",
         cost=f"{GPU_OUT}/cost_model.csv",
     params:
         window=STUDY["window"],
+        out=lambda w, output: folder(output.prefill),
     resources:
         gpu=1,
     log:
         f"{WORK}/logs/gpu_benchmarks.log",
+    conda:
+        CONDA_ENV
     shell:
-        "OUT={GPU_OUT} WINDOW={params.window} TOTAL_S=1500 bash suite/bench/gpu_all.sh > {log} 2>&1"
+        "OUT={params.out} WINDOW={params.window} TOTAL_S=1500 bash tools/gpu_bench/gpu_all.sh > {log} 2>&1"
 
 
 rule fla_crosscheck:
@@ -78,12 +90,16 @@ rule fla_crosscheck:
     output:
         crosscheck=f"{GPU_OUT}/fla_crosscheck.csv",
         throughput=f"{GPU_OUT}/baseline_throughput.csv",
+    params:
+        out=lambda w, output: folder(output.crosscheck),
     resources:
         gpu=1,
     log:
         f"{WORK}/logs/fla_crosscheck.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.bench.fla_vs_naive --out-dir {GPU_OUT} > {log} 2>&1"
+        "python -m suite.bench.fla_vs_naive --out-dir {params.out} > {log} 2>&1"
 
 
 rule benchmarks:
@@ -109,7 +125,9 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
             gpu=2,
         log:
             f"{WORK}/logs/seq_parallel.log",
+        conda:
+            CONDA_ENV
         shell:
             "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
-            "{PY} torch.distributed.run --standalone --nproc_per_node {resources.gpu} "
+            "python -m torch.distributed.run --standalone --nproc_per_node {resources.gpu} "
             "-m suite.bench.seq_parallel_gpu --window {params.window} --out {output} > {log} 2>&1"

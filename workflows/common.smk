@@ -5,16 +5,20 @@
 # command only as written, before `{...}` is filled in. So every rule lists both, and an edit reruns exactly the
 # jobs that read the edited file or value, and what depends on them.
 # Included first by the Snakefile: the study config and the globals every workflow file reads, so that no file
-# depends on the include order of the others.
-import json
-import re
+# depends on the include order of the others. The helper functions are in suite/workflow_helpers.py.
 import sys
+from functools import partial
+from shlex import quote
 
-from suite.archs import ORTHROS_ARCHS
+from snakemake.settings.types import DeploymentMethod
+
 from suite.config import (ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size, mqar_sizes,
                           schema, workflow_profile)
 from suite.deps import module_files
 from suite.eval.mqar_recipe import mqar_cli_args
+from suite.workflow_helpers import (Untracked, code_files, copy_results, csv_list, folder, lm_tasks, per_seed, runs,
+                                    schema_section, train_launch)
+from suite.workflow_helpers import rule_config as _rule_config
 
 try:  # a bad --config key or study config stops with its message alone (sys.exit: no Snakemake traceback lines)
     CONFIG_ARG = workflow_profile(config)
@@ -30,38 +34,28 @@ RENDER = STUDY.get("render_dir", ".")
 SEEDS = STUDY["seeds"]
 SEED = SEEDS[0]                          # single-run experiments (MQAR, NIAH, benchmarks)
 THREADS = STUDY.get("threads", 1)
-PY = f"{sys.executable} -m"
+# The commands call `python`: with --use-conda the one of the rule's environment (CONDA_ENV), else the interpreter
+# that runs Snakemake (a shell function; the environment of the job, like its thread counts, is not a param).
+CONDA_ENV = "envs/suite.yaml"            # relative to workflows/
+IN_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+PYTHON = "" if IN_CONDA else f'python() {{{{ {quote(sys.executable)} "$@"; }}}}; '
 # One torch thread per job and as many jobs as cores: tiny models run far faster that way than with
 # two threads fighting over two cores.
 shell.prefix(f"set -euo pipefail; export OMP_NUM_THREADS={THREADS} MKL_NUM_THREADS={THREADS} "
-             "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false; ")
-CFG = f"--config {CONFIG_ARG}"
+             f"HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false; {PYTHON}")
+# A command takes everything but its files from `params`: the study config's name (STUDY_ARG, which the params rerun
+# trigger leaves out: a job's `cfg` holds what it reads), config values, and folders - derived from a declared file in
+# them where the rule has one, else a function returning the study's folder (a plain string that begins one of the
+# rule's paths reads to `snakemake --lint` as a hard-coded prefix).
+STUDY_ARG = Untracked(CONFIG_ARG)        # a job's `--config {params.study}`: the name or path, not its values
 ARCHS = STUDY["archs"]
 ARCH_LIST = ",".join(ARCHS)
 MAIN = STUDY["main_size"]
 GPU_OUT = "results/gpu"                  # the gpu profile's committed results, which every profile's report reads
 
-
-def sources(*modules):
-    """The repository files that running these modules imports (suite/deps.py), as a rule's code inputs."""
-    return module_files(*modules, root=workflow.basedir)
-
-
-def code(*parts):
-    """Files and folders a command reads that are not imported modules (a shell script, lm-eval task configs)."""
-    files = []
-    for part in parts:
-        p = Path(workflow.basedir) / part
-        found = [f for f in p.rglob("*") if f.suffix in (".py", ".yaml", ".sh")] if p.is_dir() else [p]
-        files += sorted(str(f.relative_to(workflow.basedir)) for f in found)
-    return files
-
-
-def section(name, but=()):
-    """Every key of a study-config section that the schema knows, less `but`, as dotted paths: for a rule that
-    reads the whole section, so that a key added to the schema later is tracked too."""
-    return [f"{name}.{key}" for key in sorted(SCHEMA["properties"][name]["properties"]) if key not in but]
-
+sources = partial(module_files, root=workflow.basedir)  # the repository files that running these modules imports
+code = partial(code_files, workflow.basedir)            # files a command reads that are not imported modules
+section = partial(schema_section, SCHEMA)
 
 # Study-config keys (dotted paths) each job reads, through `--config` or on its command line. Not listed: paths
 # (inputs and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `niah.archs`, `niah.size`,
@@ -102,26 +96,4 @@ RULE_CONFIG = {
     "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
 }
 
-
-def arch_config(arch):
-    """Keys of the model window of one arch (as suite.train.model.window_overrides reads them)."""
-    return ["window"] if arch in ORTHROS_ARCHS else ["swa_window_ratio"] if arch == "swa" else []
-
-
-def _config_value(key):
-    """The value at a dotted key of the study config (None when an optional key is absent). Raises ValueError
-    for a key that the schema does not know (a typo in RULE_CONFIG)."""
-    node, known = STUDY, SCHEMA
-    for part in key.split("."):
-        if part not in known.get("properties", {}):
-            raise ValueError(f"workflows/common.smk: unknown study-config key {key!r} "
-                             f"(known at this level: {sorted(known.get('properties', {}))})")
-        known = known["properties"][part]
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
-def rule_config(rule, arch=None):
-    """The study-config values a job of `rule` reads (with the window of `arch`), as canonical JSON."""
-    keys = RULE_CONFIG[rule] + (arch_config(arch) if arch else [])
-    return json.dumps({key: _config_value(key) for key in keys}, sort_keys=True)
+rule_config = partial(_rule_config, STUDY, SCHEMA, RULE_CONFIG)  # (rule, arch=None): its `params: cfg=`

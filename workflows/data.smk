@@ -10,10 +10,14 @@ rule corpus:
         meta=f"{DATA}/corpus.json",
     params:
         cfg=rule_config("corpus"),
+        study=STUDY_ARG,
+        data=lambda w, output: folder(output.meta),
     log:
         f"{WORK}/logs/corpus.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.data.corpus {CFG} --data-dir {DATA} --overwrite > {log} 2>&1"
+        "python -m suite.data.corpus --config {params.study} --data-dir {params.data} --overwrite > {log} 2>&1"
 
 
 rule tokenizer:
@@ -32,11 +36,16 @@ rule tokenizer:
         meta=f"{DATA}/tokens/meta.json",
     params:
         cfg=rule_config("tokenizer"),
+        study=STUDY_ARG,
+        data=lambda w, output: folder(output.meta, 2),
     threads: THREADS
     log:
         f"{WORK}/logs/tokenizer.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.data.tokenizer {CFG} --data-dir {DATA} --threads {threads} > {log} 2>&1"
+        "python -m suite.data.tokenizer --config {params.study} --data-dir {params.data} --threads {threads} "
+        "> {log} 2>&1"
 
 
 rule benchmark_data:
@@ -44,10 +53,14 @@ rule benchmark_data:
     input:
         sources("suite.data.benchmarks"),
     output:
-        f"{DATA}/benchmarks/source.json",
+        source=f"{DATA}/benchmarks/source.json",
     params:
         cfg=rule_config("benchmark_data"),
+        study=STUDY_ARG,
+        out=lambda w, output: folder(output.source),
     log:
         f"{WORK}/logs/benchmark_data.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.data.benchmarks {CFG} --out {DATA}/benchmarks > {log} 2>&1"
+        "python -m suite.data.benchmarks --config {params.study} --out {params.out} > {log} 2>&1"

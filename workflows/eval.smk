@@ -16,21 +16,12 @@ QUALITY = f"{RES}/eval/quality/{{arch}}/{{size}}/seed{{seed}}.csv"
 METRICS = f"{RES}/train/{{arch}}/{{size}}/seed{{seed}}/metrics.csv"
 
 
-def csv_list(values):
-    return ",".join(str(v) for v in values)
-
-
 BENCH = f"{DATA}/benchmarks"               # the benchmark datasets (rule benchmark_data), where lm_eval.data is set
 BENCH_INPUT = [f"{BENCH}/source.json"] if LM.get("data") else []
 
 
-def lm_tasks(size):
-    """lm-eval tasks of one run: the configured ones at every size when the benchmark data is local (lm_eval.data),
-    else at the main size only (Hub datasets), held-out perplexity elsewhere."""
-    return csv_list(LM["tasks"]) if size == MAIN or LM.get("data") else "val_ppl"
-
-
 GPU_JOB = 1 if STUDY["device"].startswith("cuda") else 0   # resources: one GPU job at a time (--resources gpu=1)
+SINGLE_RUN = dict(seed=SEED, device=STUDY["device"], dtype=STUDY["dtype"], profile=PROFILE)  # NIAH's, MQAR's
 LM_ARGS = (f"--tokenizer {DATA}/tokenizer --ppl-data {DATA}/val.txt --max-length {TRAIN_LEN} --boundary-token eos "
            f"--profile {PROFILE} --batch-size {LM.get('batch_size', 1)} --device {STUDY['device']}"
            + (f" --limit {LM['limit']}" if LM["limit"] is not None else "")
@@ -44,12 +35,12 @@ rule lm_eval:
     benchmarks (a slice of lm_eval.limit documents per task, the whole split where it is null; from the local data
     of lm_eval.data), for every seed."""
     input:
-        runs=per_seed(METRICS.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}")),
+        runs=per_seed(METRICS.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}"), SEEDS),
         val=f"{DATA}/val.txt",
         bench=BENCH_INPUT,
         code=LM_EVAL_CODE,
     output:
-        per_seed(QUALITY.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}")),
+        per_seed(QUALITY.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}"), SEEDS),
     threads: THREADS
     resources:
         gpu=GPU_JOB,
@@ -57,11 +48,17 @@ rule lm_eval:
         f"{WORK}/logs/lm_eval_{{arch}}_{{size}}.log",
     params:
         cfg=rule_config("lm_eval"),
-        checkpoints=lambda w: " ".join(f"{run_dir(w.arch, w.size, s)}/checkpoint" for s in SEEDS),
-        tasks=lambda w: lm_tasks(w.size),
+        checkpoints=lambda w: " ".join(f"{RUN.format(arch=w.arch, size=w.size, seed=s)}/checkpoint" for s in SEEDS),
+        seeds=SEEDS,
+        tasks=lambda w: lm_tasks(LM, MAIN, w.size),
+        lm_args=LM_ARGS,
+        bench_args=BENCH_ARGS,
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {SEEDS} "
-        "--tasks {params.tasks} {LM_ARGS} {BENCH_ARGS} --arch {wildcards.arch} --size {wildcards.size} > {log} 2>&1"
+        "python -m suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {params.seeds} "
+        "--tasks {params.tasks} {params.lm_args} {params.bench_args} --arch {wildcards.arch} --size {wildcards.size} "
+        "> {log} 2>&1"
 
 
 # Prompt length against the window (suite.eval.prompt_lengths): the suite tokenizer's, and the base model's where the
@@ -86,12 +83,17 @@ if LM.get("data"):
             tokenizers=" ".join(f"{k}={d}" for k, d in PROMPT_TOKENIZERS.items()),
             shots=csv_list(PROMPT_SHOTS),
             limit=f"--limit {LM['limit']}" if LM["limit"] is not None else "",
+            bench=lambda w, input: folder(input.bench[0]),
+            window=STUDY["window"],
+            profile=PROFILE,
         log:
             f"{WORK}/logs/prompt_lengths.log",
+        conda:
+            CONDA_ENV
         shell:
-            "{PY} suite.eval.prompt_lengths --benchmark-data {BENCH} --tokenizer {params.tokenizers} "
-            "--tasks commonsense,mmlu,recall --num-fewshot {params.shots} {params.limit} --window {STUDY[window]} "
-            "--profile {PROFILE} --out {output} > {log} 2>&1"
+            "python -m suite.eval.prompt_lengths --benchmark-data {params.bench} --tokenizer {params.tokenizers} "
+            "--tasks commonsense,mmlu,recall --num-fewshot {params.shots} {params.limit} --window {params.window} "
+            "--profile {params.profile} --out {output} > {log} 2>&1"
 
 
 rule conversion_lm_eval:
@@ -109,9 +111,14 @@ rule conversion_lm_eval:
     params:
         cfg=rule_config("conversion_lm_eval"),
         checkpoints=lambda w: " ".join(f"{WORK}/conversion/{w.variant}/seed{s}/checkpoint" for s in CONV_SEEDS),
+        seeds=CONV_SEEDS,
+        lm_args=LM_ARGS,
+        size=CONV["size"],
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {CONV_SEEDS} "
-        "--tasks val_ppl {LM_ARGS} --arch {wildcards.variant} --size {CONV[size]} > {log} 2>&1"
+        "python -m suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {params.seeds} "
+        "--tasks val_ppl {params.lm_args} --arch {wildcards.variant} --size {params.size} > {log} 2>&1"
 
 
 NIAH_OUT = f"{RES}/eval/niah/{{arch}}/{NIAH['size']}/seed{SEED}.csv"
@@ -133,6 +140,10 @@ rule niah:
         f"{WORK}/logs/niah_{{arch}}.log",
     params:
         cfg=lambda w: rule_config("niah", w.arch),
+        study=STUDY_ARG,
+        data=lambda w: DATA,
+        niah={key: NIAH[key] for key in ("size", "format", "train_len", "steps", "batch_size", "lr", "trials")},
+        run=SINGLE_RUN,
         lengths=csv_list(NIAH["lengths"]),
         depths=csv_list(NIAH["depths"]),
         curriculum=f"--curriculum {curriculum_arg(NIAH['curriculum'])}" if NIAH.get("curriculum") else "",
@@ -144,15 +155,16 @@ rule niah:
         value_digits=f"--value-digits {NIAH['value_digits']} " if "value_digits" in NIAH else "",
         # the trained model, kept so that a rerun after a cut evaluation does not train again (suite.eval.niah_saved)
         saved=lambda w: f"{WORK}/niah_models/{w.arch}/{NIAH['size']}/seed{SEED}",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.niah --arch {wildcards.arch} --size {NIAH[size]} {CFG} --data-dir {DATA} "
-        "--haystack {input.haystack} --format {NIAH[format]} {params.value_digits}"
-        "--train-len {NIAH[train_len]} --steps {NIAH[steps]} --batch-size {NIAH[batch_size]} --lr {NIAH[lr]} "
-        "--queries {params.queries} --replay {params.replay} {params.rope_theta} {params.schedule} {params.lm_weight} "
-        "{params.curriculum} "
-        "--lengths {params.lengths} --depths {params.depths} "
-        "--trials {NIAH[trials]} --seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} "
-        "--no-progress --save-model {params.saved} "
+        "python -m suite.eval.niah --arch {wildcards.arch} --size {params.niah[size]} --config {params.study} "
+        "--data-dir {params.data} --haystack {input.haystack} --format {params.niah[format]} {params.value_digits}"
+        "--train-len {params.niah[train_len]} --steps {params.niah[steps]} --batch-size {params.niah[batch_size]} "
+        "--lr {params.niah[lr]} --queries {params.queries} --replay {params.replay} {params.rope_theta} "
+        "{params.schedule} {params.lm_weight} {params.curriculum} --lengths {params.lengths} --depths {params.depths} "
+        "--trials {params.niah[trials]} --seed {params.run[seed]} --device {params.run[device]} "
+        "--dtype {params.run[dtype]} --profile {params.run[profile]} --no-progress --save-model {params.saved} "
         "--out {output} > {log} 2>&1"
 
 
@@ -177,35 +189,45 @@ rule mqar:
     params:
         cfg=rule_config("mqar"),
         recipe=" ".join(mqar_cli_args(MQAR)),
+        run=SINGLE_RUN,
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.mqar --arch {wildcards.arch} --size {wildcards.size} {params.recipe} "
-        "--seed {SEED} --device {STUDY[device]} --dtype {STUDY[dtype]} --profile {PROFILE} --out {output} > {log} 2>&1"
-
-
-def runs(pattern, archs, sizes, seeds=SEEDS):
-    return [pattern.format(arch=a, size=s, seed=seed) for a in archs for s in sizes for seed in seeds]
+        "python -m suite.eval.mqar --arch {wildcards.arch} --size {wildcards.size} {params.recipe} "
+        "--seed {params.run[seed]} --device {params.run[device]} --dtype {params.run[dtype]} "
+        "--profile {params.run[profile]} --out {output} > {log} 2>&1"
 
 
 rule collect_quality:
     input:
-        evals=runs(QUALITY, ARCHS, [MAIN]),
-        metrics=runs(METRICS, ARCHS, [MAIN]),
+        evals=runs(QUALITY, ARCHS, [MAIN], SEEDS),
+        metrics=runs(METRICS, ARCHS, [MAIN], SEEDS),
         code=COLLECT_CODE,
     output:
         f"{RES}/quality.csv",
+    log:
+        f"{WORK}/logs/collect_quality.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.collect quality --evals {input.evals} --metrics {input.metrics} --out {output}"
+        "python -m suite.collect quality --evals {input.evals} --metrics {input.metrics} --out {output} "
+        "2>&1 | tee {log}"
 
 
 rule collect_ablation:
     input:
-        evals=runs(QUALITY, ABL_VARIANTS, ABL_SIZES),
-        metrics=runs(METRICS, ABL_VARIANTS, ABL_SIZES),
+        evals=runs(QUALITY, ABL_VARIANTS, ABL_SIZES, SEEDS),
+        metrics=runs(METRICS, ABL_VARIANTS, ABL_SIZES, SEEDS),
         code=COLLECT_CODE,
     output:
         f"{RES}/ablation.csv",
+    log:
+        f"{WORK}/logs/collect_ablation.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.collect ablation --evals {input.evals} --metrics {input.metrics} --out {output}"
+        "python -m suite.collect ablation --evals {input.evals} --metrics {input.metrics} --out {output} "
+        "2>&1 | tee {log}"
 
 
 CONV_VARIANTS = ["base", "base_cpt", "conversion"]
@@ -222,9 +244,13 @@ rule collect_conversion:
         f"{RES}/conversion.csv",
     params:
         variants=" ".join(v for v in CONV_VARIANTS for _ in CONV_SEEDS),
+    log:
+        f"{WORK}/logs/collect_conversion.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.collect conversion --evals {input.evals} --metrics {input.metrics} "
-        "--variants {params.variants} --out {output}"
+        "python -m suite.collect conversion --evals {input.evals} --metrics {input.metrics} "
+        "--variants {params.variants} --out {output} 2>&1 | tee {log}"
 
 
 NIAH_ARCHS = [a for a in ARCHS if a in NIAH["archs"]]
@@ -240,8 +266,12 @@ rule collect_niah:
         f"{RES}/niah.csv",
     params:
         skipped=f"--not-run {NIAH_SKIPPED}" if NIAH_SKIPPED else "",
+    log:
+        f"{WORK}/logs/collect_niah.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.collect concat --inputs {input.csvs} {params.skipped} --out {output}"
+        "python -m suite.collect concat --inputs {input.csvs} {params.skipped} --out {output} 2>&1 | tee {log}"
 
 
 rule collect_mqar:
@@ -250,8 +280,12 @@ rule collect_mqar:
         code=COLLECT_CODE,
     output:
         f"{RES}/mqar.csv",
+    log:
+        f"{WORK}/logs/collect_mqar.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.collect concat --inputs {input.csvs} --out {output}"
+        "python -m suite.collect concat --inputs {input.csvs} --out {output} 2>&1 | tee {log}"
 
 
 # the MQAR control cell; a grid of sizes reads its largest (suite.eval.controls), a single-size study its one size
@@ -270,7 +304,7 @@ rule controls:
         mqar=f"{RES}/mqar.csv",
         niah=f"{RES}/niah.csv",
         quality=f"{RES}/quality.csv",
-        first=runs(f"{RES}/train/{{arch}}/{{size}}/seed{{seed}}/loss.csv", ["transformer"], [MAIN]),
+        first=runs(f"{RES}/train/{{arch}}/{{size}}/seed{{seed}}/loss.csv", ["transformer"], [MAIN], SEEDS),
         tokens=[rules.tokenizer.output.tokenizer, rules.tokenizer.output.train, rules.tokenizer.output.val],  # unigram
         pretrained=PRETRAINED_CSV,
         identity=IDENTITY_CSV,
@@ -280,7 +314,14 @@ rule controls:
     params:
         cfg=rule_config("controls"),
         pretrained=(f"--pretrained {PRETRAINED_CSV[0]} --identity {IDENTITY_CSV[0]}") if PRETRAINED_CSV else "",
+        mqar_cell=MQAR_CONTROL,
+        main_size=MAIN,
+        data=lambda w: DATA,
+    log:
+        f"{WORK}/logs/controls.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.controls --mqar {input.mqar} {MQAR_CONTROL} --niah {input.niah} "
-        "--val-loss {input.quality} --first-loss {input.first} --main-size {MAIN} --data-dir {DATA} "
-        "{params.pretrained} --out {output}"
+        "python -m suite.eval.controls --mqar {input.mqar} {params.mqar_cell} --niah {input.niah} "
+        "--val-loss {input.quality} --first-loss {input.first} --main-size {params.main_size} "
+        "--data-dir {params.data} {params.pretrained} --out {output} 2>&1 | tee {log}"

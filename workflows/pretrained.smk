@@ -16,27 +16,15 @@ TRAINED_ARMS = [a for a in PRE_ARMS if a in ("base_cpt", "conversion")]
 PRE_SEEDS = PRE.get("seeds", [SEED]) if PRE else []
 START = {"base_cpt": "base", "conversion": "converted"}   # the model folder a continued arm starts from
 
-
-def pre_runs(variant):
-    """(variant, seed) of every evaluated model: untrained arms once (seed 0), trained arms per data-order seed."""
-    return [(variant, s) for s in (PRE_SEEDS if variant in TRAINED_ARMS else [0])]
-
-
-def pre_model(variant, seed):
-    if variant in TRAINED_ARMS:
-        return f"{WORK}/pretrained/{variant}/seed{seed}/checkpoint"
-    return f"{MODELS}/{variant}"
-
-
-def pre_model_input(w):
-    """The file that marks a model folder complete: base_model.json, or a trained run's metrics.csv."""
-    if w.variant in TRAINED_ARMS:
-        return f"{PRE_RES}/train/{w.variant}/seed{w.seed}/metrics.csv"
-    return f"{MODELS}/{w.variant}/base_model.json"
-
-
-PRE_EVAL = [(v, s) for v in (PRE_ARMS + ["random_init"]) for v, s in pre_runs(v)]
+# (variant, seed) of every evaluated model: untrained arms once (seed 0), trained arms per data-order seed
+PRE_EVAL = [(v, s) for v in (PRE_ARMS + ["random_init"]) for s in (PRE_SEEDS if v in TRAINED_ARMS else [0])]
 PRE_HELD_OUT = [(v, s) for v, s in PRE_EVAL if v != "random_init"]
+# each evaluated model's folder, and the file that marks it complete (base_model.json, or a trained run's
+# metrics.csv), by (variant, seed) as the wildcards spell them
+PRE_MODEL = {(v, str(s)): f"{WORK}/pretrained/{v}/seed{s}/checkpoint" if v in TRAINED_ARMS else f"{MODELS}/{v}"
+             for v, s in PRE_EVAL}
+PRE_MODEL_INPUT = {(v, str(s)): f"{PRE_RES}/train/{v}/seed{s}/metrics.csv" if v in TRAINED_ARMS
+                   else f"{MODELS}/{v}/base_model.json" for v, s in PRE_EVAL}
 
 
 rule base_model:
@@ -48,17 +36,23 @@ rule base_model:
         random=f"{MODELS}/random_init/base_model.json",
     params:
         cfg=rule_config("base_model"),
+        study=STUDY_ARG,
+        out=lambda w, output: folder(output.base),
+        random=lambda w, output: folder(output.random),
     log:
         f"{WORK}/logs/base_model.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.train.base_model {CFG} --out {MODELS}/base --random-init {MODELS}/random_init > {log} 2>&1"
+        "python -m suite.train.base_model --config {params.study} --out {params.out} --random-init {params.random} "
+        "> {log} 2>&1"
 
 
 rule english_data:
     """English prose, split by document and encoded with the base model's tokenizer (suite.data.english)."""
     input:
-        rules.base_model.output.base,
-        sources("suite.data.english"),
+        base=rules.base_model.output.base,
+        code=sources("suite.data.english"),
     output:
         summary=f"{ENGLISH}/english.json",
         train=f"{ENGLISH}/tokens/train.npy",
@@ -67,45 +61,64 @@ rule english_data:
         haystack=f"{ENGLISH}/test.txt",
     params:
         cfg=rule_config("english_data"),
+        study=STUDY_ARG,
+        base=lambda w, input: folder(input.base),
+        data=lambda w, output: folder(output.summary),
     log:
         f"{WORK}/logs/english_data.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.data.english {CFG} --base-model {MODELS}/base --data-dir {ENGLISH} > {log} 2>&1"
+        "python -m suite.data.english --config {params.study} --base-model {params.base} --data-dir {params.data} "
+        "> {log} 2>&1"
 
 
 rule convert_base:
     """Arm 2: Orthros converted from the base model (identity scale-offset, window w), no training."""
     input:
-        rules.base_model.output.base,
-        sources("suite.train.convert_base"),
+        base=rules.base_model.output.base,
+        code=sources("suite.train.convert_base"),
     output:
-        f"{MODELS}/converted/base_model.json",
+        converted=f"{MODELS}/converted/base_model.json",
     params:
         cfg=rule_config("convert_base"),
+        base=lambda w, input: folder(input.base),
+        out=lambda w, output: folder(output.converted),
+        window=PRE["window"] if PRE else 0,
     log:
         f"{WORK}/logs/convert_base.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.train.convert_base --base {MODELS}/base --window {PRE[window]} --out {MODELS}/converted > {log} 2>&1"
+        "python -m suite.train.convert_base --base {params.base} --window {params.window} --out {params.out} "
+        "> {log} 2>&1"
 
 
 rule conversion_identity:
     """The conversion identity control: Orthros at w >= T reproduces Base's logits on held-out text (float32)."""
     input:
-        rules.base_model.output.base,
-        rules.english_data.output.val,
-        sources("suite.eval.identity"),
+        base=rules.base_model.output.base,
+        val=rules.english_data.output.val,
+        code=sources("suite.eval.identity"),
     output:
         f"{RES}/pretrained_identity.csv",
     params:
         cfg=rule_config("conversion_identity"),
         tokens=PRE.get("identity_len", 2048) if PRE else 0,
+        base=lambda w, input: folder(input.base),
+        data=lambda w: ENGLISH,
+        window=PRE["window"] if PRE else 0,
+        device=STUDY["device"],
+        profile=PROFILE,
     resources:
         gpu=GPU_JOB,
     log:
         f"{WORK}/logs/conversion_identity.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.identity --base {MODELS}/base --data-dir {ENGLISH} --tokens {params.tokens} "
-        "--window {PRE[window]} --device {STUDY[device]} --profile {PROFILE} --out {output} > {log} 2>&1"
+        "python -m suite.eval.identity --base {params.base} --data-dir {params.data} --tokens {params.tokens} "
+        "--window {params.window} --device {params.device} --profile {params.profile} --out {output} > {log} 2>&1"
 
 
 rule pretrained_train:
@@ -129,15 +142,20 @@ rule pretrained_train:
                 f"--lr {PRE['lr']} --warmup {PRE.get('warmup', 0)} --min-lr-ratio {PRE.get('min_lr_ratio', 0.1)} "
                 f"--weight-decay {PRE.get('weight_decay', 0.1)} --dtype {PRE.get('dtype', 'float32')}")
                if TRAINED_ARMS else "",
+        data=lambda w: ENGLISH,
+        device=STUDY["device"],
+        profile=PROFILE,
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
         f"{WORK}/logs/pretrained_train_{{arm}}_seed{{seed}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.train.run --model {params.start} --arch {wildcards.arm} --data-dir {ENGLISH} "
-        "--out-dir {params.out} --seed {wildcards.seed} {params.recipe} --device {STUDY[device]} "
-        "--profile {PROFILE} --restart-if-changed --no-progress > {log} 2>&1 && "
+        "python -m suite.train.run --model {params.start} --arch {wildcards.arm} --data-dir {params.data} "
+        "--out-dir {params.out} --seed {wildcards.seed} {params.recipe} --device {params.device} "
+        "--profile {params.profile} --restart-if-changed --no-progress > {log} 2>&1 && "
         "cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
 
 
@@ -145,20 +163,17 @@ PRE_EVAL_CFG = PRE["eval"] if PRE else {}
 
 
 MMLU_LIMIT = PRE_EVAL_CFG.get("mmlu_limit")
-
-
-def harness_args(w):
-    """suite.eval.harness options shared by an arm's commonsense and MMLU runs."""
-    return (f"--benchmark-data {DATA}/benchmarks --num-fewshot {csv_list(PRE_EVAL_CFG.get('num_fewshot', [0]))} "
-            f"--batch-size {PRE_EVAL_CFG.get('batch_size', 1)} --dtype {PRE_EVAL_CFG.get('dtype', 'float32')} "
-            f"--device {STUDY['device']} --arch {w.variant} --seed {w.seed} --profile {PROFILE}")
+# suite.eval.harness options shared by an arm's commonsense and MMLU runs (then the arm's --arch, --seed, --profile)
+HARNESS_ARGS = (f"--benchmark-data {DATA}/benchmarks --num-fewshot {csv_list(PRE_EVAL_CFG.get('num_fewshot', [0]))} "
+                f"--batch-size {PRE_EVAL_CFG.get('batch_size', 1)} --dtype {PRE_EVAL_CFG.get('dtype', 'float32')} "
+                f"--device {STUDY['device']}")
 
 
 rule pretrained_benchmarks:
     """The paper's benchmarks (suite.eval.harness on the local task data) for one arm: the commonsense tasks with
     eval.limit documents each, then MMLU with eval.mmlu_limit documents per subject."""
     input:
-        model=pre_model_input,
+        model=lambda w: PRE_MODEL_INPUT[(w.variant, w.seed)],
         data=f"{DATA}/benchmarks/source.json",
         code=LM_EVAL_CODE,
     output:
@@ -166,71 +181,85 @@ rule pretrained_benchmarks:
         mmlu=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/mmlu.csv" if MMLU_LIMIT else [],
     params:
         cfg=rule_config("pretrained_benchmarks"),
-        model=lambda w: pre_model(w.variant, w.seed),
+        model=lambda w: PRE_MODEL[(w.variant, w.seed)],
         tasks=csv_list(PRE_EVAL_CFG.get("tasks", [])),
         limit=f"--limit {PRE_EVAL_CFG['limit']}" if PRE_EVAL_CFG.get("limit") else "",
-        common=harness_args,
-        mmlu=lambda w, output: (f" && {PY} suite.eval.harness --checkpoint {pre_model(w.variant, w.seed)} --tasks mmlu "
-                                f"--limit {MMLU_LIMIT} {harness_args(w)} --out {output.mmlu}") if MMLU_LIMIT else "",
+        common=HARNESS_ARGS,
+        profile=PROFILE,
+        mmlu=lambda w, output: (f" && python -m suite.eval.harness --checkpoint {PRE_MODEL[(w.variant, w.seed)]} "
+                                f"--tasks mmlu --limit {MMLU_LIMIT} {HARNESS_ARGS} --arch {w.variant} --seed {w.seed} "
+                                f"--profile {PROFILE} --out {output.mmlu}") if MMLU_LIMIT else "",
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
         f"{WORK}/logs/pretrained_benchmarks_{{variant}}_seed{{seed}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "({PY} suite.eval.harness --checkpoint {params.model} --tasks {params.tasks} {params.limit} {params.common} "
+        "(python -m suite.eval.harness --checkpoint {params.model} --tasks {params.tasks} {params.limit} "
+        "{params.common} --arch {wildcards.variant} --seed {wildcards.seed} --profile {params.profile} "
         "--out {output.quality}{params.mmlu}) > {log} 2>&1"
 
 
 rule pretrained_ppl:
     """Held-out perplexity by position bucket (<= 128, 129-1K, 1K-8K) of one arm."""
     input:
-        model=pre_model_input,
+        model=lambda w: PRE_MODEL_INPUT[(w.variant, w.seed)],
         tokens=rules.english_data.output.val,
         code=sources("suite.eval.ppl_buckets"),
     output:
         f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/ppl.csv",
     params:
         cfg=rule_config("pretrained_ppl"),
-        model=lambda w: pre_model(w.variant, w.seed),
+        model=lambda w: PRE_MODEL[(w.variant, w.seed)],
+        data=lambda w: ENGLISH,
+        ppl=PRE["ppl"] if PRE else {},
+        device=STUDY["device"],
+        profile=PROFILE,
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
         f"{WORK}/logs/pretrained_ppl_{{variant}}_seed{{seed}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.ppl_buckets --checkpoint {params.model} --data-dir {ENGLISH} --max-len {PRE[ppl][max_len]} "
-        "--docs {PRE[ppl][docs]} --variant {wildcards.variant} --seed {wildcards.seed} --device {STUDY[device]} "
-        "--profile {PROFILE} --out {output} > {log} 2>&1"
+        "python -m suite.eval.ppl_buckets --checkpoint {params.model} --data-dir {params.data} "
+        "--max-len {params.ppl[max_len]} --docs {params.ppl[docs]} --variant {wildcards.variant} "
+        "--seed {wildcards.seed} --device {params.device} --profile {params.profile} --out {output} > {log} 2>&1"
 
 
 rule pretrained_niah:
     """NIAH within the model's context: RULER's English needle in held-out English text, for one arm."""
     input:
-        model=pre_model_input,
+        model=lambda w: PRE_MODEL_INPUT[(w.variant, w.seed)],
         haystack=rules.english_data.output.haystack,
         code=NIAH_CODE,
     output:
         f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/niah.csv",
     params:
         cfg=rule_config("pretrained_niah"),
-        model=lambda w: pre_model(w.variant, w.seed),
+        model=lambda w: PRE_MODEL[(w.variant, w.seed)],
         lengths=csv_list(PRE["niah"]["lengths"]) if PRE and "niah" in PRE else "",
         depths=csv_list(PRE["niah"]["depths"]) if PRE and "niah" in PRE else "",
         # every length lies within the base model's context (the niah CLI refuses one past the model's positions),
         # so each cell is one the positive control (Base) reads
         context=max(PRE["niah"]["lengths"]) if PRE and "niah" in PRE else 0,
+        trials=PRE["niah"]["trials"] if PRE and "niah" in PRE else 0,
+        run=dict(device=STUDY["device"], dtype=STUDY["dtype"], profile=PROFILE),
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
         f"{WORK}/logs/pretrained_niah_{{variant}}_seed{{seed}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.eval.niah --checkpoint {params.model} --haystack {input.haystack} --format ruler "
-        "--train-len {params.context} --lengths {params.lengths} "
-        "--depths {params.depths} --trials {PRE[niah][trials]} --seed {wildcards.seed} --device {STUDY[device]} "
-        "--dtype {STUDY[dtype]} --label-arch {wildcards.variant} --profile {PROFILE} --no-progress "
-        "--out {output} > {log} 2>&1"
+        "python -m suite.eval.niah --checkpoint {params.model} --haystack {input.haystack} --format ruler "
+        "--train-len {params.context} --lengths {params.lengths} --depths {params.depths} --trials {params.trials} "
+        "--seed {wildcards.seed} --device {params.run[device]} --dtype {params.run[dtype]} "
+        "--label-arch {wildcards.variant} --profile {params.run[profile]} --no-progress --out {output} > {log} 2>&1"
 
 
 rule collect_pretrained:
@@ -246,9 +275,13 @@ rule collect_pretrained:
         f"{RES}/pretrained.csv",
     params:
         variants=" ".join(v for v, _ in PRE_EVAL for _ in (["quality", "mmlu"] if MMLU_LIMIT else ["quality"])),
+    log:
+        f"{WORK}/logs/collect_pretrained.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.collect pretrained --evals {input.evals} --variants {params.variants} --metrics {input.metrics} "
-        "--base-record {input.base} --out {output}"
+        "python -m suite.collect pretrained --evals {input.evals} --variants {params.variants} "
+        "--metrics {input.metrics} --base-record {input.base} --out {output} 2>&1 | tee {log}"
 
 
 rule collect_pretrained_ppl:
@@ -257,8 +290,12 @@ rule collect_pretrained_ppl:
         code=COLLECT_CODE,
     output:
         f"{RES}/pretrained_ppl.csv",
+    log:
+        f"{WORK}/logs/collect_pretrained_ppl.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.collect concat --inputs {input.ppl} --out {output}"
+        "python -m suite.collect concat --inputs {input.ppl} --out {output} 2>&1 | tee {log}"
 
 
 if PRE and "niah" in PRE:
@@ -269,8 +306,12 @@ if PRE and "niah" in PRE:
             code=COLLECT_CODE,
         output:
             f"{RES}/pretrained_niah.csv",
+        log:
+            f"{WORK}/logs/collect_pretrained_niah.log",
+        conda:
+            CONDA_ENV
         shell:
-            "{PY} suite.collect concat --inputs {input.niah} --out {output}"
+            "python -m suite.collect concat --inputs {input.niah} --out {output} 2>&1 | tee {log}"
 
 
 if TRAINED_ARMS:
@@ -284,8 +325,12 @@ if TRAINED_ARMS:
             f"{RES}/pretrained_loss.csv",
         params:
             runs=" ".join(f"{a}:{s}" for a in TRAINED_ARMS for s in PRE_SEEDS),
+        log:
+            f"{WORK}/logs/collect_pretrained_loss.log",
+        conda:
+            CONDA_ENV
         shell:
-            "{PY} suite.collect curves --inputs {input.loss} --runs {params.runs} --out {output}"
+            "python -m suite.collect curves --inputs {input.loss} --runs {params.runs} --out {output} 2>&1 | tee {log}"
 
 
 if TRAINED_ARMS:
@@ -297,8 +342,12 @@ if TRAINED_ARMS:
             code=COLLECT_CODE,
         output:
             f"{RES}/pretrained_train.csv",
+        log:
+            f"{WORK}/logs/collect_pretrained_train.log",
+        conda:
+            CONDA_ENV
         shell:
-            "{PY} suite.collect concat --inputs {input.metrics} --out {output}"
+            "python -m suite.collect concat --inputs {input.metrics} --out {output} 2>&1 | tee {log}"
 
 
 # what the report reads of this experiment

@@ -28,6 +28,15 @@ rule render:
         findings=f"{RENDER_PREFIX}paper_tables/findings.md",  # the README's findings at a glance
         figures=[report(p, category="Figures") for p in FIGURES if p.endswith(".png")],
         pdfs=[p for p in FIGURES if p.endswith(".pdf")],
+    params:
+        results=lambda w: RES,
+        gpu_results=lambda w: GPU_OUT,
+        tables=lambda w, output: folder(output.audit),
+        figures=lambda w, output: folder(output.figures[0]),
+    log:
+        f"{WORK}/logs/render.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{PY} suite.report.render --results {RES} --gpu-results {GPU_OUT} "
-        "--out-tables {RENDER}/paper_tables --out-figures {RENDER}/figures"
+        "python -m suite.report.render --results {params.results} --gpu-results {params.gpu_results} "
+        "--out-tables {params.tables} --out-figures {params.figures} 2>&1 | tee {log}"

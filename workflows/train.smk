@@ -9,28 +9,8 @@ RUN = f"{WORK}/runs/{{arch}}/{{size}}/seed{{seed}}"
 TRAIN_CODE = sources("suite.train.run")
 SEED_LIST = ",".join(map(str, SEEDS))
 
-
-def run_dir(arch, size, seed=SEED):
-    return RUN.format(arch=arch, size=size, seed=seed)
-
-
-def per_seed(pattern, seeds=SEEDS, **fixed):
-    return [pattern.format(seed=s, **fixed) for s in seeds]
-
-
-def copy_results(out_pattern, res_pattern, seeds):
-    """Shell that copies each seed's metrics.csv and loss.csv from the run folder into results/."""
-    return " && ".join(f"cp {out_pattern.format(seed=s)}/metrics.csv {res_pattern.format(seed=s)}/metrics.csv && "
-                       f"cp {out_pattern.format(seed=s)}/loss.csv {res_pattern.format(seed=s)}/loss.csv"
-                       for s in seeds)
-
-
 # train.gpus > 1 (cuda profiles): data-parallel training, one torchrun process per GPU of one host (FSDP2)
 TRAIN_GPUS = STUDY["train"].get("gpus", 1) if STUDY["device"] == "cuda" else 0
-
-
-def train_launch(wildcards, resources):
-    return f"{PY} torch.distributed.run --standalone --nproc_per_node {resources.gpu} -m" if resources.gpu > 1 else PY
 
 
 rule train:
@@ -38,22 +18,28 @@ rule train:
         rules.tokenizer.output,
         TRAIN_CODE,
     output:
-        metrics=per_seed("{res}/train/{{arch}}/{{size}}/seed{seed}/metrics.csv", res=RES),
-        loss=per_seed("{res}/train/{{arch}}/{{size}}/seed{seed}/loss.csv", res=RES),
+        metrics=per_seed("{res}/train/{{arch}}/{{size}}/seed{seed}/metrics.csv", SEEDS, res=RES),
+        loss=per_seed("{res}/train/{{arch}}/{{size}}/seed{seed}/loss.csv", SEEDS, res=RES),
     params:
         cfg=lambda w: rule_config("train", w.arch),
+        study=STUDY_ARG,
+        data=lambda w: DATA,
+        seeds=SEED_LIST,
         out=lambda w: f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
         copy_back=lambda w: copy_results(f"{WORK}/runs/{w.arch}/{w.size}/seed{{seed}}",
-                                    f"{RES}/train/{w.arch}/{w.size}/seed{{seed}}", SEEDS),
+                                         f"{RES}/train/{w.arch}/{w.size}/seed{{seed}}", SEEDS),
         launch=train_launch,
     threads: THREADS
     resources:
         gpu=TRAIN_GPUS,
     log:
         f"{WORK}/logs/train_{{arch}}_{{size}}.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{params.launch} suite.train.run {CFG} --data-dir {DATA} --out-dir '{params.out}' --arch {wildcards.arch} "
-        "--size {wildcards.size} --seed {SEED_LIST} --restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"
+        "{params.launch} suite.train.run --config {params.study} --data-dir {params.data} --out-dir '{params.out}' "
+        "--arch {wildcards.arch} --size {wildcards.size} --seed {params.seeds} --restart-if-changed --no-progress "
+        "> {log} 2>&1 && {params.copy_back}"
 
 
 CONV = STUDY["conversion"]
@@ -74,17 +60,26 @@ rule conversion_cpt:
         loss=per_seed(f"{RES}/conversion/base_cpt/seed{{seed}}/loss.csv", CONV_SEEDS),
     params:
         cfg=rule_config("conversion"),
+        study=STUDY_ARG,
+        data=lambda w: DATA,
+        size=CONV["size"],
+        seeds=CONV_SEED_LIST,
+        model=lambda w: CONV_BASE,  # "{seed}": filled in by the command, per seed
         out=lambda w: CONV_DIR.format(variant="base_cpt"),
-        copy_back=lambda w: copy_results(CONV_DIR.format(variant="base_cpt"), CONV_RES.format(variant="base_cpt"), CONV_SEEDS),
+        copy_back=lambda w: copy_results(CONV_DIR.format(variant="base_cpt"), CONV_RES.format(variant="base_cpt"),
+                                         CONV_SEEDS),
         launch=train_launch,
     threads: THREADS
     resources:
         gpu=TRAIN_GPUS,
     log:
         f"{WORK}/logs/conversion_base_cpt.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
-        "--model '{CONV_BASE}' --size {CONV[size]} --seed {CONV_SEED_LIST} --restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"
+        "{params.launch} suite.train.run --config {params.study} --recipe conversion --data-dir {params.data} "
+        "--out-dir '{params.out}' --model '{params.model}' --size {params.size} --seed {params.seeds} "
+        "--restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"
 
 
 rule conversion_orthros:
@@ -97,16 +92,23 @@ rule conversion_orthros:
         loss=per_seed(f"{RES}/conversion/conversion/seed{{seed}}/loss.csv", CONV_SEEDS),
     params:
         cfg=rule_config("conversion", "orthros"),
+        study=STUDY_ARG,
+        data=lambda w: DATA,
+        size=CONV["size"],
+        seeds=CONV_SEED_LIST,
+        model=lambda w: CONV_BASE,  # "{seed}": filled in by the command, per seed
         out=lambda w: CONV_DIR.format(variant="conversion"),
         copy_back=lambda w: copy_results(CONV_DIR.format(variant="conversion"), CONV_RES.format(variant="conversion"),
-                                    CONV_SEEDS),
+                                         CONV_SEEDS),
         launch=train_launch,
     threads: THREADS
     resources:
         gpu=TRAIN_GPUS,
     log:
         f"{WORK}/logs/conversion_orthros.log",
+    conda:
+        CONDA_ENV
     shell:
-        "{params.launch} suite.train.run {CFG} --recipe conversion --data-dir {DATA} --out-dir '{params.out}' "
-        "--arch orthros --size {CONV[size]} --init-from '{CONV_BASE}' --seed {CONV_SEED_LIST} --restart-if-changed --no-progress "
-        "> {log} 2>&1 && {params.copy_back}"
+        "{params.launch} suite.train.run --config {params.study} --recipe conversion --data-dir {params.data} "
+        "--out-dir '{params.out}' --arch orthros --size {params.size} --init-from '{params.model}' "
+        "--seed {params.seeds} --restart-if-changed --no-progress > {log} 2>&1 && {params.copy_back}"

@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 from models import kernels
-from suite.bench import cost_model as cm
+from suite import cost_model as cm
 from suite.bench.gpu_common import RowWriter, common_columns, errors, sync, time_ms
 from suite.cli import device_name, in_file, out_folder, positive_float
 

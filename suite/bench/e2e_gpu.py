@@ -2,7 +2,7 @@
 
 Random-weight Qwen3-8B-shape bf16 models run in :class:`models.runtime.decode.Engine` (static KV cache,
 CUDA-graph decode steps, greedy), batch 2, at 128K/128, 127K/1K and 120K/8K (input/output tokens).
-Definitions (as in :func:`suite.bench.cost_model.e2e`): TTFT = prefill of the batch including the
+Definitions (as in :func:`suite.cost_model.e2e`): TTFT = prefill of the batch including the
 first token; E2E = TTFT + the output_len - 1 decode steps; output tok/s = batch*output_len/E2E;
 decode-only tok/s = batch*output_len/(E2E - TTFT). CUDA-graph capture happens before the timed
 decode and is not counted.
@@ -39,8 +39,8 @@ from pathlib import Path
 import torch
 
 from models.runtime.decode import Engine
+from suite import cost_model as cm
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
-from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import (
     PAIRS,

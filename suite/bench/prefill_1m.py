@@ -35,8 +35,8 @@ from pathlib import Path
 import torch
 
 from models.runtime.prefill import PrefillRunner
+from suite import cost_model as cm
 from suite.archs import PAPER_WINDOW
-from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed
 from suite.cli import device_name, in_file, out_folder, positive_int, usage_errors

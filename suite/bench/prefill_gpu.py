@@ -11,7 +11,7 @@ minus the weights of the other models kept on the GPU meanwhile; ``kv_cache_gib`
 
 Also measured, first: an 8192^3 bf16 matmul (the MFU reference), the dense GEMMs of one layer, the
 SDPA causal kernel and the window kernel at each length, and copy bandwidth; they are written to
-``rates.json`` for the cost model (:mod:`suite.bench.cost_model`), whose predictions with these rates
+``rates.json`` for the cost model (:mod:`suite.cost_model`), whose predictions with these rates
 are printed next to the measured speedups, and whose 8-GPU predictions are added as rows
 (method "cost-model prediction"). Pass/fail rows go to ``targets.csv`` beside it (source ``prefill.csv``): the
 compiled path's check (method "path check"), and the targets (method "target"): Orthros 128K speedup >= 4.0x;
@@ -43,8 +43,8 @@ import torch.nn.functional as F
 from models import kernels
 from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
 from models.runtime.prefill import PrefillRunner
+from suite import cost_model as cm
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
-from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import (
     PAIRS,

@@ -10,9 +10,9 @@ prefill (median of the repeats, CUDA synchronised). Lengths at or above ``--laye
 a one-layer model of the same shape, and ``ms`` is that time x the layer count (method
 "layer-wise (one layer x n_layers)"); shorter ones run the whole model (method "full-model").
 
-``predicted_ms`` / ``predicted_speedup`` come from :func:`suite.bench.cost_model.prefill_time` with the
+``predicted_ms`` / ``predicted_speedup`` come from :func:`suite.cost_model.prefill_time` with the
 kernel rates of ``--rates`` (the single-GPU run's ``rates.json``) and the link bandwidth / latency of
-:class:`~suite.bench.cost_model.Rates`; a target row per measured multi-GPU row (``targets.csv`` beside the CSV)
+:class:`~suite.cost_model.Rates`; a target row per measured multi-GPU row (``targets.csv`` beside the CSV)
 passes when |speedup / predicted_speedup - 1| <= 0.15.
 Rows for ``--predict-gpus`` (default 8) GPUs are cost-model predictions (method "cost-model prediction").
 Rows are written as they come (a killed run keeps them); ``world_size`` is the ranks that ran the row (1 for the
@@ -34,8 +34,8 @@ import torch.distributed as dist
 
 from models import kernels
 from models.runtime.seq_parallel import prefill_any
+from suite import cost_model as cm
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
-from suite.bench import cost_model as cm
 from suite.bench.bench_models import build_bench_model
 from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
 from suite.cli import device_name, in_file, out_file, positive_float, positive_int, positive_ints

@@ -7,7 +7,7 @@ and the provenance columns. The benchmarks write it as they go (:meth:`suite.ben
 :func:`write_targets`); their measurement CSVs hold no pass/fail columns.
 
 CLI: ``python -m suite.bench.targets DIR`` prints a folder's targets and its attention-kernel check tally
-(``suite/bench/perf_all.sh`` runs it last).
+(``tools/gpu_bench/perf_all.sh`` runs it last).
 """
 from __future__ import annotations
 

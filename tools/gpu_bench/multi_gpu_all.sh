@@ -7,7 +7,7 @@
 #      on 1 GPU, then on NPROC GPUs under torchrun (FSDP2, 16/NPROC rows per rank)
 #   4. multi_gpu_train: throughput (>= 1.8x target) and loss curves 1 vs NPROC GPUs   -> $OUT/multi_gpu_train.csv
 # Every step writes its CSV row by row or at its end under a time cap, so a cut step keeps what it measured.
-# Usage (repository root or anywhere): OUT=/path/to/out bash suite/bench/multi_gpu_all.sh
+# Usage (repository root or anywhere): OUT=/path/to/out bash tools/gpu_bench/multi_gpu_all.sh
 #   TOTAL_S (default 520) caps the whole command; WORK (default /tmp/multi_gpu_work) holds data and checkpoints
 #   (never under OUT: a 160M checkpoint with optimizer state is ~1.5 GB); ARCH (default orthros) is the trained arch.
 #   SMOKE=1: a CPU/gloo miniature of all of it (tests/test_multi_gpu.py); DATA_DIR reuses a prepared data folder.

@@ -13,7 +13,7 @@ figures measured on one H200, overridable by what a GPU run measures, ``rates.js
 Orthros prefill (regime "Prefill", T_out = 1) follows :class:`models.backbone.SuiteForCausalLM`:
 T base rows (window attention, build K/V) plus one output row (full attention over the T keys).
 
-On N GPUs (:func:`prefill_time` with ``gpus``) the model follows :mod:`suite.bench.seq_parallel`: compute
+On N GPUs (:func:`prefill_time` with ``gpus``) the model follows :mod:`models.runtime.seq_parallel`: compute
 splits evenly (head-tail chunks balance the Transformer's causal pairs), plus per layer the collectives at
 the link bandwidth and latency of :class:`Rates` (not overlapped with compute) and, for the Transformer,
 the HBM traffic that context parallelism adds (all-gathered K/V reassembled, K/V repeated to the query
@@ -21,7 +21,7 @@ heads for the flash kernel, the log-sum-exp merge of two partial outputs).
 An Orthros decode step processes two rows per sequence (one base, one output) but reads the weights once;
 the output row reads the whole K/V history and the base row the last w keys.
 
-Run ``python -m suite.bench.cost_model --out results/gpu/cost_model.csv`` for the prediction table.
+Run ``python -m suite.cost_model --out results/gpu/cost_model.csv`` for the prediction table.
 """
 from __future__ import annotations
 
@@ -170,8 +170,8 @@ def elementwise_bytes(shape: Shape, rows: int, arch: str, fused: bool = False) -
     Eager PyTorch (``fused=False``), counted passes (read + write) per row: 10 x D (two norms, two residual
     adds), 5 x F (SiLU, gate product), 12 x (Hq + Hkv) x d (RoPE, transposes), 2 x Hq x d (attention output
     layout), plus 3 x Hq x d for Orthros's query scale-offset.
-    Fused (``suite.bench.fused`` compiled): 9 x D (norm; residual + norm; residual), 3 x F (SiLU * up in one
-    pass), 2 x (Hq + Hkv) x d (q/k norm, scale-offset and RoPE in one pass), 2 x Hq x d (attention output
+    Fused (:mod:`models.runtime.layer`, fused and compiled): 9 x D (norm; residual + norm; residual), 3 x F (SiLU
+    * up in one pass), 2 x (Hq + Hkv) x d (q/k norm, scale-offset and RoPE in one pass), 2 x Hq x d (attention output
     layout). An estimate, not a measurement.
     """
     qd, kd = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
@@ -192,7 +192,7 @@ def prefill_time(shape: Shape, T: int, arch: str, gpus: int = 1, rates: Rates | 
     ``fused``: element-wise work as the fused (compiled) path moves it (:func:`elementwise_bytes`).
 
     Dense, element-wise and attention work split evenly over the GPUs (ideal load balance). On N > 1 GPUs,
-    per layer (:mod:`suite.bench.seq_parallel`; collectives are not overlapped with compute):
+    per layer (:mod:`models.runtime.seq_parallel`; collectives are not overlapped with compute):
 
     * Orthros: two all_gathers of the (w-1)-token K/V halo (each rank receives N-1 tails) and two
       all_reduces merging the output token's partial softmax (fp32): ``comm_s``.

@@ -6,7 +6,7 @@
 #   3. cost_model: predictions with the measured rates                           -> results/gpu/cost_model.csv
 #   4. (time left, FLA importable) linear_hybrid vs orthros_h prefill and E2E, appended to prefill.csv / e2e.csv
 # Every step writes its CSV row by row, so a step cut by its time limit keeps what it measured.
-# Usage (repository root or anywhere): OUT=/path/to/out bash suite/bench/gpu_all.sh
+# Usage (repository root or anywhere): OUT=/path/to/out bash tools/gpu_bench/gpu_all.sh
 #   TOTAL_S (default 470) caps the whole command; PART=main runs steps 1-3, PART=hybrids step 4 (GDN kernels
 #   JIT-compile for minutes, so under a 10-minute cap a command of its own), PART=all (default) both. WINDOW (the
 #   study config's `window`, which the gpu_benchmarks rule passes) is the Orthros window w; unset, each step's default.
@@ -49,7 +49,7 @@ echo "== e2e_gpu ($(left)s left)"
 timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
 
 echo "== cost_model ($(left)s left)"
-python3 -m suite.bench.cost_model --out "$RES/cost_model.csv" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
+python3 -m suite.cost_model --out "$RES/cost_model.csv" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
 
 fi
 

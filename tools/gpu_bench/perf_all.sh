@@ -38,7 +38,7 @@
 #   PART=all     everything in one go (the CPU smoke test; ~25 GPU minutes, so for a host without a time cap)
 # Then, locally: python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
-# Usage: SUITE_COMMIT=<sha> OUT=/tmp/perf_all ARCHIVE=/tmp/perf_all.tar.gz bash suite/bench/perf_all.sh
+# Usage: SUITE_COMMIT=<sha> OUT=/tmp/perf_all ARCHIVE=/tmp/perf_all.tar.gz bash tools/gpu_bench/perf_all.sh
 #   ARCHIVE: when set, everything the command wrote to OUT is packed into this one .tar.gz at exit, whatever
 #   happened, for copying back (it must lie outside OUT); python -m suite.bench.merge_results reads the archive as
 #   it reads a folder. SUITE_COMMIT: the commit the rows record, where the host's copy has no .git.
@@ -172,7 +172,7 @@ if [[ "$PART" == main || "$PART" == all ]]; then
     --budget-s "$(budget 150)"
   # 60 s stay reserved for the 1M prefill while the two short steps run
   step train_step 45 60 15 $PY -m suite.bench.train_step "${DEV[@]}" "${TS[@]}" --out-dir "$OUT"
-  step cost_model 45 60 5 $PY -m suite.bench.cost_model --out "$OUT/cost_model.csv" "${RATES[@]}"
+  step cost_model 45 60 5 $PY -m suite.cost_model --out "$OUT/cost_model.csv" "${RATES[@]}"
   step prefill_1m 600 5 45 $PY -m suite.bench.prefill_1m "${DEV[@]}" "${P1[@]}" "${CHOICE_ARG[@]}" \
     --prefill-csv "$OUT/prefill.csv" "${RATES[@]}" --out-dir "$OUT"
 fi
