@@ -34,10 +34,12 @@ import functools
 import json
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from models import kernels
 from models.runtime.decode import Engine
 from suite import cost_model as cm
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
@@ -65,6 +67,8 @@ from suite.cli import (
     usage_errors,
 )
 from suite.common import DTYPES, arch_names, size_name
+
+ATTENTION_ARCHS = ("transformer", "swa", "orthros")  # no recurrent layers
 
 
 def parse_configs(text: str) -> list[tuple[int, int]]:
@@ -141,7 +145,7 @@ def time_decode(engine: Engine, context: int, steps: int, device) -> float:
     return 1e3 * clock.s / steps
 
 
-def main(argv=None) -> list[dict]:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
@@ -171,11 +175,11 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--prefill-chunk", type=nonnegative_int, default=0, help="chunked prefill (0: one pass)")
     ap.add_argument("--budget-s", type=positive_float, default=1e9, help="skip models/configs after this many seconds")
     ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the fused functions")
-    args = ap.parse_args(argv)
-    configs = args.configs
-    device, dtype = torch.device(args.device), DTYPES[args.dtype]
-    from models import kernels
+    return ap
 
+
+def read_inputs(ap: argparse.ArgumentParser, args) -> tuple[dict, float | None]:
+    """``--attn-choice`` (its prefill kernel preferences applied) and the HBM bandwidth of ``--rates``."""
     with usage_errors(ap):  # a choice or rates file that is not JSON, or rates without the bandwidth
         choice = json.loads(Path(args.attn_choice).read_text()) if args.attn_choice else {}
         hbm = json.loads(Path(args.rates).read_text()).get("hbm_bytes_per_s", "missing") if args.rates else None
@@ -183,32 +187,45 @@ def main(argv=None) -> list[dict]:
             raise ValueError(f"--rates {args.rates}: hbm_bytes_per_s is {hbm}, not a number > 0")
         kernels.prefer_kernels([k for k in [choice.get("full")] if k and k != "blocked"],
                                [k for k in [choice.get("window")] if k and k != "blocked"])
+    return choice, hbm
+
+
+def engine_options(args, choice: dict, device) -> dict:
+    """The Engine's keyword arguments under test (``--decode-attn auto`` resolved with the choice file)."""
     decode_attn = args.decode_attn
     if decode_attn == "auto":
         decode_attn = "fa2" if choice.get("fa2_ok") and device.type == "cuda" else "matmul"
     fused = args.fused == "on"
     compiled = (device.type == "cuda") if args.compiled == "auto" else args.compiled == "on"
-    engine_kw = dict(decode_attn=decode_attn, fused=fused, compiled=compiled if fused else None,
-                     prefill_chunk=args.prefill_chunk or None, compile_backend=args.compile_backend)
-    print(f"[e2e_gpu] engine options {engine_kw}; attention preference {kernels.kernel_order()[:2]} / "
-          f"{kernels.kernel_order(True)[:2]}", flush=True)
-    start = time.perf_counter()
-    out_dir = Path(args.out_dir)
-    hbm = hbm or copy_bandwidth(device)
-    archs = args.archs
-    recurrent = [a for a in archs if a not in ("transformer", "swa", "orthros")]
-    checked = recurrent or ["orthros", "transformer"]  # the models the engine check runs
-    check = "+".join(checked)  # its target row's arch
-    keep = (lambda r: r["arch"] not in archs + [check]) if args.append else None
+    return dict(decode_attn=decode_attn, fused=fused, compiled=compiled if fused else None,
+                prefill_chunk=args.prefill_chunk or None, compile_backend=args.compile_backend)
+
+
+def checked_archs(archs: list[str]) -> list[str]:
+    """The models the engine check runs: the recurrent ones of ``archs``, else Orthros and the Transformer."""
+    return [a for a in archs if a not in ATTENTION_ARCHS] or ["orthros", "transformer"]
+
+
+def open_writer(args, device) -> RowWriter:
+    """e2e.csv: ``--append`` keeps other models' rows, ``--check-only`` all but the engine check's."""
+    check = "+".join(checked_archs(args.archs))  # the engine check's target row's arch
+    keep = (lambda r: r["arch"] not in args.archs + [check]) if args.append else None
     if args.check_only:
         keep = lambda r: r["arch"] != check  # noqa: E731
-    writer = RowWriter(out_dir / "e2e.csv", common_columns(device, args.dtype), keep=keep)
+    return RowWriter(Path(args.out_dir) / "e2e.csv", common_columns(device, args.dtype), keep=keep)
+
+
+def engine_check_row(args, device, writer: RowWriter, engine_kw: dict) -> None:
+    """The engine's decode vs the uncached forward on tiny fp32 models: a target row."""
+    recurrent = [a for a in args.archs if a not in ATTENTION_ARCHS]
+    checked = checked_archs(args.archs)
+    check = "+".join(checked)
     # FLA's chunked prefill kernels use TF32 dot products, so the recurrent models' check gets a looser bound
     limit = 1e-2 if recurrent else 1e-3
     target = (f"cached engine decode (CUDA graphs on GPU; options {engine_kw}) == uncached model forward, "
               f"fp32 max |logit diff| <= {limit:g}")
     # the tiny fp32 check runs the fused functions eagerly (no compile); the compiled ones are checked against
-    # their eager run on each benchmark model below (Engine.check_compiled)
+    # their eager run on each benchmark model (Engine.check_compiled)
     check_kw = {k: (False if k == "compiled" and v else v) for k, v in engine_kw.items()
                 if k != "prefill_chunk" or not recurrent}
     try:
@@ -219,122 +236,184 @@ def main(argv=None) -> list[dict]:
     writer.target(arch=check, shape="1M", batch=2, method="engine check", target=target, value=err, threshold=limit,
                   status=status)
     print(f"[e2e_gpu] engine check ({check}): max |logit diff| {err:.2e} {status}", flush=True)
-    if args.check_only:
-        return writer.rows
-    max_len = max(i + o for i, o in configs)
-    results = {}
-    torch.manual_seed(0)
-    for arch in archs:
-        window = args.window if arch in ORTHROS_ARCHS else None
-        try:
-            model = build_bench_model(arch, args.size, device, dtype, max_len + args.bucket,
-                                      **({"window_size": window} if window else {}))
-            kw = dict(engine_kw)
-            if arch not in ("transformer", "swa", "orthros"):
-                kw["prefill_chunk"] = None  # recurrent layers: one-pass prefill
-            engine = Engine(model, args.batch, max_len, bucket=args.bucket, chunk=args.chunk, **kw)
-        except (ValueError, torch.cuda.OutOfMemoryError) as err:
-            for inp, outp in configs:
-                writer.add(arch=arch, batch=args.batch, input_len=inp, output_len=outp, status=f"not run: {err}"[:300])
-            continue
-        shape = cm.Shape.from_config(model.config)
-        vocab = model.config.vocab_size
-        warm_ids = torch.randint(0, vocab, (args.batch, min(4096, max_len // 2)))
-        engine.prefill(warm_ids)  # compile / autotune
-        engine.decode(2)
-        path = ("fused " + ("compiled" if compiled else "eager")) if fused else "eager"
-        if fused and compiled:
-            limit_c = 0.1  # two bf16 implementations of the same math differ by ~1e-2 on random weights
-            try:
-                rel = engine.check_compiled(warm_ids.to(device))
-                worst = max(rel.values())
-                ok = worst <= limit_c
-            except Exception as err:
-                rel, worst, ok = {"error": f"{type(err).__name__}: {err}"[:200]}, float("nan"), False
-            if not ok:  # wrong compiled code must not be timed: fall back to the eager fused functions
-                engine.set_compiled(False)
-                path = "fused eager (compiled check failed)"
-            writer.target(arch=arch, shape=args.size, batch=args.batch, method="compiled check",
-                          target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
-                                 f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
-                          status="pass" if ok else "fail")
-            print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}",
-                  flush=True)
-            engine.prefill(warm_ids)
-            engine.decode(2)
-        try:
-            n_kernels, kernel_unit = engine.step_kernels()
-        except Exception as err:  # profiler unavailable: the row says so
-            n_kernels, kernel_unit = None, f"not counted: {type(err).__name__}: {err}"[:200]
-        print(f"[e2e_gpu] {arch}: one decode step launches {n_kernels} ({kernel_unit})", flush=True)
-        ratios = []
-        for inp, outp in configs:
-            if time.perf_counter() - start > args.budget_s:
-                writer.add(arch=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp,
-                           status=f"not run: time budget {args.budget_s:.0f}s spent")
+
+
+def time_ttft(engine: Engine, ids, repeats: int, device) -> list[float]:
+    """Seconds of ``repeats`` prefills of ``ids``; the last prefill's cache is the one decoded from."""
+    runs = []
+    for _ in range(repeats):
+        with timed(device) as clock:
+            engine.prefill(ids)
+        runs.append(clock.s)
+    return runs
+
+
+def count_step_kernels(arch: str, engine: Engine) -> tuple[int | None, str]:
+    try:
+        n_kernels, kernel_unit = engine.step_kernels()
+    except Exception as err:  # profiler unavailable: the row says so
+        n_kernels, kernel_unit = None, f"not counted: {type(err).__name__}: {err}"[:200]
+    print(f"[e2e_gpu] {arch}: one decode step launches {n_kernels} ({kernel_unit})", flush=True)
+    return n_kernels, kernel_unit
+
+
+@dataclass
+class Bench:
+    """One model after another in the Engine at every config; rows into ``writer``."""
+
+    args: argparse.Namespace
+    device: torch.device
+    dtype: torch.dtype
+    engine_kw: dict
+    hbm: float  # bytes/s: the decode step's bound
+    writer: RowWriter
+    start: float
+
+    @property
+    def max_len(self) -> int:
+        return max(i + o for i, o in self.args.configs)
+
+    def engine_kw_of(self, arch: str) -> dict:
+        kw = dict(self.engine_kw)
+        if arch not in ATTENTION_ARCHS:
+            kw["prefill_chunk"] = None  # recurrent layers: one-pass prefill
+        return kw
+
+    def measure_arch(self, arch: str) -> dict:
+        """Rows of one model at every config and its decode-step target; (arch, T_in, T_out) -> (TTFT, E2E)."""
+        a, results, ratios = self.args, {}, []
+        engine = self.load(arch)
+        if engine is None:
+            return results
+        path = self.warm_up(arch, engine)
+        n_kernels, kernel_unit = count_step_kernels(arch, engine)
+        for inp, outp in a.configs:
+            if time.perf_counter() - self.start > a.budget_s:
+                self.writer.add(arch=arch, shape=a.size, batch=a.batch, input_len=inp, output_len=outp,
+                                status=f"not run: time budget {a.budget_s:.0f}s spent")
                 continue
-            ids = torch.randint(0, vocab, (args.batch, inp))
-            free(device)
-            reset_peak(device)
-            runs = []
-            kernels.reset_usage()
-            for _ in range(args.ttft_repeats):  # the last prefill's cache is the one decoded from
-                with timed(device) as clock:
-                    engine.prefill(ids)
-                runs.append(clock.s)
-            ttft = statistics.median(runs)
-            prefill_kernels = model_kernels(model, device)
-            steps = outp - 1
-            contexts = ([inp] if steps <= args.full_decode_max
-                        else [inp, inp + steps // 2, max(inp, inp + steps - args.sample_steps)])
-            step_ms = []
-            if steps == 0:
-                decode_s, method = 0.0, "measured"
-            elif steps <= args.full_decode_max:
-                engine.prepare(steps)
-                with timed(device) as clock:
-                    engine.decode(steps)
-                decode_s, method = clock.s, "measured"
-                step_ms = [1e3 * decode_s / steps]
-            else:
-                step_ms = [time_decode(engine, c, args.sample_steps, device) for c in contexts]
-                decode_s = sum(step_ms) / len(step_ms) * steps / 1e3
-                method = "measured TTFT + timed decode steps x output_len"
-            mid = inp + steps // 2  # the bound at the mean context (bytes are affine in the context)
-            if arch in cm.ARCHS:  # the cost model's archs; the hybrids' bound comes from Engine.decode_bytes
-                bound_ms = 1e3 * cm.decode_step_bytes(shape, mid, args.batch, arch, window) / hbm
-            else:
-                bound_ms = 1e3 * engine.decode_bytes(mid) / hbm
-            mean_step = sum(step_ms) / len(step_ms) if step_ms else None
-            if mean_step:
-                ratios.append(mean_step / bound_ms)
-            e2e = ttft + decode_s
+            ttft, e2e, ratio = self.measure_config(arch, engine, inp, outp, path, n_kernels, kernel_unit)
             results[(arch, inp, outp)] = (ttft, e2e)
-            writer.add(arch=arch, shape=args.size, batch=args.batch, input_len=inp, output_len=outp, ttft_s=ttft,
-                       e2e_s=e2e, output_tok_s=args.batch * outp / e2e,
-                       decode_tok_s=args.batch * outp / decode_s if decode_s else None,
-                       decode_step_ms=mean_step, hbm_bound_ms=bound_ms,
-                       bound_ratio=mean_step / bound_ms if mean_step else None, kv_cache_gib=engine.kv_bytes() / 2**30,
-                       state_gib=engine.state_bytes() / 2**30, peak_mem_gib=peak_gib(device), method=method,
-                       kernel=prefill_kernels + (f"+fused:{args.compile_backend}" if path == "fused compiled" else "")
-                       + "+decode:" + ("matmul" if decode_attn == "matmul" else
-                                       "torch-fa2" if device.type == "cuda" else "blocked"),
-                       ttft_runs_s=json.dumps([round(r, 4) for r in runs]),
-                       fla_norm_bucket=fla_norm_bucket(model, args.batch, inp),
-                       decode_kernels_per_step=n_kernels, kernel_count_unit=kernel_unit, decode_attn=decode_attn,
-                       prefill_path=path,
-                       prefill_chunk=args.prefill_chunk if kw.get("prefill_chunk") else None, status="ok")
-            print(f"[e2e_gpu] {arch:12} {inp:7d}/{outp:<5d} TTFT {ttft:7.2f}s (runs {[round(r, 2) for r in runs]})  "
-                  f"E2E {e2e:8.2f}s  step {(mean_step or 0):6.2f} ms (HBM bound {bound_ms:6.2f})  {method}", flush=True)
+            if ratio is not None:
+                ratios.append(ratio)
         if ratios:
             worst = max(ratios)
-            row = writer.target(arch=arch, shape=args.size, batch=args.batch, method="target",
-                                target="decode step / HBM bound <= 1.3 (worst config)", value=worst, threshold=1.3,
-                                status="pass" if worst <= 1.3 else "fail")
+            row = self.writer.target(arch=arch, shape=a.size, batch=a.batch, method="target",
+                                     target="decode step / HBM bound <= 1.3 (worst config)", value=worst,
+                                     threshold=1.3, status="pass" if worst <= 1.3 else "fail")
             print(f"target {arch}: {row['target']}: {worst:.2f} -> {row['status']}")
-        del engine, model
-        free(device)
+        del engine
+        free(self.device)
+        return results
 
+    def load(self, arch: str) -> Engine | None:
+        """The model in an Engine; None (its rows "not run") when it does not fit or the engine refuses it."""
+        a = self.args
+        window = a.window if arch in ORTHROS_ARCHS else None
+        try:
+            model = build_bench_model(arch, a.size, self.device, self.dtype, self.max_len + a.bucket,
+                                      **({"window_size": window} if window else {}))
+            return Engine(model, a.batch, self.max_len, bucket=a.bucket, chunk=a.chunk, **self.engine_kw_of(arch))
+        except (ValueError, torch.cuda.OutOfMemoryError) as err:
+            for inp, outp in a.configs:
+                self.writer.add(arch=arch, batch=a.batch, input_len=inp, output_len=outp,
+                                status=f"not run: {err}"[:300])
+            return None
+
+    def warm_up(self, arch: str, engine: Engine) -> str:
+        """Compile / autotune with a short prefill and two decode steps, the compiled fused functions checked against
+        their eager run; the prefill path label."""
+        a, fused, compiled = self.args, self.engine_kw["fused"], self.engine_kw["compiled"]
+        warm_ids = torch.randint(0, engine.model.config.vocab_size, (a.batch, min(4096, self.max_len // 2)))
+        engine.prefill(warm_ids)
+        engine.decode(2)
+        if not (fused and compiled):
+            return "fused eager" if fused else "eager"
+        ok = self.check_compiled(arch, engine, warm_ids)
+        path = "fused compiled" if ok else "fused eager (compiled check failed)"
+        engine.prefill(warm_ids)
+        engine.decode(2)
+        return path
+
+    def check_compiled(self, arch: str, engine: Engine, warm_ids) -> bool:
+        """Compiled fused functions vs the same run eagerly: a target row; on failure the engine goes eager."""
+        a = self.args
+        limit_c = 0.1  # two bf16 implementations of the same math differ by ~1e-2 on random weights
+        try:
+            rel = engine.check_compiled(warm_ids.to(self.device))
+            worst = max(rel.values())
+            ok = worst <= limit_c
+        except Exception as err:
+            rel, worst, ok = {"error": f"{type(err).__name__}: {err}"[:200]}, float("nan"), False
+        if not ok:  # wrong compiled code must not be timed: fall back to the eager fused functions
+            engine.set_compiled(False)
+        self.writer.target(arch=arch, shape=a.size, batch=a.batch, method="compiled check",
+                           target=f"compiled fused functions vs the same run eagerly, prefill and decode logits rel <= "
+                                  f"{limit_c} ({json.dumps(rel)})", value=worst, threshold=limit_c,
+                           status="pass" if ok else "fail")
+        print(f"[e2e_gpu] {arch}: compiled vs eager fused functions {rel} -> {'pass' if ok else 'FAIL'}", flush=True)
+        return ok
+
+    def measure_config(self, arch: str, engine: Engine, inp: int, outp: int, path: str, n_kernels, kernel_unit):
+        """TTFT, E2E and the decode step vs its HBM bound at T_in/T_out: a row; (TTFT, E2E, step/bound or None)."""
+        a, model, decode_attn = self.args, engine.model, self.engine_kw["decode_attn"]
+        ids = torch.randint(0, model.config.vocab_size, (a.batch, inp))
+        free(self.device)
+        reset_peak(self.device)
+        kernels.reset_usage()
+        runs = time_ttft(engine, ids, a.ttft_repeats, self.device)
+        ttft = statistics.median(runs)
+        prefill_kernels = model_kernels(model, self.device)
+        steps = outp - 1
+        decode_s, method, step_ms = self.time_decode_steps(engine, inp, steps)
+        # the bound at the mean context (bytes are affine in the context)
+        bound_ms = self.hbm_bound_ms(arch, engine, inp + steps // 2)
+        mean_step = sum(step_ms) / len(step_ms) if step_ms else None
+        e2e = ttft + decode_s
+        self.writer.add(arch=arch, shape=a.size, batch=a.batch, input_len=inp, output_len=outp, ttft_s=ttft,
+                        e2e_s=e2e, output_tok_s=a.batch * outp / e2e,
+                        decode_tok_s=a.batch * outp / decode_s if decode_s else None,
+                        decode_step_ms=mean_step, hbm_bound_ms=bound_ms,
+                        bound_ratio=mean_step / bound_ms if mean_step else None, kv_cache_gib=engine.kv_bytes() / 2**30,
+                        state_gib=engine.state_bytes() / 2**30, peak_mem_gib=peak_gib(self.device), method=method,
+                        kernel=prefill_kernels + (f"+fused:{a.compile_backend}" if path == "fused compiled" else "")
+                        + "+decode:" + ("matmul" if decode_attn == "matmul" else
+                                        "torch-fa2" if self.device.type == "cuda" else "blocked"),
+                        ttft_runs_s=json.dumps([round(r, 4) for r in runs]),
+                        fla_norm_bucket=fla_norm_bucket(model, a.batch, inp),
+                        decode_kernels_per_step=n_kernels, kernel_count_unit=kernel_unit, decode_attn=decode_attn,
+                        prefill_path=path,
+                        prefill_chunk=a.prefill_chunk if self.engine_kw_of(arch).get("prefill_chunk") else None,
+                        status="ok")
+        print(f"[e2e_gpu] {arch:12} {inp:7d}/{outp:<5d} TTFT {ttft:7.2f}s (runs {[round(r, 2) for r in runs]})  "
+              f"E2E {e2e:8.2f}s  step {(mean_step or 0):6.2f} ms (HBM bound {bound_ms:6.2f})  {method}", flush=True)
+        return ttft, e2e, mean_step / bound_ms if mean_step else None
+
+    def time_decode_steps(self, engine: Engine, inp: int, steps: int) -> tuple[float, str, list[float]]:
+        """Decode seconds of the T_out - 1 steps, the method label and the step times (ms): in full up to
+        ``--full-decode-max`` steps, else steps timed at the start, middle and end contexts."""
+        a = self.args
+        if steps == 0:
+            return 0.0, "measured", []
+        if steps <= a.full_decode_max:
+            engine.prepare(steps)
+            with timed(self.device) as clock:
+                engine.decode(steps)
+            return clock.s, "measured", [1e3 * clock.s / steps]
+        contexts = [inp, inp + steps // 2, max(inp, inp + steps - a.sample_steps)]
+        step_ms = [time_decode(engine, c, a.sample_steps, self.device) for c in contexts]
+        return sum(step_ms) / len(step_ms) * steps / 1e3, "measured TTFT + timed decode steps x output_len", step_ms
+
+    def hbm_bound_ms(self, arch: str, engine: Engine, context: int) -> float:
+        if arch in cm.ARCHS:  # the cost model's archs; the hybrids' bound comes from Engine.decode_bytes
+            shape = cm.Shape.from_config(engine.model.config)
+            window = self.args.window if arch in ORTHROS_ARCHS else None
+            return 1e3 * cm.decode_step_bytes(shape, context, self.args.batch, arch, window) / self.hbm
+        return 1e3 * engine.decode_bytes(context) / self.hbm
+
+
+def print_ratios(configs: list[tuple[int, int]], results: dict) -> None:
+    """TTFT and E2E ratios of each pair per config, next to the paper's E2E ratio."""
     paper = _paper_e2e()
     for base, ours in PAIRS.items():
         print(f"\n{base} -> {ours}: {'in/out':>13} {'TTFT x':>7} {'E2E x':>7} {'paper E2E x':>11}")
@@ -344,6 +423,29 @@ def main(argv=None) -> list[dict]:
                 ref = paper.get((inp, outp), {})
                 p_e2e = f"{ref[base] / ref[ours]:11.2f}" if base in ref and ours in ref else f"{'-':>11}"
                 print(f"{'':>{len(base) + len(ours) + 6}}{inp:>7}/{outp:<5} {bt / ot:7.2f} {be / oe:7.2f} {p_e2e}")
+
+
+def main(argv=None) -> list[dict]:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    device, dtype = torch.device(args.device), DTYPES[args.dtype]
+    choice, hbm = read_inputs(ap, args)
+    engine_kw = engine_options(args, choice, device)
+    print(f"[e2e_gpu] engine options {engine_kw}; attention preference {kernels.kernel_order()[:2]} / "
+          f"{kernels.kernel_order(True)[:2]}", flush=True)
+    start = time.perf_counter()
+    hbm = hbm or copy_bandwidth(device)
+    writer = open_writer(args, device)
+    engine_check_row(args, device, writer, engine_kw)
+    if args.check_only:
+        return writer.rows
+
+    bench = Bench(args, device, dtype, engine_kw, hbm, writer, start)
+    results = {}
+    torch.manual_seed(0)
+    for arch in args.archs:
+        results.update(bench.measure_arch(arch))
+    print_ratios(args.configs, results)
     print(f"[e2e_gpu] wrote {writer.path} in {time.perf_counter() - start:.0f}s")
     kernels.prefer_kernels()
     return writer.rows
