@@ -400,8 +400,10 @@ class Bench:
             with timed(self.device) as clock:
                 engine.decode(steps)
             return clock.s, "measured", [1e3 * clock.s / steps]
-        contexts = [inp, inp + steps // 2, max(inp, inp + steps - a.sample_steps)]
-        step_ms = [time_decode(engine, c, a.sample_steps, self.device) for c in contexts]
+        n = min(a.sample_steps, steps)  # each timed run of n steps must end within the config's output
+        last = inp + steps - n
+        contexts = [inp, min(inp + steps // 2, last), last]
+        step_ms = [time_decode(engine, c, n, self.device) for c in contexts]
         return sum(step_ms) / len(step_ms) * steps / 1e3, "measured TTFT + timed decode steps x output_len", step_ms
 
     def hbm_bound_ms(self, arch: str, engine: Engine, context: int) -> float:

@@ -349,7 +349,7 @@ class Sweep:
     def path_check(self, arch: str) -> bool:
         """The compiled path must compute what the model computes: logits of both paths at a short length."""
         model = self.models[arch]
-        T_check = min(4096, max(self.args.lengths))
+        T_check = min(4096, max(self.args.lengths + self.args.layer_lengths))  # --lengths '' times layers only
         ids = torch.randint(0, model.config.vocab_size, (1, T_check), device=self.device)
         try:
             want = model(ids, logits_to_keep=1).logits.float()
@@ -584,7 +584,7 @@ def main(argv=None) -> list[dict]:
     summary = speedups(sweep, rates)
     fill_speedups(sweep.writer.rows, summary)
     add_8gpu_predictions(sweep, rates)
-    if "transformer" in args.archs and "orthros" in args.archs:
+    if "transformer" in args.archs and "orthros" in args.archs and args.lengths:  # targets are full-model rows
         add_targets(sweep, summary)
     sweep.writer.write()  # speedup columns were filled in place
     print_speedups(summary)
