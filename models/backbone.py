@@ -469,6 +469,12 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
         """
         if input_ids is None and inputs_embeds is None:
             raise ValueError("pass input_ids or inputs_embeds")
+        past_key_values = kwargs.pop("past_key_values", None)  # the usual HF name for what this model calls `cache`
+        if past_key_values is not None:
+            if cache is not None or not isinstance(past_key_values, SuiteCache):
+                raise ValueError(f"past_key_values must be the SuiteCache this model returned (as `cache`), got "
+                                 f"{type(past_key_values).__name__}" + (" beside cache=" if cache is not None else ""))
+            cache = past_key_values
         h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         if h.dim() != 3:
             raise ValueError(f"input_ids must be [B, T], got shape {tuple(h.shape[:-1])}")

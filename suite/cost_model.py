@@ -334,7 +334,7 @@ def main(argv=None) -> None:
     from suite.provenance import provenance, write_csv
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=out_file, default="results/gpu/cost_model.csv")
+    ap.add_argument("--out", type=out_file, required=True, help="CSV to write (e.g. results/gpu/cost_model.csv)")
     ap.add_argument("--size", type=size_name, default="qwen3_8b")
     ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW)
     ap.add_argument("--rates", type=in_file, default=None,

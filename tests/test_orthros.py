@@ -127,6 +127,20 @@ def test_generate_is_prefill_then_two_token_decode_without_recomputing_prompt():
     assert torch.equal(gen, seq)
 
 
+def test_past_key_values_is_the_cache_and_a_foreign_cache_is_refused():
+    """HF's usual keyword for the cache reaches the model's SuiteCache; a cache of another kind is an error, never
+    silently dropped (which would decode as if there were no context)."""
+    model = tiny(window=4)
+    ids = torch.randint(0, 61, (1, 9))
+    with torch.no_grad():
+        cache = model(ids[:, :8], use_cache=True).cache
+        got = model(ids[:, 8:], past_key_values=cache, use_cache=True).logits
+        want = model(ids).logits[:, -1:]
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        with pytest.raises(ValueError, match="past_key_values must be the SuiteCache"):
+            model(ids[:, 8:], past_key_values=object())
+
+
 def test_so_off_equals_identity_scale_offset():
     with_so = tiny(window=4, so=True)
     with torch.no_grad():

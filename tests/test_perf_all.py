@@ -127,6 +127,18 @@ def test_merge_results_refuses_a_source_that_is_neither_folder_nor_archive(tmp_p
     assert err.value.code == 2 and "neither a folder nor a .tar.gz" in capsys.readouterr().err
 
 
+def test_merge_results_keeps_the_rows_of_the_into_folder(tmp_path):
+    """``--into results/gpu OUT`` adds OUT's rows to what results/gpu holds: rows of other archs stay."""
+    from suite.bench import merge_results
+    into, out = tmp_path / "res", tmp_path / "out"
+    into.mkdir(), out.mkdir()
+    pd.DataFrame({"arch": ["orthros_h", "orthros"], "ttft_s": [7.0, 6.0]}).to_csv(into / "e2e.csv", index=False)
+    pd.DataFrame({"arch": ["orthros"], "ttft_s": [5.0]}).to_csv(out / "e2e.csv", index=False)
+    merge_results.main(["--into", str(into), str(out)])
+    rows = pd.read_csv(into / "e2e.csv").set_index("arch")["ttft_s"].to_dict()
+    assert rows == {"orthros_h": 7.0, "orthros": 5.0}
+
+
 def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()

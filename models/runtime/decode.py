@@ -97,7 +97,7 @@ class Engine:
         if batch < 1 or max_len < 2:
             raise ValueError(f"batch must be >= 1 and max_len >= 2, got batch={batch}, max_len={max_len}")
         if bucket < 1 or chunk < 1 or bucket % chunk:
-            raise ValueError(f"chunk={chunk} must divide bucket={bucket}")
+            raise ValueError(f"bucket={bucket} and chunk={chunk} must be >= 1, and chunk must divide bucket")
         self.model, self.mixers = model, _check_mixers(model)
         self.attention = [is_attention(m) for m in self.mixers]
         if decode_attn not in ("matmul", "fa2"):
@@ -197,6 +197,8 @@ class Engine:
         if input_ids.dim() != 2 or input_ids.shape[0] != self.batch:
             raise ValueError(f"input_ids must be [{self.batch}, T], got {tuple(input_ids.shape)}")
         B, T = input_ids.shape
+        if T < 1:
+            raise ValueError("input_ids hold no token (T = 0)")
         if T + 1 > self.max_len:
             raise ValueError(f"prompt of {T} tokens leaves no room in max_len={self.max_len}")
 
@@ -415,6 +417,8 @@ class Engine:
         """
         if self.length == 0:
             raise ValueError("call prefill() before decode()")
+        if n_steps < 0:
+            raise ValueError(f"n_steps must be >= 0, got {n_steps}")
         if self.length + n_steps > self.max_len:
             raise ValueError(f"{n_steps} steps after {self.length} tokens exceed max_len={self.max_len}")
         kept = []

@@ -118,13 +118,19 @@ class PrefillRunner:
         if fmt == "dense":
             return DenseKV(*args)
         if fmt == "fp8":
+            if block < 1:
+                raise ValueError(f"FP8 block must be >= 1, got {block}")
             return FP8KV(*args, block=block, span=max(block, 65536 // block * block))
         raise ValueError(f"unknown KV format {fmt!r}; known: dense, fp8")
 
     @torch.inference_mode()
     def run(self, ids: torch.Tensor, n_out: int = 1, kv=None) -> PrefillResult:
         """Prefill ``ids`` [B, T] (int64); returns logits of the last ``n_out`` positions and the filled store."""
+        if ids.dim() != 2 or ids.dtype != torch.long:
+            raise ValueError(f"ids must be int64 [B, T], got {ids.dtype} {tuple(ids.shape)}")
         B, T = ids.shape
+        if T > self.model.config.max_position_embeddings:
+            raise ValueError(f"T={T} exceeds max_position_embeddings={self.model.config.max_position_embeddings}")
         if not 1 <= n_out <= T:
             raise ValueError(f"n_out={n_out} must be in [1, T={T}]")
         kv = kv if kv is not None else self.new_kv(B, T)

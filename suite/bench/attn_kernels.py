@@ -1,4 +1,4 @@
-"""Attention kernels on the GPU: correctness against the blocked reference, then timings (issue 15, item 1).
+"""Attention kernels on the GPU: correctness against the blocked reference, then timings.
 
 Every attention shape the benchmarks issue, at the Qwen3-8B head layout (32 query heads, 8 KV heads, head
 dim 128, bf16), through :mod:`models.kernels` with each kernel forced in turn:

@@ -10,6 +10,9 @@ re-measured length replaces the older row whatever path either ran on;
 
 A source is a folder or a ``.tar.gz`` archive of one (``perf_all.sh`` with ``ARCHIVE`` set).
 
+The ``--into`` folder's own CSVs are the first source (its rows are kept unless a source replaces them), unless
+it is listed among the sources, where it then takes its listed place.
+
 Usage: ``python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]``
 """
 from __future__ import annotations
@@ -87,6 +90,9 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         with usage_errors(ap, ValueError, tarfile.TarError):  # neither folder nor archive, or a damaged archive
             sources = [_unpacked(Path(s), Path(scratch)) for s in args.sources]
+        into = Path(args.into)
+        if into.is_dir() and not any(s.resolve() == into.resolve() for s in sources):
+            sources.insert(0, into)  # a merge adds to the results there, it does not start them over
         for path in merge(sources, Path(args.into)):
             print(f"wrote {path}")
 

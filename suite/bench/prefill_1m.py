@@ -1,4 +1,4 @@
-"""A 1M-token Orthros prefill on one GPU with an FP8 K/V cache (issue 15, item 5; beyond the paper).
+"""A 1M-token Orthros prefill on one GPU with an FP8 K/V cache (beyond the paper).
 
 Qwen3-8B shape (36 layers, 32/8 heads, d 4096, FFN 12288, vocab 151936), random bf16 weights, window 128.
 At 1,048,576 tokens the bf16 K/V cache alone is 36 x 2 x 1M x 8 x 128 x 2 B = 151 GB > the H200's 141 GB,

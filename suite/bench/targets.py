@@ -1,4 +1,4 @@
-"""Pass/fail rows of the benchmarks: ``targets.csv`` in a results folder (issue 15's speed and memory targets, and
+"""Pass/fail rows of the benchmarks: ``targets.csv`` in a results folder (the speed and memory targets, and
 the checks a benchmark makes before it times anything).
 
 One row per target or check: ``source`` (the benchmark CSV it belongs to), ``arch``, ``method`` (``target``, or the

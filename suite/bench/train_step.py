@@ -1,4 +1,4 @@
-"""Training-step time of Orthros PT vs the Transformer at one length (issue 15, item 6 target row).
+"""Training-step time of Orthros PT vs the Transformer at one length (a target row).
 
 Regime PT (every position carries an output-stream token, T_out = T): Orthros runs 2T rows per sequence
 (window attention for the base stream, full causal attention for the output stream), so its step costs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-GPU benchmarks (issue 13) on one host with NPROC (default 2) GPUs, one command of about 6 minutes:
+# Multi-GPU benchmarks on one host with NPROC (default 2) GPUs, one command of about 6 minutes:
 #   1. seq_parallel_gpu (torchrun): Orthros and Transformer prefill at 1 and NPROC GPUs, 128K..1M, Qwen3-8B shape,
 #      cost-model predictions and within-15% checks                                  -> $OUT/seq_parallel.csv
 #   2. (meanwhile, on the CPU) the gpu profile's stdlib corpus and 4K BPE tokenizer
