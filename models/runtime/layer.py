@@ -33,9 +33,9 @@ def fused_weight(owner: nn.Module, names: tuple[str, ...]) -> torch.Tensor:
     """One ``[sum(out_features), in_features]`` tensor whose row slices are the weights of the bias-free
     ``nn.Linear`` children ``names`` of ``owner`` (e.g. ``("q_proj", "k_proj", "v_proj")``).
 
-    The first call copies the weights into the new tensor and points each Linear's weight Parameter at its slice
-    (values unchanged, no extra memory once the old tensors are freed; the Parameter objects stay, so an optimizer
-    or a hook that holds them still sees the weights the runtime reads); later calls return the same tensor
+    The first call copies the weights into the new tensor and rebinds each Linear's weight as a new Parameter on its
+    slice (values unchanged, no extra memory once the old tensors are freed; ``load_state_dict`` still reaches them,
+    but an optimizer built before holds the old Parameters: build it after fusing); later calls return the same tensor
     while the slices are still in place. Raises ValueError for a Linear with a bias or mismatched inputs.
     """
     key = "_suite_fused_" + "_".join(names)
@@ -52,7 +52,7 @@ def fused_weight(owner: nn.Module, names: tuple[str, ...]) -> torch.Tensor:
         offset = 0
         for lin in lins:
             n = lin.weight.shape[0]
-            lin.weight.data = big[offset:offset + n]
+            lin.weight = nn.Parameter(big[offset:offset + n], requires_grad=lin.weight.requires_grad)
             offset += n
     owner.__dict__[key] = big  # a plain attribute: not a parameter, not in state_dict
     return big

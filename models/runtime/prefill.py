@@ -97,7 +97,9 @@ class PrefillRunner:
         chunk: base rows per chunk (None: the whole sequence at once).
         backend_name: torch.compile backend.
 
-    ``run(ids, n_out, kv)`` -> :class:`PrefillResult`. Raises ValueError for models with non-attention mixers,
+    Fusing rebinds the model's Q/K/V and gate/up weights as new Parameters on one tensor (:func:`fused_weight`):
+    build an optimizer after the runner, not before. ``run(ids, n_out, kv)`` -> :class:`PrefillResult`.
+    Raises ValueError for models with non-attention mixers,
     ``n_out`` outside ``[1, T]``, or a store whose shape does not fit.
     """
 

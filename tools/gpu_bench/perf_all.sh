@@ -113,9 +113,7 @@ step() {
   echo "PART=$PART SMOKE=$SMOKE TOTAL_S=$TOTAL_S SUITE_COMMIT=$SUITE_COMMIT"
 } 2>&1 | tee -a "$OUT/env.log"
 
-KEEP=(--keep-from results/gpu/prefill.csv)  # the GPU rows not re-measured here (512K / 1M one-layer)
 if [[ "$SMOKE" == 1 ]]; then
-  KEEP=()  # a CPU run keeps no GPU rows
   DEV=(--device cpu)
   AK=(--smoke)
   PG=(--dtype float32 --size 1M --lengths 128,64 --layer-lengths 256 --matmul-n 64 --window 8 --ffn-chunk 64
@@ -167,7 +165,7 @@ budget() { echo $(( $(cap "$1" "${2:-0}") - 30 )); }  # a step's own --budget-s:
 if [[ "$PART" == main || "$PART" == all ]]; then
   kernel_check 90
   step prefill_gpu 230 0 60 $PY -m suite.bench.prefill_gpu "${DEV[@]}" "${PG[@]}" --paths eager,compiled \
-    "${CHOICE_ARG[@]}" "${KEEP[@]}" --out-dir "$OUT" --budget-s "$(budget 230)"
+    "${CHOICE_ARG[@]}" --keep-from results/gpu/prefill.csv --out-dir "$OUT" --budget-s "$(budget 230)"
   rates
   step decode_step 150 0 40 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${DECODE[@]}" --archs orthros,transformer \
     --ttft-repeats 1 --fused on "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" --out-dir "$OUT" \
