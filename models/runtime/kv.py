@@ -78,9 +78,12 @@ class FP8KV:
     kind = "fp8"
 
     def __init__(self, n_layers: int, B: int, Hkv: int, T: int, d: int, dtype, device, block: int = 4096,
-                 span: int = 65536):
-        if block < 1 or span % block:
-            raise ValueError(f"FP8KV: block={block} must be >= 1 and divide span={span}")
+                 span: int | None = None):
+        if block < 1:
+            raise ValueError(f"FP8KV: block={block} must be >= 1")
+        span = span if span is not None else max(block, 65536 // block * block)  # ~64K tokens, whole blocks
+        if span % block:
+            raise ValueError(f"FP8KV: block={block} must divide span={span}")
         nb = -(-T // block)
         self.block, self.span, self.dtype = block, span, dtype
         self.k = [torch.empty(B, Hkv, T, d, dtype=FP8, device=device) for _ in range(n_layers)]

@@ -120,9 +120,7 @@ class PrefillRunner:
         if fmt == "dense":
             return DenseKV(*args)
         if fmt == "fp8":
-            if block < 1:
-                raise ValueError(f"FP8 block must be >= 1, got {block}")
-            return FP8KV(*args, block=block, span=max(block, 65536 // block * block))
+            return FP8KV(*args, block=block)
         raise ValueError(f"unknown KV format {fmt!r}; known: dense, fp8")
 
     @torch.inference_mode()
