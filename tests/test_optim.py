@@ -60,3 +60,56 @@ def test_lr_schedules_follow_their_formula(schedule):
         assert value == pytest.approx(lr * want, abs=1e-12), (schedule, s)
     with pytest.raises(ValueError, match="schedule"):
         optim.lr_schedule(opt, "linear", steps, warmup)
+
+
+def _role(name: str) -> str:
+    """The role a parameter name says it has, independently of suite.train.optim's rule."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf in ("alpha", "beta", "alpha_out", "beta_out"):
+        return "scale-offset"
+    if leaf in ("A_log", "dt_bias"):
+        return "gate"
+    if leaf == "bias":
+        return "bias"
+    if "norm" in name:
+        return "norm"
+    return "matrix"
+
+
+@pytest.mark.parametrize("arch", ["orthros", "orthros_noso", "transformer", "swa", "gdn", "gla", "retnet",
+                                  "linear_hybrid", "orthros_h"])
+def test_weight_decay_follows_each_parameter_role(arch):
+    """Every parameter of every architecture: projections, MLP, embeddings, LM head and short convolutions are
+    decayed; norms, biases, gates and the scale-offset are not (the rule is by role, not by number of dims)."""
+    from models import registry
+
+    model = registry.build(arch, "1M", vocab_size=64)
+    decayed = optim.decays(model)
+    assert set(decayed) == {n for n, p in model.named_parameters() if p.requires_grad}
+    for name, d in decayed.items():
+        assert d == (_role(name) == "matrix"), (arch, name, _role(name), d)
+    if arch == "orthros":
+        assert any(_role(n) == "scale-offset" for n in decayed)
+    opt = optim.adamw(model, 1e-3, 0.1)
+    groups = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    assert len(groups) == len(decayed)
+    for name, p in model.named_parameters():
+        assert groups[id(p)] == (0.1 if decayed[name] else 0.0), name
+
+
+def test_scale_offset_stays_at_identity_under_weight_decay_without_gradient():
+    """One zero-gradient AdamW step at weight decay 0.1 leaves alpha = 1 and beta = 0 (decoupled decay on them
+    would move alpha to 1 - lr * wd)."""
+    from models import registry
+
+    model = registry.build("orthros", "1M", vocab_size=64)
+    opt = optim.adamw(model, 1e-2, 0.1)
+    w = model.model.layers[0].mlp.up_proj.weight
+    before = w.detach().clone()
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    mixer = model.model.layers[0].mixer
+    assert torch.equal(mixer.alpha, torch.ones_like(mixer.alpha))
+    assert torch.equal(mixer.beta, torch.zeros_like(mixer.beta))
+    torch.testing.assert_close(w.detach(), before * (1 - 1e-2 * 0.1))  # the matrices are decayed

@@ -7,8 +7,8 @@ mean next-token cross-entropy in nats) and ``save_pretrained`` / ``from_pretrain
 
 Recipe (the paper's Table 5 / Table 6 settings, scaled down in the study config): AdamW, linear warmup
 then cosine decay to ``min_lr_ratio * lr`` (``transformers.get_cosine_with_min_lr_schedule_with_warmup``),
-weight decay on matrices only (not on norms, biases, scalars; both from :mod:`suite.train.optim`), gradient
-clipping at 1.0.
+weight decay by parameter role (matrices; not norms, biases, gates or the scale-offset; both from
+:mod:`suite.train.optim`), gradient clipping at 1.0.
 
 Outputs in ``out_dir`` (keep it under a git-ignored folder such as ``work_dirs/``):
 

@@ -1,8 +1,9 @@
 """The optimizer and learning-rate schedules of every training loop: LM training (:mod:`suite.train.loop`), the NIAH
 retrieval run (:mod:`suite.eval.niah_train`) and MQAR (:mod:`suite.eval.mqar_train`).
 
-- :func:`adamw`: AdamW with weight decay on matrices only (not on norms, biases, scalars; the paper's Table 5
-  recipe), or on every parameter in one group (``decay_all``: Zoology's MQAR recipe).
+- :func:`adamw`: AdamW with weight decay by parameter role (:func:`decays`: the weight matrices of the projections,
+  the MLP, the short convolutions and the embeddings; not norms, biases, gates or Orthros's query scale-offset; the
+  paper's Table 5 recipe), or on every parameter in one group (``decay_all``: Zoology's MQAR recipe).
 - :func:`cosine_to_min_lr`: linear warmup, then a cosine from the peak to ``min_lr_ratio`` of it
   (``transformers.get_cosine_with_min_lr_schedule_with_warmup``; LM training and conversion).
 - :func:`warmup_cosine`: a linear warmup ramp times a cosine to 0 over all steps (:func:`warmup_cosine_factor`;
@@ -21,17 +22,31 @@ SCHEDULES = ("cosine", "wsd")  # the names lr_schedule (NIAH's --schedule) takes
 WSD_DECAY = 0.2  # share of the steps over which the "wsd" schedule decays
 
 
+DECAYED_MODULES = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d)  # FLA's ShortConvolution is a Conv1d
+
+
+def decays(model: torch.nn.Module) -> dict[str, bool]:
+    """Whether weight decay applies to each trainable parameter of ``model``, by name (``named_parameters``; a tied
+    tensor once): True for the ``weight`` of an ``nn.Linear``, ``nn.Embedding`` or ``nn.Conv1d`` (projections, MLP,
+    LM head, embeddings, short convolutions), False for everything else: norms, biases, gates such as GDN's
+    ``A_log`` / ``dt_bias``, and the scale-offset alpha, beta, alpha', beta' (``[H, d]`` matrices by shape, but
+    decaying them pulls alpha towards 0 instead of its identity 1, so the rule is by role, not by dimensions)."""
+    owners = {id(m.weight): m for m in model.modules()
+              if isinstance(m, DECAYED_MODULES) and isinstance(getattr(m, "weight", None), torch.nn.Parameter)}
+    return {name: id(p) in owners for name, p in model.named_parameters() if p.requires_grad}
+
+
 def adamw(model: torch.nn.Module, lr: float, weight_decay: float, *, decay_all: bool = False,
           betas: tuple[float, float] = (0.9, 0.95), fused: bool | None = None) -> torch.optim.AdamW:
-    """AdamW (eps 1e-8) over the trainable parameters of ``model``: two groups, ``weight_decay`` on parameters of
-    >= 2 dims and none on the rest; with ``decay_all`` one group of all parameters, all decayed. ``fused`` as
-    ``torch.optim.AdamW`` takes it (one kernel a step on a GPU)."""
+    """AdamW (eps 1e-8) over the trainable parameters of ``model``: two groups, ``weight_decay`` on those
+    :func:`decays` marks and none on the rest; with ``decay_all`` one group of all parameters, all decayed.
+    ``fused`` as ``torch.optim.AdamW`` takes it (one kernel a step on a GPU)."""
     if decay_all:
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=1e-8, weight_decay=weight_decay,
                                  fused=fused)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in trainable if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0}]
+    params, decayed = dict(model.named_parameters()), decays(model)
+    groups = [{"params": [params[n] for n, d in decayed.items() if d], "weight_decay": weight_decay},
+              {"params": [params[n] for n, d in decayed.items() if not d], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=1e-8, fused=fused)
 
 
