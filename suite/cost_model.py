@@ -8,7 +8,11 @@ figures measured on one H200, overridable by what a GPU run measures, ``rates.js
 * window attention (Orthros base stream, w keys per query): FLOPs / window-kernel rate;
 * single-query attention (Orthros output token, decode): bytes of K/V read / HBM bandwidth;
 * element-wise work (norms, RoPE, residuals, SwiGLU gate): a rough count of bf16 passes / HBM bandwidth;
-* decode steps are HBM bound: (weight bytes + K/V bytes read) / HBM bandwidth.
+* decode steps (:func:`decode_step_time`) are HBM bound: (weight bytes + K/V bytes read) / HBM bandwidth;
+* decode under load (:func:`decode_step_predict`, any batch): per phase the larger of its bytes over HBM bandwidth
+  and its FLOPs over the kernel rate (weight GEMMs: dense-GEMM rate; attention: SDPA rate), summed, plus a fixed
+  cost per kernel the step launches (``kernel_overhead_s``). Orthros puts 2 rows per sequence through the GEMMs,
+  the Transformer 1, so at a batch large enough for the GEMMs to leave the memory-bound regime the second row costs.
 
 Orthros prefill (regime "Prefill", T_out = 1) follows :class:`models.backbone.SuiteForCausalLM`:
 T base rows (window attention, build K/V) plus one output row (full attention over the T keys).
@@ -88,6 +92,9 @@ class Rates:
     hbm_bytes_per_s: copy bandwidth (read + write bytes per second), 4.3e12.
     link_bytes_per_s, link_latency_s: GPU-to-GPU link for sequence parallelism (NVLink 4, assumed,
         not measured): 450 GB/s per direction received by each rank, 20 us per collective.
+    kernel_overhead_s: time per kernel of a CUDA-graph decode step beyond its bytes, 3.4 us: fitted to the batch-2
+        decode rows of ``results/gpu/e2e.csv`` at commit 22ef7c3, (step - HBM bound) / kernels per step = 3.46 us
+        (Orthros, 884 kernels) and 3.33 us (Transformer, 702), before any decode-under-load cell was measured.
     """
 
     gemm_tflops: float = 687.0
@@ -96,6 +103,7 @@ class Rates:
     hbm_bytes_per_s: float = 4.3e12
     link_bytes_per_s: float = 450e9
     link_latency_s: float = 20e-6
+    kernel_overhead_s: float = 3.4e-6
 
     def __post_init__(self):
         for name, value in asdict(self).items():
@@ -261,6 +269,47 @@ def decode_step_time(shape: Shape, context: int, batch: int, arch: str, rates: R
     """Seconds of one HBM-bound decode step with ``context`` tokens already cached (one new token per sequence)."""
     rates = rates or Rates()
     return decode_step_bytes(shape, context, batch, arch, window) / rates.hbm_bytes_per_s
+
+
+def decode_rows(batch: int, arch: str) -> int:
+    """Rows one decode step puts through the weight GEMMs: 2 per sequence for Orthros (base + output), else 1."""
+    return batch * (2 if arch == "orthros" else 1)
+
+
+def decode_step_flops(shape: Shape, context: int, batch: int, arch: str, window: int | None = PAPER_WINDOW) -> dict:
+    """FLOPs of one decode step with ``context`` tokens cached: ``gemm`` (every layer's projections and FFN on all
+    :func:`decode_rows`, as the fused step runs them, and the LM head on one row per sequence) and ``attn`` (each
+    sequence's new query over its ``context + 1`` keys, plus Orthros's base query over its last
+    ``min(w, context + 1)``)."""
+    _check(context + 1, arch, window, batch)
+    rows = decode_rows(batch, arch)
+    keys = context + 1 + (min(window, context + 1) if arch == "orthros" else 0)
+    gemm = shape.layers * dense_flops(shape, rows, rows) + batch * 2 * shape.hidden * shape.vocab
+    return {"gemm": gemm, "attn": shape.layers * batch * attn_flops(shape, keys)}
+
+
+def decode_step_predict(shape: Shape, context: int, batch: int, arch: str, kernels_per_step: int,
+                        rates: Rates | None = None, window: int | None = PAPER_WINDOW) -> dict:
+    """Predicted decode step (seconds) at ``batch`` sequences of ``context`` cached tokens.
+
+    ``gemm_s`` = max(weight bytes / HBM, GEMM FLOPs / gemm rate), ``attn_s`` = max(K/V bytes / HBM, attention FLOPs /
+    attention rate), ``overhead_s`` = ``kernels_per_step`` x ``rates.kernel_overhead_s``; ``predicted_s`` is their sum.
+    Also the two bounds of the whole step: ``hbm_bound_s`` (all bytes / HBM, as :func:`decode_step_time`) and
+    ``compute_bound_s`` (all FLOPs at the phases' rates).
+    """
+    rates = rates or Rates()
+    if not isinstance(kernels_per_step, int) or kernels_per_step < 0:
+        raise ValueError(f"kernels_per_step must be a non-negative integer, got {kernels_per_step!r}")
+    weights = shape.weight_bytes_per_step()
+    kv = decode_step_bytes(shape, context, batch, arch, window) - weights
+    f = decode_step_flops(shape, context, batch, arch, window)
+    hbm = rates.hbm_bytes_per_s
+    gemm_c, attn_c = f["gemm"] / (rates.gemm_tflops * 1e12), f["attn"] / (rates.attn_tflops * 1e12)
+    gemm_s, attn_s = max(weights / hbm, gemm_c), max(kv / hbm, attn_c)
+    overhead_s = kernels_per_step * rates.kernel_overhead_s
+    return {"gemm_s": gemm_s, "attn_s": attn_s, "overhead_s": overhead_s, "predicted_s": gemm_s + attn_s + overhead_s,
+            "hbm_bound_s": (weights + kv) / hbm, "compute_bound_s": gemm_c + attn_c,
+            "gemm_flops": f["gemm"], "attn_flops": f["attn"], "weight_bytes": weights, "kv_bytes": kv}
 
 
 def e2e(shape: Shape, input_len: int, output_len: int, batch: int, arch: str, rates: Rates | None = None,

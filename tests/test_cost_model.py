@@ -139,3 +139,29 @@ def test_two_gpu_speedups_near_two_at_long_lengths():
     for arch, w in (("transformer", None), ("orthros", 128)):
         speed = [cm.seq_parallel_speedup(s, T, arch, 2, window=w) for T in (131072, 1048576)]
         assert 1.9 < speed[0] <= speed[1] < 2.0
+
+
+def test_decode_step_flops_hand_count():
+    # TINY: one layer, per row 1152 FLOPs of projections and FFN (k/v on every row, as the fused step runs them);
+    # LM head 2*8*10 = 160 per sequence; attention 4 * 2 heads * 4 dims = 32 FLOPs per key
+    t = cm.decode_step_flops(TINY, 5, 3, "transformer", None)
+    assert t == {"gemm": 3 * 1152 + 3 * 160, "attn": 3 * 32 * 6}
+    o = cm.decode_step_flops(TINY, 5, 3, "orthros", 2)  # 2 rows a sequence; keys 6 (output) + 2 (base window)
+    assert o == {"gemm": 6 * 1152 + 3 * 160, "attn": 3 * 32 * 8}
+
+
+def test_decode_step_predict_memory_bound_at_small_batch_and_gemm_bound_at_large():
+    s, rates = cm.Shape.from_size("qwen3_8b"), cm.Rates()
+    small_t = cm.decode_step_predict(s, 131072, 2, "transformer", 0, rates, None)
+    small_o = cm.decode_step_predict(s, 131072, 2, "orthros", 0, rates)
+    assert small_t["predicted_s"] == pytest.approx(small_t["hbm_bound_s"])  # no overhead, all memory bound
+    assert small_o["predicted_s"] / small_t["predicted_s"] < 1.01          # the second row is free
+    big_t = cm.decode_step_predict(s, 2048, 512, "transformer", 0, rates, None)
+    big_o = cm.decode_step_predict(s, 2048, 512, "orthros", 0, rates)
+    assert big_o["gemm_s"] > big_o["weight_bytes"] / rates.hbm_bytes_per_s  # 1024 rows: compute bound GEMMs
+    assert big_o["gemm_s"] / big_t["gemm_s"] == pytest.approx(2, rel=0.05)
+    assert big_o["predicted_s"] / big_t["predicted_s"] > 1.1
+    with_k = cm.decode_step_predict(s, 2048, 1, "orthros", 1000, rates)
+    assert with_k["overhead_s"] == pytest.approx(1000 * rates.kernel_overhead_s)
+    with pytest.raises(ValueError, match="kernels_per_step"):
+        cm.decode_step_predict(s, 2048, 1, "orthros", -1, rates)

@@ -26,7 +26,7 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     steps = pd.read_csv(out / "steps.tsv", sep="\t")
     # PART=main's steps, most valuable first and the 1M FP8 prefill last, then the optional Table 4 commands
     assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model",
-                                "prefill_1m", "e2e_table4", "e2e_hybrids"]
+                                "prefill_1m", "e2e_table4", "e2e_hybrids", "decode_load"]
     assert (steps.exit.astype(str) == "0").all()
     env_log = (out / "env.log").read_text()
     assert "SUITE_COMMIT=smoke123" in env_log
@@ -77,6 +77,10 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     assert set(e2e.method) & {"target", "engine check", "compiled check"} == set()
     assert len(by["train_step.csv"]) == 1 and "target" not in set(pd.read_csv(out / "train_step.csv").method)
     assert (out / "cost_model.csv").exists()
+    load = pd.read_csv(out / "decode_load.csv")
+    assert set(load.arch) == {"transformer", "orthros"} and (load.status == "ok").all()
+    assert set(load.path) == {"fused eager", "fused compiled"} and load.predicted_ms.notna().all()
+    assert len(by["decode_load.csv"]) == 4  # cost model within 15%: per arch and path
 
     # every target row of every CSV, pass/fail, with its provenance (commit from SUITE_COMMIT, device, dtype, ...)
     assert {"prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "train_step.csv"} <= set(targets.source)

@@ -35,7 +35,10 @@
 # Optional further commands (each standalone, each < 10 min, each into its own $OUT):
 #   PART=table4  Table 4 re-measured for Transformer and Orthros: 3 configs, TTFT = median of 3 prefills (~8.5 min)
 #   PART=hybrids Table 4 for Orthros-H and Linear Hybrid (FLA's GDN JIT ~65 s once; the cap may cut Linear Hybrid)
-#   PART=all     everything in one go (the CPU smoke test; ~25 GPU minutes, so for a host without a time cap)
+#   PART=load    decode under load: Orthros vs Transformer decode step against batch at 2K..128K contexts, each
+#                cell predicted by the cost model first (suite.bench.decode_load; rates from results/gpu/rates.json
+#                unless this OUT holds one; ~6 min) -> decode_load.csv
+#   PART=all     everything in one go (the CPU smoke test; ~30 GPU minutes, so for a host without a time cap)
 # Then, locally: python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
 # Usage: SUITE_COMMIT=<sha> OUT=/tmp/perf_all ARCHIVE=/tmp/perf_all.tar.gz bash tools/gpu_bench/perf_all.sh
@@ -54,7 +57,8 @@ PART=${PART:-main}
 SMOKE=${SMOKE:-0}
 TOTAL_S=${TOTAL_S:-540}
 ON_KERNEL_FAIL=${ON_KERNEL_FAIL:-continue}
-[[ "$PART" =~ ^(main|table4|hybrids|all)$ ]] || { echo "PART must be main, table4, hybrids or all, got '$PART'" >&2; exit 2; }
+[[ "$PART" =~ ^(main|table4|hybrids|load|all)$ ]] \
+  || { echo "PART must be main, table4, hybrids, load or all, got '$PART'" >&2; exit 2; }
 mkdir -p "$OUT"
 ARCHIVE=${ARCHIVE:-}
 if [[ -n "$ARCHIVE" ]]; then
@@ -123,6 +127,8 @@ if [[ "$SMOKE" == 1 ]]; then
        --compiled on --compile-backend eager)
   DECODE=(--configs 40/12) TABLE4=(--configs 40/3,30/12) HYB=(--configs 40/3)
   TS=(--sizes 1M --seq-len 64 --batch 1 --steps 1 --warmup 1)
+  DL=(--dtype float32 --size 1M --contexts 64,128 --batches 1,2 --steps 2 --repeats 1 --compiled-batches 2
+      --compile-backend eager)
 else
   DEV=(--device cuda)
   AK=(--budget-s 40)
@@ -132,6 +138,7 @@ else
   E2E=(--full-decode-max 128)
   DECODE=(--configs 130048/1024) TABLE4=() HYB=()
   TS=(--sizes 12M,25M --seq-len 4096 --batch 4)
+  DL=(--contexts 2048,131072,8192,32768 --compiled-batches 2)
 fi
 CHOICE="$OUT/attn_choice.json"
 FA2_FLAGS=(--decode-attn auto)
@@ -160,6 +167,7 @@ kernel_check() {  # $1: cap in seconds; the rest: extra arguments of attn_kernel
   [[ -f "$CHOICE" ]] && CHOICE_ARG=(--attn-choice "$CHOICE")
 }
 rates() { RATES=(); [[ -f "$OUT/rates.json" ]] && RATES=(--rates "$OUT/rates.json"); }
+committed_rates() { rates; [[ ${#RATES[@]} == 0 && -f results/gpu/rates.json ]] && RATES=(--rates results/gpu/rates.json); }
 budget() { echo $(( $(cap "$1" "${2:-0}") - 30 )); }  # a step's own --budget-s: its cap less start-up and the targets
 
 if [[ "$PART" == main || "$PART" == all ]]; then
@@ -193,6 +201,12 @@ if [[ "$PART" == hybrids || "$PART" == all ]]; then
   step e2e_hybrids 600 0 60 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${HYB[@]}" \
     --archs orthros_h,linear_hybrid --fused off "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" \
     --out-dir "$OUT" --append --budget-s "$(budget 600 5)"
+fi
+
+if [[ "$PART" == load || "$PART" == all ]]; then
+  committed_rates
+  step decode_load 600 5 60 $PY -m suite.bench.decode_load "${DEV[@]}" "${DL[@]}" "${RATES[@]}" --out-dir "$OUT" \
+    --budget-s "$(budget 600 5)"
 fi
 
 echo "== done in ${SECONDS}s; CSVs in $OUT:"
