@@ -14,10 +14,13 @@ def test_auto_batches_are_powers_of_two_then_the_largest_that_fits():
 
 def test_sweep_writes_a_predicted_and_measured_row_per_cell(tmp_path):
     rows = decode_load.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--contexts", "40,70",
-                             "--batches", "1,3", "--steps", "2", "--repeats", "1", "--out-dir", str(tmp_path)])
+                             "--batches", "1,3", "--steps", "2", "--repeats", "1", "--paths", "eager",
+                             "--decode-attn", "matmul,fa2", "--phases", "--out-dir", str(tmp_path)])
     frame = pd.read_csv(tmp_path / "decode_load.csv")
-    assert len(rows) == len(frame) == 2 * 2 * 2  # contexts x batches x archs
+    assert len(rows) == len(frame) == 2 * 2 * 2 * 2  # contexts x batches x archs x decode attention kernels
     assert (frame.status == "ok").all() and set(frame.path) == {"fused eager"}
+    assert set(frame.decode_attn) == {"fa2", "matmul"}
+    assert (frame.gemm_alone_ms > 0).all() and (frame.attn_alone_ms > 0).all()
     assert (frame.gemm_rows == frame.batch * frame.arch.map({"orthros": 2, "transformer": 1})).all()
     for r in frame.itertuples():
         assert r.predicted_ms == pytest.approx(r.gemm_ms + r.attn_ms + r.overhead_ms)
@@ -27,12 +30,14 @@ def test_sweep_writes_a_predicted_and_measured_row_per_cell(tmp_path):
         assert r.window == 128 if r.arch == "orthros" else pd.isna(r.window)
     targets = pd.read_csv(tmp_path / "targets.csv")
     assert set(targets.arch) == {"orthros", "transformer"} and set(targets.status) <= {"pass", "fail"}
+    assert len(targets) == 4  # per arch and decode attention kernel
 
 
 @pytest.mark.parametrize("argv, needle", [(["--archs", "gdn"], "cost model knows"),
                                           (["--batches", "1,x"], "batch sizes"),
                                           (["--contexts", "0"], "contexts"),
-                                          (["--compiled-batches", "a"], "--compiled-batches")])
+                                          (["--paths", "jit"], "--paths"),
+                                          (["--decode-attn", "flash"], "--decode-attn")])
 def test_bad_options_name_themselves(argv, needle, capsys):
     with pytest.raises(SystemExit) as exc:
         decode_load.main(["--device", "cpu", *argv])

@@ -80,7 +80,8 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
     load = pd.read_csv(out / "decode_load.csv")
     assert set(load.arch) == {"transformer", "orthros"} and (load.status == "ok").all()
     assert set(load.path) == {"fused eager", "fused compiled"} and load.predicted_ms.notna().all()
-    assert len(by["decode_load.csv"]) == 4  # cost model within 15%: per arch and path
+    assert load.gemm_alone_ms.notna().all() and load.attn_alone_ms.notna().all()
+    assert len(by["decode_load.csv"]) == 8  # cost model within 15%: per arch, path and decode attention
 
     # every target row of every CSV, pass/fail, with its provenance (commit from SUITE_COMMIT, device, dtype, ...)
     assert {"prefill.csv", "e2e.csv", "prefill_1m_fp8.csv", "train_step.csv"} <= set(targets.source)

@@ -35,9 +35,10 @@
 # Optional further commands (each standalone, each < 10 min, each into its own $OUT):
 #   PART=table4  Table 4 re-measured for Transformer and Orthros: 3 configs, TTFT = median of 3 prefills (~8.5 min)
 #   PART=hybrids Table 4 for Orthros-H and Linear Hybrid (FLA's GDN JIT ~65 s once; the cap may cut Linear Hybrid)
-#   PART=load    decode under load: Orthros vs Transformer decode step against batch at 2K..128K contexts, each
-#                cell predicted by the cost model first (suite.bench.decode_load; rates from results/gpu/rates.json
-#                unless this OUT holds one; ~6 min) -> decode_load.csv
+#   PART=load    decode under load: Orthros vs Transformer decode step against batch at 2K..128K contexts (compiled
+#                fused step, FA2 and matmul decode attention, each phase also timed alone), each cell predicted by
+#                the cost model first (suite.bench.decode_load; rates from results/gpu/rates.json unless this OUT
+#                holds one; ~7 min) -> decode_load.csv
 #   PART=all     everything in one go (the CPU smoke test; ~30 GPU minutes, so for a host without a time cap)
 # Then, locally: python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
@@ -127,8 +128,8 @@ if [[ "$SMOKE" == 1 ]]; then
        --compiled on --compile-backend eager)
   DECODE=(--configs 40/12) TABLE4=(--configs 40/3,30/12) HYB=(--configs 40/3)
   TS=(--sizes 1M --seq-len 64 --batch 1 --steps 1 --warmup 1)
-  DL=(--dtype float32 --size 1M --contexts 64,128 --batches 1,2 --steps 2 --repeats 1 --compiled-batches 2
-      --compile-backend eager)
+  DL=(--dtype float32 --size 1M --contexts 64,128 --batches 1,2 --steps 2 --repeats 1 --paths eager,compiled
+      --decode-attn fa2,matmul --phases --compile-backend eager)
 else
   DEV=(--device cuda)
   AK=(--budget-s 40)
@@ -138,7 +139,7 @@ else
   E2E=(--full-decode-max 128)
   DECODE=(--configs 130048/1024) TABLE4=() HYB=()
   TS=(--sizes 12M,25M --seq-len 4096 --batch 4)
-  DL=(--contexts 2048,131072,8192,32768 --compiled-batches 2)
+  DL=(--contexts 2048,8192,131072,32768 --paths compiled --decode-attn fa2,matmul --phases)
 fi
 CHOICE="$OUT/attn_choice.json"
 FA2_FLAGS=(--decode-attn auto)
