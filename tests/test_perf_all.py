@@ -157,6 +157,21 @@ def test_merge_results_later_sources_replace_rows_of_the_same_key(tmp_path):
     assert (tmp_path / "into" / "train_step.csv").exists() and (tmp_path / "into" / "rates.json").exists()
 
 
+def test_merge_results_replaces_only_the_re_measured_config_of_an_arch(tmp_path):
+    """e2e.csv rows are keyed by arch and config: re-measuring one config keeps the arch's others (an empty cell
+    elsewhere in the column makes pandas read the lengths as floats; 131072.0 and 131072 are one key)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    pd.DataFrame({"arch": ["linear_hybrid", "linear_hybrid", "x"], "batch": [2, 2, 2],
+                  "input_len": [131072, 130048, None], "output_len": [128, 1024, None],
+                  "ttft_s": [11.4, 11.3, None]}).to_csv(a / "e2e.csv", index=False)
+    pd.DataFrame({"arch": ["linear_hybrid"], "batch": [2], "input_len": [131072], "output_len": [128],
+                  "ttft_s": [11.2]}).to_csv(b / "e2e.csv", index=False)
+    merge([a, b], tmp_path / "into")
+    got = pd.read_csv(tmp_path / "into" / "e2e.csv")
+    assert len(got) == 3 and sorted(got.ttft_s.dropna()) == [11.2, 11.3]
+
+
 def test_merge_results_reads_an_archive_like_a_folder(tmp_path):
     a = tmp_path / "a"
     a.mkdir()

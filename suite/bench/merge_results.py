@@ -3,9 +3,11 @@
 ``perf_all.sh`` runs its main command (``PART=main``: prefill, decode step, ...) and, optionally, Table 4 as
 further commands (``PART=table4``, ``PART=hybrids``); each writes an ``e2e.csv`` and a ``targets.csv``. For
 every CSV name found in the sources, rows are merged in source order: a later source's rows replace the
-earlier rows of the same key (``e2e.csv``: ``arch``; ``prefill.csv``: ``(arch, gpus, seq_len, method)``, so a
-re-measured length replaces the older row whatever path either ran on;
-``targets.csv``: ``(source, arch, method)``; other files: the later file replaces the earlier one whole).
+earlier rows of the same key (``e2e.csv``: ``(arch, batch, input_len, output_len)``; ``prefill.csv``:
+``(arch, gpus, seq_len, method)``, so a re-measured length replaces the older row whatever path either ran on;
+``decode_load.csv``: ``(arch, context, batch, path, decode_attn)``; ``targets.csv``: ``(source, arch, method,
+path, decode_attn)``;
+other files: the later file replaces the earlier one whole).
 ``rates.json`` and ``attn_choice.json`` are copied from the last source that has them.
 
 A source is a folder or a ``.tar.gz`` archive of one (``perf_all.sh`` with ``ARCHIVE`` set).
@@ -28,12 +30,20 @@ import pandas as pd
 from suite.cli import in_path, out_folder, usage_errors
 from suite.provenance import read_csv, write_csv
 
-KEYS = {"e2e.csv": ("arch",), "prefill.csv": ("arch", "gpus", "seq_len", "method"),
-        "targets.csv": ("source", "arch", "method")}
+KEYS = {"e2e.csv": ("arch", "batch", "input_len", "output_len"), "prefill.csv": ("arch", "gpus", "seq_len", "method"),
+        "decode_load.csv": ("arch", "context", "batch", "path", "decode_attn"),
+        "targets.csv": ("source", "arch", "method", "path", "decode_attn")}
+
+
+def _text(value) -> str:
+    """A key cell as text; 131072.0 (a column read as float because another row is empty) reads as 131072."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _key(frame: pd.DataFrame, cols) -> pd.Series:
-    return frame.reindex(columns=list(cols)).astype(str).agg("|".join, axis=1)
+    return frame.reindex(columns=list(cols)).map(_text).agg("|".join, axis=1)
 
 
 def merge(sources: list[Path], into: Path) -> list[Path]:
@@ -45,7 +55,8 @@ def merge(sources: list[Path], into: Path) -> list[Path]:
         if not src.is_dir():
             raise ValueError(f"{src} is not a folder")
     into.mkdir(parents=True, exist_ok=True)
-    names = sorted({p.name for src in sources for p in src.glob("*.csv")})
+    others = [src for src in sources if src.resolve() != into.resolve()]  # the into folder alone changes nothing
+    names = sorted({p.name for src in others for p in src.glob("*.csv")})
     written = []
     for name in names:
         merged = None
@@ -63,7 +74,7 @@ def merge(sources: list[Path], into: Path) -> list[Path]:
         written.append(into / name)
     for name in ("rates.json", "attn_choice.json"):
         found = [src / name for src in sources if (src / name).exists()]
-        if found:
+        if found and found[-1].resolve() != (into / name).resolve():
             shutil.copyfile(found[-1], into / name)
             written.append(into / name)
     return written
