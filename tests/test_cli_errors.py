@@ -610,10 +610,12 @@ def test_the_config_cli_and_the_lm_eval_pass_through_refuse_bad_input(capsys, mo
     ("ablation.csv", "header only", "ablation.csv: a header and no rows"),
     ("controls.csv", "passed=maybe", "controls.csv row 1: column 'passed' holds 'maybe'; a control either passed or "
                                      "failed: expected true or false"),
+    ("niah.csv", "accuracy=NaN", "niah.csv row 1: column 'accuracy' is empty (or NaN) in a row with status 'ok'"),
 ])
 def test_render_refuses_a_damaged_input_before_writing_anything(name, damage, message, tmp_path, capsys):
     """A header-only mqar.csv or ablation.csv crashed the figures after the tables were written; a control that
-    neither passed nor failed was read as failed. Each is refused, naming the file, and nothing is written."""
+    neither passed nor failed was read as failed; a NaN accuracy in an ok NIAH row rendered as a blank. Each is
+    refused, naming the file, and nothing is written."""
     from suite.report import render
 
     res, gpu = _results_copy(tmp_path)
@@ -621,7 +623,8 @@ def test_render_refuses_a_damaged_input_before_writing_anything(name, damage, me
     if damage == "header only":
         frame = frame.iloc[0:0]
     else:
-        frame.loc[0, "passed"] = "maybe"
+        column, value = damage.split("=")
+        frame.loc[0, column] = value
     frame.to_csv(res / name, index=False)
     err = _refused(render.main, ["--results", str(res), "--gpu-results", str(gpu), "--out-tables",
                                  str(tmp_path / "t"), "--out-figures", str(tmp_path / "f")], capsys)

@@ -122,6 +122,14 @@ def test_cross_field_checks():
         validate(cfg)
 
 
+def _refused_after(cfg: dict, edit, pattern: str) -> None:
+    """``cfg`` validates; after ``edit(cfg)`` it is refused with a message matching ``pattern``."""
+    validate(copy.deepcopy(cfg))
+    edit(cfg)
+    with pytest.raises(ConfigError, match=pattern):
+        validate(cfg)
+
+
 @pytest.mark.parametrize("edit, pattern", [
     # the MQAR job trained the 64 cell, then stopped at 63 (a sequence is key-value pairs)
     (lambda c: c["mqar"].update(seq_lens=[32, 31]), r"mqar\.seq_lens\.1: 31 is odd"),
@@ -138,11 +146,7 @@ def test_cross_field_checks():
 def test_a_config_that_validates_runs(edit, pattern):
     """Conditions a job would meet only once it runs (after other jobs, or some of its own cells) are cross-checks:
     the config is refused, naming the key, before any job starts."""
-    cfg = _base()
-    validate(copy.deepcopy(cfg))
-    edit(cfg)
-    with pytest.raises(ConfigError, match=pattern):
-        validate(cfg)
+    _refused_after(_base(), edit, pattern)
     relaxed = _base()
     relaxed["data"]["retrieval_fraction"] = 0.0
     relaxed["train"]["seq_len"] = 16
@@ -304,3 +308,35 @@ def test_non_finite_numbers_are_refused_by_key(key, value):
     cfg[section][name] = value
     with pytest.raises(ConfigError, match=rf"{section}\.{name}: not a finite number \(value {value!r}\)"):
         validate(cfg)
+
+
+def _gpu():
+    return yaml.safe_load((PROFILES_DIR / "gpu.yaml").read_text())
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    # the pretrained arms' MMLU job stopped at its first request: each subject's dev split holds 5 examples
+    (lambda c: c["conversion"]["pretrained"]["eval"].update(num_fewshot=[0, 6]),
+     r"conversion\.pretrained\.eval\.num_fewshot: 6 is more than MMLU's 5 few-shot examples .*mmlu_share is set"),
+    (lambda c: c["lm_eval"].update(num_fewshot=[10]),
+     r"lm_eval\.num_fewshot: 10 is more than MMLU's 5 .* the prompt_lengths rule measures MMLU"),
+    (lambda c: c["lm_eval"].update(tasks=["mmlu"], limit=20, data={"folder": "/x"}),
+     r"lm_eval\.limit: 20 documents a task would score 20 of each MMLU subject \(lm_eval\.tasks has mmlu\), "
+     r"weighting its 57 subjects equally"),
+    (lambda c: c["conversion"]["pretrained"]["eval"].update(tasks=["commonsense", "mmlu"]),
+     r"conversion\.pretrained\.eval\.limit: 500 .* \(conversion\.pretrained\.eval\.mmlu_share takes a share"),
+    # the former key: a count a subject
+    (lambda c: c["conversion"]["pretrained"]["eval"].update(mmlu_limit=10), r"mmlu_limit: unknown key"),
+    (lambda c: c["conversion"]["pretrained"]["eval"].update(mmlu_share=2), r"mmlu_share: 2 is greater than"),
+])
+def test_mmlu_settings_its_job_would_refuse_are_refused_with_the_config(edit, pattern):
+    _refused_after(_gpu(), edit, pattern)
+    fine = _gpu()
+    fine["lm_eval"].update(num_fewshot=[0, 5], tasks=["val_ppl", "mmlu"], limit=None)
+    fine["conversion"]["pretrained"]["eval"].update(tasks=["commonsense", "mmlu"], limit=None, mmlu_share=1)
+    validate(fine)
+    del fine["lm_eval"]["data"]
+    fine["lm_eval"].update(tasks=["val_ppl", "commonsense"], num_fewshot=[25])  # no MMLU anywhere at these shots
+    del fine["conversion"]["pretrained"]["eval"]["mmlu_share"]
+    fine["conversion"]["pretrained"]["eval"].update(tasks=["commonsense"], num_fewshot=[10], limit=500)
+    validate(fine)

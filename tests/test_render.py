@@ -275,6 +275,38 @@ def test_a_value_out_of_its_range_is_refused(tmp_path, name, column, value, kind
     assert _written(tmp_path / "t") == [] and _written(tmp_path / "f") == []
 
 
+@pytest.mark.parametrize("name, column, value", [("quality", "value", ""), ("quality", "value", "nan"),
+                                                ("niah", "accuracy", ""), ("niah", "accuracy", "NaN"),
+                                                ("quality", "value", "inf"), ("mqar", "accuracy", ""),
+                                                ("ablation", "n_params", "")])
+def test_an_ok_row_without_a_finite_number_is_refused(tmp_path, name, column, value):
+    """A row with status ok is a measurement: before, an empty or NaN NIAH accuracy rendered as a blank cell, and a
+    quality cell whose seeds were all NaN crashed the render with a TypeError that named no file."""
+    res, gpu = _copy_fixtures(tmp_path)
+    frame = pd.read_csv(res / f"{name}.csv", dtype=str, keep_default_na=False)
+    rows = frame.index[(frame["status"] == "ok") & (frame["arch"] == frame["arch"].iloc[1])]
+    frame.loc[rows, column] = value  # every seed of the arch's cells
+    frame.to_csv(res / f"{name}.csv", index=False)
+    what = "holds inf" if value == "inf" else r"is empty \(or NaN\)"
+    with pytest.raises(ValueError, match=rf"{name}\.csv row {rows[0] + 1}: column '{column}' {what} in a row with "
+                                         "status 'ok'"):
+        render(res, gpu, tmp_path / "t", tmp_path / "f")
+    assert _written(tmp_path / "t") == [] and _written(tmp_path / "f") == []
+
+
+def test_only_a_row_that_says_why_may_leave_its_numbers_empty(tmp_path):
+    """An empty number is fine in a row whose status says it was not measured, and in MQAR's far-answer accuracy of
+    an ok row (no answer of that cell lies beyond the window's reach)."""
+    res, gpu = _copy_fixtures(tmp_path)
+    niah = pd.read_csv(res / "niah.csv")
+    niah.loc[0, ["accuracy", "status"]] = [float("nan"), "failed: CUDA out of memory"]
+    niah.to_csv(res / "niah.csv", index=False)
+    pd.read_csv(res / "mqar.csv").assign(accuracy_far=float("nan")).to_csv(res / "mqar.csv", index=False)
+    render(res, gpu, tmp_path / "t", tmp_path / "f")
+    audit = pd.read_csv(tmp_path / "t" / "claims_audit.csv").set_index("id")
+    assert audit.loc["C09", "measured_proxy"].startswith("not run: no measured value (all NaN)")
+
+
 def test_a_results_csv_cut_short_is_refused(tmp_path):
     res, gpu = _copy_fixtures(tmp_path)
     text = (res / "quality.csv").read_text()
@@ -294,18 +326,18 @@ def test_extra_columns_and_files_are_tolerated(tmp_path):
 
 
 def test_all_nan_measurement_is_not_run_not_a_verdict(tmp_path):
+    """A claim on a column an ok row may leave empty (MQAR's far-answer accuracy) reads 'not run' when every row
+    leaves it empty, and drops the empty ones otherwise."""
     res, gpu = _copy_fixtures(tmp_path)
     mqar = pd.read_csv(res / "mqar.csv")
-    mqar.assign(accuracy=float("nan"), accuracy_far=float("nan")).to_csv(res / "mqar.csv", index=False)
-    m = {"results": "{results}/mqar.csv", "column": "accuracy", "op": "difference", "numerator": {"arch": "orthros"},
-         "denominator": {"arch": "swa"}, "where": {"status": "ok"}, "expect": {"ge": 0.0}}
+    mqar.assign(accuracy_far=float("nan")).to_csv(res / "mqar.csv", index=False)
+    m = {"results": "{results}/mqar.csv", "column": "accuracy_far", "op": "difference",
+         "numerator": {"arch": "orthros"}, "denominator": {"arch": "swa"}, "where": {"status": "ok"},
+         "expect": {"ge": 0.0}}
     got = evaluate_measure(m, res, gpu)
     assert got["status"] == "not run: no measured value (all NaN)" and got["value"] is None and got["ok"] is None
-    render(res, gpu, tmp_path / "t", tmp_path / "f")
-    a = pd.read_csv(tmp_path / "t" / "claims_audit.csv").set_index("id")
-    assert a.loc["C09", "measured_proxy"].startswith("not run: no measured value (all NaN)")
-    measured = mqar.assign(accuracy=[0.75, 0.5, 0.9])  # plus an orthros row without a value: it is dropped
-    pd.concat([measured, mqar.iloc[[0]].assign(accuracy=float("nan"))]).to_csv(res / "mqar.csv", index=False)
+    measured = mqar.assign(accuracy_far=[0.75, 0.5, 0.9])  # plus an orthros row without a value: it is dropped
+    pd.concat([measured, mqar.iloc[[0]].assign(accuracy_far=float("nan"))]).to_csv(res / "mqar.csv", index=False)
     assert evaluate_measure(m, res, gpu)["value"] == pytest.approx(0.25)
 
 

@@ -162,7 +162,8 @@ rule pretrained_train:
 PRE_EVAL_CFG = PRE["eval"] if PRE else {}
 
 
-MMLU_LIMIT = PRE_EVAL_CFG.get("mmlu_limit")
+MMLU_SHARE = PRE_EVAL_CFG.get("mmlu_share")  # share of every MMLU subject scored; None: MMLU is not run
+MMLU_LIMIT = "" if MMLU_SHARE in (None, 1) else f" --limit {MMLU_SHARE}"  # below 1: lm-eval's fractional limit
 # suite.eval.harness options shared by an arm's commonsense and MMLU runs (then the arm's --arch, --seed, --profile)
 HARNESS_ARGS = (f"--benchmark-data {DATA}/benchmarks --num-fewshot {csv_list(PRE_EVAL_CFG.get('num_fewshot', [0]))} "
                 f"--batch-size {PRE_EVAL_CFG.get('batch_size', 1)} --dtype {PRE_EVAL_CFG.get('dtype', 'float32')} "
@@ -171,14 +172,14 @@ HARNESS_ARGS = (f"--benchmark-data {DATA}/benchmarks --num-fewshot {csv_list(PRE
 
 rule pretrained_benchmarks:
     """The paper's benchmarks (suite.eval.harness on the local task data) for one arm: the commonsense tasks with
-    eval.limit documents each, then MMLU with eval.mmlu_limit documents per subject."""
+    eval.limit documents each, then MMLU on the share eval.mmlu_share of every subject's documents."""
     input:
         model=lambda w: PRE_MODEL_INPUT[(w.variant, w.seed)],
         data=f"{DATA}/benchmarks/source.json",
         code=LM_EVAL_CODE,
     output:
         quality=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/quality.csv",
-        mmlu=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/mmlu.csv" if MMLU_LIMIT else [],
+        mmlu=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/mmlu.csv" if MMLU_SHARE else [],
     params:
         cfg=rule_config("pretrained_benchmarks"),
         model=lambda w: PRE_MODEL[(w.variant, w.seed)],
@@ -187,8 +188,8 @@ rule pretrained_benchmarks:
         common=HARNESS_ARGS,
         profile=PROFILE,
         mmlu=lambda w, output: (f" && python -m suite.eval.harness --checkpoint {PRE_MODEL[(w.variant, w.seed)]} "
-                                f"--tasks mmlu --limit {MMLU_LIMIT} {HARNESS_ARGS} --arch {w.variant} --seed {w.seed} "
-                                f"--profile {PROFILE} --out {output.mmlu}") if MMLU_LIMIT else "",
+                                f"--tasks mmlu{MMLU_LIMIT} {HARNESS_ARGS} --arch {w.variant} --seed {w.seed} "
+                                f"--profile {PROFILE} --out {output.mmlu}") if MMLU_SHARE else "",
     threads: THREADS
     resources:
         gpu=GPU_JOB,
@@ -267,14 +268,14 @@ rule collect_pretrained:
     continued-training tokens."""
     input:
         evals=[f"{PRE_RES}/eval/{v}/seed{s}/{name}.csv" for v, s in PRE_EVAL
-               for name in (["quality", "mmlu"] if MMLU_LIMIT else ["quality"])],
+               for name in (["quality", "mmlu"] if MMLU_SHARE else ["quality"])],
         metrics=[f"{PRE_RES}/train/{v}/seed{s}/metrics.csv" for v, s in PRE_EVAL if v in TRAINED_ARMS],
         base=rules.base_model.output.base,
         code=COLLECT_CODE,
     output:
         f"{RES}/pretrained.csv",
     params:
-        variants=" ".join(v for v, _ in PRE_EVAL for _ in (["quality", "mmlu"] if MMLU_LIMIT else ["quality"])),
+        variants=" ".join(v for v, _ in PRE_EVAL for _ in (["quality", "mmlu"] if MMLU_SHARE else ["quality"])),
     log:
         f"{WORK}/logs/collect_pretrained.log",
     conda:

