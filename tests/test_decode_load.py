@@ -44,3 +44,29 @@ def test_bad_options_name_themselves(argv, needle, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert needle.split()[0] in err or "--contexts" in err, err
+
+
+def _cell(arch, context, batch, ms, predicted, attn="fa2", path="fused compiled", status="ok"):
+    return dict(arch=arch, context=context, batch=batch, path=path, decode_attn=attn, decode_step_ms=ms,
+                predicted_ms=predicted, measured_over_predicted=ms / predicted, status=status)
+
+
+def test_step_ratios_pair_cells_and_take_each_arch_at_its_faster_kernel():
+    from suite.report.decode_load import cost_limits, step_ratios
+
+    frame = pd.DataFrame([
+        _cell("transformer", 2048, 1, 5.0, 5.0), _cell("orthros", 2048, 1, 6.0, 5.5),
+        _cell("transformer", 2048, 1, 4.0, 4.5, attn="matmul"), _cell("orthros", 2048, 1, 6.6, 6.0, attn="matmul"),
+        _cell("transformer", 2048, 8, 8.0, 8.0), _cell("orthros", 2048, 8, 8.2, 8.0),
+        _cell("orthros", 2048, 16, 9.0, 9.0),                      # no transformer cell: not paired
+        _cell("transformer", 2048, 8, 1.0, 1.0, path="fused eager"),  # another path: left out
+        _cell("transformer", 131072, 2, 10.0, 10.0, status="not run: out of memory"),
+    ])
+    r = step_ratios(frame).set_index(["batch", "kernel"])
+    assert r.loc[(1, "fa2"), "ratio"] == pytest.approx(1.2) and r.loc[(1, "matmul"), "ratio"] == pytest.approx(1.65)
+    assert r.loc[(1, "best"), "ratio"] == pytest.approx(6.0 / 4.0) and r.loc[(1, "best"), "kernels"] == "matmul/fa2"
+    assert r.loc[(1, "best"), "predicted_ratio"] == pytest.approx(5.5 / 4.5)
+    assert 16 not in r.index.get_level_values(0) and set(r.reset_index().context) == {2048}
+    lim = cost_limits(frame).iloc[0]
+    assert lim.free_batches == "8" and lim.min_ratio_batch == 8 and lim.max_ratio == pytest.approx(1.5)
+    assert lim.cost_model_worst_miss == pytest.approx(1 - 4.0 / 4.5)  # the transformer's matmul cell misses most

@@ -103,7 +103,7 @@ def test_empty_results_render_not_run(rendered_empty):
 
 def test_figures_written(rendered, rendered_empty):
     for base in (rendered, rendered_empty):
-        for name in ["fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu"]:
+        for name in ["fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu", "fig_decode_load"]:
             for ext in ["png", "pdf"]:
                 assert (base / "figures" / f"{name}.{ext}").stat().st_size > 5000
 

@@ -1,8 +1,8 @@
 """Measured results produced by this suite (never the paper's numbers), loaded for the renderers and the audit.
 
 File names follow the results conventions: ``results/<profile>/{quality,niah,mqar,ablation,conversion,prefill_cpu}.csv``
-and ``results/gpu/{prefill,e2e,niah,mqar,seq_parallel,controls,quality,ablation}.csv``. A missing file is not an
-error here: it maps to ``None`` and the renderers print "not run: ..." cells. A corrupt file, or one without the
+and ``results/gpu/{prefill,e2e,decode_load,niah,mqar,seq_parallel,controls,quality,ablation}.csv``. A missing file is
+not an error here: it maps to ``None`` and the renderers print "not run: ..." cells. A corrupt file, or one without the
 columns and types ``suite.report.schema`` lists for it, raises ValueError naming the file (and the column and row); a
 ``controls.csv`` whose ``passed`` is neither true nor false too (:func:`read_controls`, its one loader).
 """
@@ -19,7 +19,8 @@ PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pret
                     "pretrained_train"]
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
                  *PRETRAINED_FILES]
-GPU_FILES = ["prefill", "e2e", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation", *PRETRAINED_FILES]
+GPU_FILES = ["prefill", "e2e", "decode_load", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation",
+             *PRETRAINED_FILES]
 SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
                  "gpus", "threads", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
 

@@ -3,9 +3,10 @@
     python -m suite.report.render --results results/default --gpu-results results/gpu \
         --out-tables paper_tables --out-figures figures
 
-Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}`` and ``derived.csv`` into --out-tables and
-``fig{2,3,3_gpu,4,_mqar,_mqar_gpu}.{png,pdf}`` into --out-figures. Missing results folders/files are fine: their
-cells read "not run: ...".
+Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}``, ``derived.csv``, ``prompt_lengths.{md,csv}``
+and ``decode_load.{md,csv}`` into --out-tables and
+``fig{2,3,3_gpu,4,_mqar,_mqar_gpu,_decode_load}.{png,pdf}`` into --out-figures. Missing results folders/files are
+fine: their cells read "not run: ...".
 Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
 render with a ValueError naming the file, column and row, and leaves the previous outputs as they were; the command
 line prints that message (no traceback) and exits with status 2.
@@ -24,6 +25,7 @@ import pandas as pd
 from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
+from suite.report import decode_load
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
 from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
@@ -199,6 +201,11 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         write_text(f"# Prompt length against the window\n\n{PROMPT_NOTE}\n\n{to_markdown(lengths)}\n",
                    out_t / "prompt_lengths.md")
         written["tables"] += [out_t / "prompt_lengths.md", out_t / "prompt_lengths.csv"]
+        limits, ratios = decode_load.summary_table(m["gpu_decode_load"], f"{gpu}/decode_load.csv missing (needs a GPU)")
+        write_csv(ratios, out_t / "decode_load.csv")
+        write_text(f"# Decode under load\n\n{decode_load.NOTE}\n\n## Per context\n\n{to_markdown(limits)}\n\n"
+                   f"## Per cell\n\n{to_markdown(ratios)}\n", out_t / "decode_load.md")
+        written["tables"] += [out_t / "decode_load.md", out_t / "decode_load.csv"]
         written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
                                    invalid["lm"])
         written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
@@ -215,6 +222,9 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                    f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"),
                                    m["gpu_seq_parallel"])
+        written["figures"] += decode_load.fig_decode_load(
+            m["gpu_decode_load"], decode_load.paper_batch2_ratio(reported[reported["table"] == "Table 4"]), out_f,
+            f"{gpu}/decode_load.csv missing (needs a GPU)", _save)
     final = {"tables": Path(out_tables), "figures": Path(out_figures)}
     return {kind: [final[kind] / path.name for path in paths] for kind, paths in written.items()}
 
