@@ -102,12 +102,35 @@ rule fla_crosscheck:
         "python -m suite.bench.fla_vs_naive --out-dir {params.out} > {log} 2>&1"
 
 
+rule decode_load:
+    """Decode under load: Orthros vs Transformer decode step against batch at 2K-128K contexts, one GPU, each cell
+    predicted by the cost model first (after gpu_benchmarks, whose rates.json it reads)."""
+    input:
+        sources("suite.bench.decode_load", "suite.cost_model"),
+        rates=rules.gpu_benchmarks.output.prefill,
+    output:
+        f"{GPU_OUT}/decode_load.csv",
+    params:
+        window=STUDY["window"],
+        out=lambda w, output: folder(output[0]),
+    resources:
+        gpu=1,
+    log:
+        f"{WORK}/logs/decode_load.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m suite.bench.decode_load --window {params.window} --paths compiled --decode-attn fa2,matmul "
+        "--phases --rates {params.out}/rates.json --out-dir {params.out} > {log} 2>&1"
+
+
 rule benchmarks:
     """The gpu profile's system benchmarks (opt-in target: `snakemake --cores all benchmarks --config profile=gpu`;
     the target before --config, which takes every word after it)."""
     input:
         rules.gpu_benchmarks.output,
         rules.fla_crosscheck.output,
+        rules.decode_load.output,
 
 
 if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one host with >= 2 GPUs): name the CSV
