@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from suite.provenance import PROVENANCE_COLUMNS
 from suite.train.run import TrainingDivergedError, main, train
+from tests.tiny import nan_gradient_on_call
 
 VOCAB = 512  # the tokenizer of the data_dir fixture (conftest.py)
 HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=3, min_lr_ratio=0.1, weight_decay=0.05, seed=3,
@@ -117,6 +118,45 @@ def test_resume_after_interruption_matches_uninterrupted(data_dir, tmp_path):
 def test_nan_loss_names_step(data_dir, tmp_path):
     with pytest.raises(TrainingDivergedError, match=r"loss is nan at step 5 of 10"):
         train(interrupting(5, None), data_dir, tmp_path, steps=10, **HP)
+
+
+def test_nan_gradient_stops_naming_the_step_and_keeps_the_last_finite_checkpoint(data_dir, tmp_path):
+    """A NaN gradient at step 7 (after the checkpoint of step 4): TrainingDivergedError naming the step and the kept
+    checkpoint, nothing updated or saved with it, no metrics; a resume then runs to the end as an uninterrupted run."""
+    from safetensors.torch import load_file
+
+    settings = dict(steps=10, save_every=4, **HP)
+    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at step 7 of 10 .*the checkpoint of "
+                                                    r"step 4 is kept"):
+        train(lambda: nan_gradient_on_call(tiny_llama(), 7), data_dir, tmp_path / "cut", **settings)
+    ckpt = tmp_path / "cut" / "checkpoint"
+    assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 4
+    assert all(torch.isfinite(t).all() for t in load_file(str(ckpt / "model.safetensors")).values())
+    assert not (tmp_path / "cut" / "metrics.csv").exists()
+    resumed = train(tiny_llama, data_dir, tmp_path / "cut", **settings)
+    whole = train(tiny_llama, data_dir, tmp_path / "whole", **settings)
+    assert losses(tmp_path / "cut") == losses(tmp_path / "whole") and resumed["val_loss"] == whole["val_loss"]
+    assert math.isfinite(resumed["val_loss"])
+    # at the last step: the run stops before its final checkpoint, which stays the one of step 8
+    with pytest.raises(TrainingDivergedError, match=r"at step 10 of 10 .*the checkpoint of step 8 is kept"):
+        train(lambda: nan_gradient_on_call(tiny_llama(), 10), data_dir, tmp_path / "last", **settings)
+    assert json.loads((tmp_path / "last" / "checkpoint" / "trainer_state.json").read_text())["step"] == 8
+    assert not (tmp_path / "last" / "metrics.csv").exists()
+
+
+def test_non_finite_weights_are_never_saved(data_dir, tmp_path, monkeypatch):
+    """Weights that turn non-finite with a finite gradient (here: planted after the optimizer step) stop the run at
+    its next checkpoint, which is not written."""
+    from suite.train import loop
+
+    real = loop.ckpt_io.non_finite
+    monkeypatch.setattr(loop.ckpt_io, "non_finite", lambda named: ["model.norm.weight"] + real(named))
+    with pytest.raises(TrainingDivergedError, match=r"weights \['model\.norm\.weight'\] are not finite after step 2 "
+                                                    r"of 4 .*not saved, no checkpoint was written"):
+        train(tiny_llama, data_dir, tmp_path, steps=4, save_every=2, **HP)
+    assert not (tmp_path / "checkpoint").exists()
+    assert loop.ckpt_io.non_finite([("a", torch.ones(2)), ("b", torch.tensor([1.0, float("inf")]))]) == \
+        ["model.norm.weight", "b"]
 
 
 def test_corrupt_checkpoint_names_file(data_dir, tmp_path):

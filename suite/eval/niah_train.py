@@ -5,7 +5,6 @@ AdamW and the lr schedule come from :mod:`suite.train.optim`; :mod:`suite.eval.n
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -15,7 +14,7 @@ from tqdm.auto import tqdm
 
 from suite.common import autocast
 from suite.data.needles import NeedleTask
-from suite.train.optim import adamw, lr_schedule
+from suite.train.optim import adamw, clip_gradients, lr_schedule, stop_if_not_finite
 
 
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
@@ -35,7 +34,8 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     times a cosine over all steps) or ``"wsd"`` (warmup-stable-decay, ``transformers.get_wsd_schedule``: the peak lr
     until the last :data:`suite.train.optim.WSD_DECAY` of the steps, then a cosine to 0), so the long phases at the
     end of a curriculum train at the peak lr (:func:`suite.train.optim.lr_schedule`). Raises ValueError for bad
-    settings or a non-finite loss (naming the step)."""
+    settings; :class:`suite.train.optim.TrainingDivergedError` naming the step for a non-finite loss or gradient norm
+    (before that step updates the model)."""
     if steps < 1 or batch_size < 1 or n_queries < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size} and n_queries={n_queries} must be >= 1")
     if not lm_weight >= 0:
@@ -78,12 +78,11 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
             with autocast(device, dtype):
                 logits = model(input_ids=x, output_mask=mask).logits
             loss = total = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
-        loss_val = float(loss.detach())
-        if not math.isfinite(loss_val):
-            raise ValueError(f"NIAH training loss is {loss_val} at step {step}; lower the lr ({lr})")
+        where, hint = f"NIAH training step {step} of {steps}", f"lower the lr ({lr})"
+        loss_val = stop_if_not_finite(float(loss.detach()), "the answer loss", where, hint)
         opt.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        clip_gradients(model.parameters(), 1.0, where, hint)
         opt.step()
         sched.step()
         tokens += x.numel()
