@@ -12,7 +12,7 @@ from suite.train.run import TrainingDivergedError, main, train
 from tests.tiny import nan_gradient_on_call
 
 VOCAB = 512  # the tokenizer of the data_dir fixture (conftest.py)
-HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=3, min_lr_ratio=0.1, weight_decay=0.05, seed=3,
+HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=1, min_lr_ratio=0.1, weight_decay=0.05, seed=3,
           progress=False, val_batches=2)
 
 
@@ -173,7 +173,7 @@ def test_corrupt_checkpoint_names_file(data_dir, tmp_path):
         train(tiny_llama, data_dir, tmp_path, steps=6, save_every=2, **HP)
 
 
-def test_continued_pretraining_cli_and_init_from(data_dir, tmp_path):
+def test_continued_pretraining_cli_and_init_from(data_dir, tmp_path, capsys):
     train(tiny_llama, data_dir, tmp_path / "base", steps=20, **HP)
     base_final = losses(tmp_path / "base")[-1]
     main(["--model", str(tmp_path / "base" / "checkpoint"), "--data-dir", str(data_dir),
@@ -182,6 +182,14 @@ def test_continued_pretraining_cli_and_init_from(data_dir, tmp_path):
     cpt = losses(tmp_path / "cpt")
     fresh_first = losses(tmp_path / "base")[0]
     assert len(cpt) == 3 and abs(cpt[0] - base_final) < 0.3 < fresh_first - cpt[0], "CPT starts from trained weights"
+    # a length past the model's positions (256) is refused before anything is written (Base CPT would train at it,
+    # the conversion arm crash at its first step)
+    with pytest.raises(SystemExit):
+        main(["--model", str(tmp_path / "base" / "checkpoint"), "--data-dir", str(data_dir),
+              "--out-dir", str(tmp_path / "long"), "--steps", "3", "--batch-size", "2", "--seq-len", "300",
+              "--no-progress"])
+    assert "error: --seq-len 300 (or the train recipe's): exceeds the 256 positions of --model" in \
+        capsys.readouterr().err and not (tmp_path / "long" / "run_config.json").exists()
     train(tiny_llama, data_dir, tmp_path / "conv", steps=2, init_from=tmp_path / "base" / "checkpoint", **HP)
     assert abs(losses(tmp_path / "conv")[0] - base_final) < 0.3 < fresh_first - losses(tmp_path / "conv")[0]
     with pytest.raises(ValueError, match="shares no parameter"):
@@ -196,6 +204,11 @@ def test_bad_arguments(data_dir, tmp_path):
         train(tiny_llama, data_dir, tmp_path, steps=0, **HP)
     with pytest.raises(ValueError, match="dtype 'float8'"):
         train(tiny_llama, data_dir, tmp_path, steps=2, dtype="float8", **HP)
+    # a warmup that does not end before the last step never reaches the peak lr, nor the floor (issue: 6 steps of a
+    # 10-step warmup ran at lr 0 -> 5e-4): refused before anything is written
+    with pytest.raises(ValueError, match=r"warmup: 10 must be below steps 6"):
+        train(tiny_llama, data_dir, tmp_path / "warm", steps=6, **{**HP, "warmup": 10})
+    assert not (tmp_path / "warm").exists()
 
 
 def test_first_step_loss_matches_independent_forward(data_dir, tmp_path):
@@ -203,7 +216,7 @@ def test_first_step_loss_matches_independent_forward(data_dir, tmp_path):
     from suite.data.batches import TokenBatches
     from suite.data.tokenizer import load_tokens
 
-    train(tiny_llama, data_dir, tmp_path, steps=1, data_offset=5, **HP)
+    train(tiny_llama, data_dir, tmp_path, steps=1, data_offset=5, **{**HP, "warmup": 0})
     torch.manual_seed(HP["seed"])
     model = tiny_llama()
     x = TokenBatches(load_tokens(data_dir, "train"), HP["batch_size"], HP["seq_len"], HP["seed"]).batch(5)

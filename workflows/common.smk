@@ -12,8 +12,8 @@ from shlex import quote
 
 from snakemake.settings.types import DeploymentMethod
 
-from suite.config import (ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size, mqar_sizes,
-                          schema, workflow_profile)
+from suite.config import (IDENTITY_LEN, ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size,
+                          mqar_sizes, schema, workflow_profile)
 from suite.deps import module_files
 from suite.eval.mqar_recipe import mqar_cli_args
 from suite.workflow_helpers import (Untracked, code_files, copy_results, csv_list, folder, lm_tasks, per_seed, runs,

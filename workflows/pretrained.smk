@@ -104,7 +104,7 @@ rule conversion_identity:
         f"{RES}/pretrained_identity.csv",
     params:
         cfg=rule_config("conversion_identity"),
-        tokens=PRE.get("identity_len", 2048) if PRE else 0,
+        tokens=PRE.get("identity_len", IDENTITY_LEN) if PRE else 0,
         base=lambda w, input: folder(input.base),
         data=lambda w: ENGLISH,
         window=PRE["window"] if PRE else 0,

@@ -45,6 +45,7 @@ import torch
 from tqdm.auto import tqdm
 
 from suite.common import DTYPES, autocast, kernels_summary
+from suite.config import warmup_problem
 from suite.data.batches import TokenBatches, eval_windows
 from suite.data.packages import sha256_of
 from suite.data.retrieval import RetrievalSampler
@@ -90,8 +91,9 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     ``data_offset``: step s trains on batch ``data_offset + s - 1`` of the seed's stream, so continued
     pretraining (Base CPT, conversion) with ``data_offset = base steps`` sees tokens the base run did not.
     ``threads`` sets torch's CPU threads (1 is fastest for tiny models on a shared 2-core machine).
-    ``lr`` is the peak learning rate, ``warmup`` the linear-warmup steps, ``min_lr_ratio`` the final lr
-    as a fraction of ``lr``. ``dtype`` "bfloat16"/"float16" means autocast with float32 master weights.
+    ``lr`` is the peak learning rate, ``warmup`` the linear-warmup steps (0, or fewer than ``steps``:
+    :func:`suite.config.warmup_problem`), ``min_lr_ratio`` the final lr as a fraction of ``lr``. ``dtype``
+    "bfloat16"/"float16" means autocast with float32 master weights.
     ``retrieval_fraction`` of the rows are synthetic retrieval sequences (``suite.data.retrieval``).
 
     ``backend`` (provenance column) defaults to the attention kernels ``models.kernels`` used, else "torch".
@@ -121,6 +123,8 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     if not (lr > 0 and 0 <= min_lr_ratio <= 1 and warmup >= 0 and weight_decay >= 0):
         raise ValueError(f"bad optimizer settings lr={lr}, min_lr_ratio={min_lr_ratio}, warmup={warmup}, "
                          f"weight_decay={weight_decay}")
+    if warmup_problem(warmup, steps):
+        raise ValueError(warmup_problem(warmup, steps))
     ctx = distributed.context()
     if batch_size % ctx.world_size:
         raise ValueError(f"batch_size {batch_size} is not a multiple of the world size {ctx.world_size}")
