@@ -57,11 +57,12 @@ def training_bytes(config, rows: int, seq_len: int, element: int = 4, logits: bo
 def forward_bytes(config, rows: int, length: int, element: int = 4, cache: bool = False) -> tuple[int, str]:
     """``(bytes, what)``: a lower bound of an inference forward of ``rows`` sequences of ``length`` tokens: the
     input and output hidden states of a layer, and the keys and values of one attention layer (``cache``: of every
-    layer, kept as the KV cache), ``element`` bytes each."""
+    attention layer, kept as the KV cache), ``element`` bytes each."""
     tokens = rows * length
     hidden = 2 * element * tokens * config.hidden_size
-    layers = config.num_hidden_layers if cache else 1
-    kv = element * tokens * _attention_kv(config) * layers
+    interval = getattr(config, "full_attention_interval", 1) or 1  # hybrids: one attention layer in every interval
+    attention = config.num_hidden_layers // interval
+    kv = element * tokens * _attention_kv(config) * (attention if cache else min(1, attention))
     what = f"hidden states [{rows}, {length}, {config.hidden_size}]"
     if kv:
         what += f", keys and values of {'every' if cache else 'one'} attention layer"

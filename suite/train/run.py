@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
                                  f"{pick('seq_len')} (--seq-len or train.seq_len)")
         window = window_overrides(args.arch, cfg, pick("seq_len")) if not args.model else {}
         overrides = None if args.model else {"vocab_size": tokenizer.get_vocab_size(), **window, **user_overrides}
-        _check_length(args, cfg, pick, size, overrides, seeds)
+        config = _check_positions(args, pick, size, overrides, seeds)
     if not args.model:
         import functools
 
@@ -189,6 +189,12 @@ def main(argv: list[str] | None = None) -> None:
     device = distributed.init_from_env(args.device or cfg.get("device", "cpu"))  # torchrun: one rank per GPU
     ctx = distributed.context()
     try:
+        with usage_errors(ap):  # this rank's device and rows, before a model is built or run_config.json written
+            from suite.memory import check_fits, training_bytes
+
+            element = 4 if (args.dtype or cfg.get("dtype", "float32")) == "float32" else 2
+            check_fits(training_bytes(config, max(1, pick("batch_size") // ctx.world_size), pick("seq_len"), element),
+                       f"{_seq_len_option(args, pick)} at batch {pick('batch_size')}", device)
         for seed in seeds:
             fmt = {"seed": seed}
             _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx,
@@ -198,14 +204,14 @@ def main(argv: list[str] | None = None) -> None:
         distributed.shutdown()
 
 
-def _check_length(args, cfg, pick, size, overrides, seeds) -> None:
-    """ValueError naming --seq-len, before a model is built or a file written, when the sequence length exceeds the
-    positions of the model trained (``--model``: its folder's config) or one training step cannot fit in the
-    device's memory (:mod:`suite.memory`: a lower bound from the config alone, per process under torchrun)."""
-    import os
+def _seq_len_option(args, pick) -> str:
+    return f"--seq-len {pick('seq_len')} (or the {'conversion' if args.recipe == 'conversion' else 'train'} recipe's)"
 
-    from suite.memory import check_fits, training_bytes
 
+def _check_positions(args, pick, size, overrides, seeds):
+    """The config of the model trained (``--model``: its folder's; else the one ``--arch``/``--size`` build);
+    ValueError naming --seq-len, before a model is built or a file written, when the sequence length exceeds its
+    positions (a base model's, for continued training)."""
     if args.model:
         from transformers import AutoConfig
 
@@ -218,15 +224,10 @@ def _check_length(args, cfg, pick, size, overrides, seeds) -> None:
         from models.registry import make_config
 
         where, config = f"--arch {args.arch} --size {size}", make_config(args.arch, size, **overrides)
-    seq_len, batch = pick("seq_len"), pick("batch_size")
-    option = f"--seq-len {seq_len} (or the {'conversion' if args.recipe == 'conversion' else 'train'} recipe's)"
-    if seq_len > config.max_position_embeddings:
-        raise ValueError(f"{option}: exceeds the {config.max_position_embeddings} positions of {where} "
-                         "(max_position_embeddings)")
-    element = 4 if (args.dtype or cfg.get("dtype", "float32")) == "float32" else 2
-    rows = max(1, batch // int(os.environ.get("WORLD_SIZE", "1")))
-    check_fits(training_bytes(config, rows, seq_len, element), f"{option} at batch {batch}",
-               args.device or cfg.get("device", "cpu"))
+    if pick("seq_len") > config.max_position_embeddings:
+        raise ValueError(f"{_seq_len_option(args, pick)}: exceeds the {config.max_position_embeddings} positions of "
+                         f"{where} (max_position_embeddings)")
+    return config
 
 
 def _seed_list(text: str) -> list[int]:
