@@ -85,6 +85,7 @@ RULE_CONFIG = {
     "benchmark_data": ["lm_eval.data"],
     "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window", "profile"],
     # Table 2 on a real pretrained LM (workflows/pretrained.smk)
+    # (it also refuses conversion.pretrained lengths past the model's positions: a check that changes no output)
     "base_model": ["conversion.base_model"],
     "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],
     "convert_base": ["conversion.pretrained.window"],
