@@ -87,11 +87,11 @@ class Attention(nn.Module):
         self.head_dim = config.head_dim
         self.window = config.window_size
         d, hd = config.hidden_size, config.head_dim
-        bias = config.attention_bias
+        bias = bool(config.attention_bias)  # "qkv": q, k and v only (Qwen2)
         self.q_proj = nn.Linear(d, self.num_heads * hd, bias=bias)
         self.k_proj = nn.Linear(d, self.num_kv_heads * hd, bias=bias)
         self.v_proj = nn.Linear(d, self.num_kv_heads * hd, bias=bias)
-        self.o_proj = nn.Linear(self.num_heads * hd, d, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * hd, d, bias=config.attention_bias is True)
         if config.qk_norm:
             self.q_norm = nn.RMSNorm(hd, eps=config.rms_norm_eps)
             self.k_norm = nn.RMSNorm(hd, eps=config.rms_norm_eps)

@@ -47,6 +47,8 @@ _FIXED_BASE_FIELDS = {"output_hidden_states": False, "_output_attentions": False
                       "chunk_size_feed_forward": 0, "is_encoder_decoder": False}
 
 
+ATTENTION_BIAS = (False, True, "qkv")  # the projections with a bias: none, q/k/v/output (Llama), q/k/v (Qwen2)
+
 NOTHING_TO_SCORE = ("nothing to score: output_mask / labels select no position with a next-token target "
                     "(an all-False output_mask, or labels that are all -100 at the output positions)")
 
@@ -55,7 +57,9 @@ class SuiteConfig(PreTrainedConfig):
     """Fields shared by every architecture of the suite (Llama/Qwen3-style backbone).
 
     Architecture configs subclass this and add their mixer's fields. ``window_size`` is the
-    sliding window w (the token itself included), None for full attention.
+    sliding window w (the token itself included), None for full attention. ``attention_bias``: False (no biases),
+    True (q, k, v and output projections, as Llama's and Qwen3's ``attention_bias``) or ``"qkv"`` (q, k and v only,
+    as Qwen2's attention).
 
     RoPE lives in ``rope_parameters`` (transformers 5 layout): ``{"rope_type": ..., "rope_theta": ...}`` plus
     the type's keys (``ROPE_TYPES``: default, linear, llama3, yarn). ``rope_theta=`` (also a property) and the
@@ -126,6 +130,8 @@ class SuiteConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.attention_bias not in ATTENTION_BIAS:
+            raise ValueError(f"attention_bias must be one of {ATTENTION_BIAS}, got {self.attention_bias!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"num_attention_heads={self.num_attention_heads} is not a multiple of "
                              f"num_key_value_heads={self.num_key_value_heads}")

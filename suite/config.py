@@ -89,6 +89,17 @@ def _non_finite(node, path: str = ""):
         yield path, node
 
 
+def warmup_problem(warmup: int, steps: int, warmup_key: str = "warmup", steps_key: str = "steps") -> str | None:
+    """Why a linear warmup of ``warmup`` steps cannot run in a schedule of ``steps`` (None when it can): it must end
+    before the last step, or the lr never reaches its peak, nor the decay its floor. The one rule of every schedule,
+    in the study config (:func:`validate`) and in each training loop (:mod:`suite.train.loop`, the NIAH and MQAR
+    runs), which name their own keys or arguments."""
+    if warmup and warmup >= steps:
+        return (f"{warmup_key}: {warmup} must be below {steps_key} {steps} (a warmup that does not end before the "
+                f"last step never reaches the peak lr)")
+    return None
+
+
 def _cross_checks(config: dict) -> list[str]:
     """Constraints between fields that JSON Schema cannot express."""
     problems = []
@@ -97,8 +108,15 @@ def _cross_checks(config: dict) -> list[str]:
         problems.append(f"window: {config['window']} is larger than train.seq_len {train['seq_len']}")
     if train["batch_size"] % train.get("gpus", 1):
         problems.append(f"train.batch_size: {train['batch_size']} is not a multiple of train.gpus {train['gpus']}")
-    if train["warmup"] >= train["steps"]:
-        problems.append(f"train.warmup: {train['warmup']} must be below train.steps {train['steps']}")
+    conversion = config.get("conversion", {})
+    schedules = [(train["warmup"], train["steps"], "train.warmup", "train.steps"),
+                 # the conversion recipe takes train.warmup where it gives none (suite.train.run --recipe conversion)
+                 (conversion.get("warmup", train["warmup"]), conversion["extra_steps"],
+                  "conversion.warmup" if "warmup" in conversion else "train.warmup (the conversion recipe's)",
+                  "conversion.extra_steps")]
+    if "mqar" in config:
+        schedules.append((config["mqar"].get("warmup", 0), config["mqar"]["steps"], "mqar.warmup", "mqar.steps"))
+    problems += [p for p in (warmup_problem(*s) for s in schedules) if p]
     if data.get("val_fraction", 0.05) + data.get("test_fraction", 0.05) >= 1:
         problems.append(f"data.val_fraction + data.test_fraction: must be < 1 "
                         f"(value {data.get('val_fraction')} + {data.get('test_fraction')})")
@@ -124,20 +142,8 @@ def _cross_checks(config: dict) -> list[str]:
     if "mqar" in config:
         problems += _mqar_checks(config["mqar"])
     problems += _run_time_checks(config)
-    conversion = config.get("conversion", {})
-    pretrained = conversion.get("pretrained")
-    if pretrained and "base_model" not in conversion:
-        problems.append("conversion.pretrained: needs conversion.base_model, the model its arms start from")
-    trains = [arm for arm in (pretrained or {}).get("arms", []) if arm in ("base_cpt", "conversion")]
-    missing = [key for key in ("seq_len", "steps", "batch_size", "lr", "seeds") if trains and key not in pretrained]
-    if missing:
-        problems.append(f"conversion.pretrained: the arms {trains} train; give {', '.join(missing)}")
-    elif trains and pretrained.get("warmup", 0) >= pretrained["steps"]:
-        problems.append(f"conversion.pretrained.warmup: {pretrained['warmup']} must be below "
-                        f"conversion.pretrained.steps {pretrained['steps']}")
-    if trains and not missing and pretrained["window"] >= pretrained["seq_len"]:
-        problems.append(f"conversion.pretrained.window: {pretrained['window']} must be below "
-                        f"conversion.pretrained.seq_len {pretrained['seq_len']} (else no token sees past the window)")
+    if conversion.get("pretrained"):
+        problems += _pretrained_checks(conversion)
     sizes = _size_names()
     if sizes is None:
         return problems
@@ -147,6 +153,74 @@ def _cross_checks(config: dict) -> list[str]:
               if "size" in config.get(sec, {})]
     named += [(f"mqar.sizes.{i}", s) for i, s in enumerate(config.get("mqar", {}).get("sizes", []))]
     problems += [f"{key}: unknown size {val!r}; known: {sorted(sizes)}" for key, val in named if val not in sizes]
+    return problems
+
+
+TRAINED_ARMS = ("base_cpt", "conversion")  # the conversion.pretrained arms that continue training
+# conversion.pretrained keys only a continued-training arm reads (workflows/pretrained.smk, rule pretrained_train)
+TRAINING_KEYS = ("seq_len", "steps", "batch_size", "lr", "warmup", "min_lr_ratio", "weight_decay", "dtype", "seeds")
+IDENTITY_LEN = 2048  # conversion.pretrained.identity_len where the config gives none
+
+
+def _pretrained_checks(conversion: dict) -> list[str]:
+    """The real-model arms (``conversion.pretrained``): a base model, the recipe keys exactly when an arm trains, a
+    warmup that ends, a window below the training length, no task the arms' harness run does not score; and, where
+    the base model's config is readable now (a gguf or folder source), the model itself
+    (:func:`base_model_problems`)."""
+    problems, pretrained = [], conversion["pretrained"]
+    if "base_model" not in conversion:
+        problems.append("conversion.pretrained: needs conversion.base_model, the model its arms start from")
+    trains = [arm for arm in pretrained["arms"] if arm in TRAINED_ARMS]
+    unused = [key for key in TRAINING_KEYS if key in pretrained]
+    if unused and not trains:
+        problems.append(f"conversion.pretrained: {', '.join(unused)} set the continued training of the arms "
+                        f"{list(TRAINED_ARMS)}, and conversion.pretrained.arms {pretrained['arms']} has neither: "
+                        "remove them or add an arm that trains")
+    missing = [key for key in ("seq_len", "steps", "batch_size", "lr", "seeds") if trains and key not in pretrained]
+    if missing:
+        problems.append(f"conversion.pretrained: the arms {trains} train; give {', '.join(missing)}")
+    elif trains:
+        problems += [p for p in [warmup_problem(pretrained.get("warmup", 0), pretrained["steps"],
+                                                "conversion.pretrained.warmup", "conversion.pretrained.steps")] if p]
+    if trains and not missing and pretrained["window"] >= pretrained["seq_len"]:
+        problems.append(f"conversion.pretrained.window: {pretrained['window']} must be below "
+                        f"conversion.pretrained.seq_len {pretrained['seq_len']} (else no token sees past the window)")
+    if "val_ppl" in pretrained["eval"]["tasks"]:
+        problems.append("conversion.pretrained.eval.tasks: val_ppl is not scored on the pretrained arms (their "
+                        "held-out perplexity is conversion.pretrained.ppl, by position bucket); remove it")
+    spec = conversion.get("base_model") or {}
+    if not problems and ("gguf" in spec or "folder" in spec):  # its config is a file read away
+        from suite.train.base_model import local_config
+
+        kind = "gguf" if "gguf" in spec else "folder"
+        try:
+            source = local_config(spec)
+        except ValueError as err:
+            return [str(err)]
+        problems += [f"conversion.base_model.{kind} ({spec[kind]}): {p}"
+                     for p in base_model_problems(source, pretrained)]
+    return problems
+
+
+def base_model_problems(source_config, pretrained: dict | None) -> list[str]:
+    """Why the base model of transformers config ``source_config`` cannot serve the real-model arms: every reason it
+    would not convert exactly to Orthros (:func:`models.convert.source_problems`), and each length of the
+    ``conversion.pretrained`` section (None: none) that its positions cannot hold, naming the key. Read when the study
+    config is (a gguf or folder source) or by the base-model job before it reads any weights (a package or Hub
+    source)."""
+    from models.convert import source_problems
+
+    problems = source_problems(source_config)
+    if pretrained is None:
+        return problems
+    positions = source_config.max_position_embeddings
+    lengths = [("identity_len", pretrained.get("identity_len", IDENTITY_LEN)), ("window", pretrained["window"])]
+    if any(arm in TRAINED_ARMS for arm in pretrained["arms"]):
+        lengths.append(("seq_len", pretrained.get("seq_len")))
+    lengths += [("ppl.max_len", pretrained.get("ppl", {}).get("max_len")),
+                ("niah.lengths", max(pretrained.get("niah", {}).get("lengths", [0])) or None)]
+    problems += [f"conversion.pretrained.{key}: {value} exceeds the base model's {positions} positions "
+                 "(max_position_embeddings)" for key, value in lengths if value is not None and value > positions]
     return problems
 
 
@@ -212,15 +286,13 @@ def _pre_tokens(text: str) -> int:
 
 
 def _mqar_checks(mqar: dict) -> list[str]:
-    """The MQAR section's constraints between fields: one of size/sizes, a warmup shorter than the run, per-seq_len
+    """The MQAR section's constraints between fields: one of size/sizes, per-seq_len
     train_kv lists that match seq_lens and fit them, a control cell that fits, and a vocabulary with room for the
     largest pair count."""
     problems = []
     if ("size" in mqar) == ("sizes" in mqar):
         problems.append(f"mqar.size, mqar.sizes: give exactly one of them (value size={mqar.get('size')!r}, "
                         f"sizes={mqar.get('sizes')!r})")
-    if mqar.get("warmup", 0) >= mqar["steps"]:
-        problems.append(f"mqar.warmup: {mqar['warmup']} must be below mqar.steps {mqar['steps']}")
     seq_lens, train = mqar["seq_lens"], mqar.get("train_kv")
     problems += [f"mqar.seq_lens.{i}: {t} is odd; an MQAR sequence is key-value pairs, so every length is even"
                  for i, t in enumerate(seq_lens) if t % 2]

@@ -66,6 +66,28 @@ def rule_config(study, schema, rule_keys, rule, arch=None) -> str:
     return json.dumps({key: config_value(study, schema, key) for key in keys}, sort_keys=True)
 
 
+def path_inputs(study) -> dict[str, list[str]]:
+    """The local files a study config names by path, as the inputs of the rules that read them, by rule: the
+    ``data.files`` globs of a ``files`` corpus (``corpus``), a ``{gguf:}`` file or every file of a ``{folder:}`` base
+    model (``base_model``), the local files of a ``conversion.pretrained.corpus`` (``english_data``). Replacing one
+    in place makes it newer than the rule's outputs, and a file that a glob gains or loses changes the rule's set of
+    inputs: either reruns the rule and what depends on it. A package's archive is pinned by the sha256 in the rule's
+    config values instead; a Hub source is not local."""
+    from suite.data.corpus import matching_files
+
+    data, conversion = study["data"], study["conversion"]
+    spec, pretrained = conversion.get("base_model") or {}, conversion.get("pretrained") or {}
+    base = []
+    if "gguf" in spec:
+        base = [str(Path(spec["gguf"]).expanduser())]
+    elif "folder" in spec:
+        base = sorted(str(f) for f in Path(spec["folder"]).expanduser().rglob("*") if f.is_file())
+    corpus = pretrained.get("corpus", {})
+    return {"corpus": matching_files(data.get("files", []), data.get("max_files")) if data["source"] == "files" else [],
+            "base_model": base,
+            "english_data": matching_files(corpus["files"]) if corpus and "package" not in corpus else []}
+
+
 def folder(path, up=1) -> str:
     """The folder `up` levels above a file (a job's output or input file): a rule's folder param, derived from the
     file so that it stays right wherever the file lives."""

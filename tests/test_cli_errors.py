@@ -99,6 +99,11 @@ def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys
         _refused(run.main, train + ["--warmup", "-1"], capsys)
     assert "error: give --steps, --batch-size, --seq-len or a --config whose train section sets them" in \
         _refused(run.main, train, capsys)  # no --config: nothing gives them
+    # one schedule rule (suite.config.warmup_problem) on every command line that takes a warmup
+    assert "error: --warmup (or train.warmup): 10 must be below --steps (or the train recipe's steps) 6" in \
+        _refused(run.main, train + ["--steps", "6", "--batch-size", "2", "--seq-len", "32", "--warmup", "10"], capsys)
+    assert "error: --warmup: 5 must be below --steps 5" in \
+        _refused(mqar.main, mqar_args + ["--steps", "5", "--warmup", "5"], capsys)
     assert not (tmp_path / "o").exists() and not (tmp_path / "n.csv").exists()
 
 
@@ -128,6 +133,38 @@ def test_unwritable_output_path_is_refused_before_any_work(data_dir, tmp_path, c
     assert f"argument --out-dir: cannot write {a_file}: it is a file" in \
         _refused(run.main, clis[0][1] + ["--out-dir", str(a_file)], capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "x"
+
+
+def test_a_length_that_cannot_fit_in_memory_is_refused_before_allocating(data_dir, tmp_path, capsys):
+    """A huge --seq-len (training), --lengths (NIAH, CPU prefill) or 128k-mode --seq-len: exit status 2 naming the
+    option, the memory it needs at least and what the host has, before any model is built; nothing is written (no
+    run_config.json, no CSV)."""
+    from suite.bench import prefill_cpu
+    from suite.eval import niah
+    from suite.train import run
+
+    tokens = len(__import__("numpy").load(data_dir / "tokens" / "val.npy"))
+    seq_len = tokens // 2  # the splits hold it; a batch this wide cannot fit
+    out_dir, out = tmp_path / "run", tmp_path / "x.csv"
+    err = _refused(run.main, ["--arch", "transformer", "--size", "1M", "--data-dir", str(data_dir), "--out-dir",
+                              str(out_dir), "--steps", "2", "--batch-size", "100000000", "--seq-len", str(seq_len)],
+                   capsys)
+    assert re.search(rf"error: --seq-len {seq_len} \(or the train recipe's\) at batch 100000000: needs at least "
+                     r"[\d.]+ TiB \(logits \[100000000, \d+, 512\], .*\), but [\d.]+ GiB (available on this host|left "
+                     r"under this process's cgroup memory limit)", err), err
+    assert not (out_dir / "run_config.json").exists() and "Traceback" not in err
+    niah_args = ["--arch", "transformer", "--size", "1M", "--data-dir", str(data_dir), "--haystack",
+                 str(data_dir / "test.txt"), "--format", "code", "--value-digits", "1", "--queries", "1", "--steps",
+                 "2", "--train-len", "128", "--out", str(out)]
+    err = _refused(niah.main, niah_args + ["--lengths", "64,10000000000"], capsys)
+    assert re.search(r"error: --lengths \(longest 10000000000\): needs at least [\d.]+ TiB \(hidden states "
+                     r"\[1, 10000000000, \d+\], keys and values of one attention layer, weights\), but", err), err
+    err = _refused(prefill_cpu.main, ["--archs", "orthros", "--lengths", "256,100000000000", "--out", str(out)],
+                   capsys)
+    assert "error: --lengths (longest 100000000000) (orthros 1M): needs at least" in err
+    err = _refused(prefill_cpu.main, ["--mode", "128k", "--seq-len", "100000000000", "--out", str(out)], capsys)
+    assert "error: --seq-len 100000000000 (orthros 1M): needs at least" in err and "every attention layer" in err
+    assert not out.exists()
 
 
 def _parser_of(main, monkeypatch) -> argparse.ArgumentParser:

@@ -340,3 +340,53 @@ def test_mmlu_settings_its_job_would_refuse_are_refused_with_the_config(edit, pa
     del fine["conversion"]["pretrained"]["eval"]["mmlu_share"]
     fine["conversion"]["pretrained"]["eval"].update(tasks=["commonsense"], num_fewshot=[10], limit=500)
     validate(fine)
+
+
+# ---- one schedule validation; keys that apply to no configured arm; sections the rules need ----------------------
+
+def _default():
+    return yaml.safe_load((PROFILES_DIR / "default.yaml").read_text())
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda c: c["train"].update(warmup=30), r"train\.warmup: 30 must be below train\.steps 30"),
+    (lambda c: c["conversion"].update(warmup=10), r"conversion\.warmup: 10 must be below conversion\.extra_steps 10"),
+    # without its own warmup the conversion recipe runs train's (suite.train.run --recipe conversion)
+    (lambda c: (c["conversion"].pop("warmup"), c["train"].update(warmup=12)),
+     r"train\.warmup \(the conversion recipe's\): 12 must be below conversion\.extra_steps 10"),
+    (lambda c: c["mqar"].update(warmup=12), r"mqar\.warmup: 12 must be below mqar\.steps 10"),
+])
+def test_every_schedule_refuses_a_warmup_that_does_not_end(edit, pattern):
+    cfg = _base()
+    edit(cfg)
+    with pytest.raises(ConfigError, match=pattern):
+        validate(cfg)
+
+
+def test_pretrained_recipe_keys_need_an_arm_that_trains():
+    """Only base and converted run (the default profile): a continued-training key would be accepted and ignored, so
+    it is refused, naming each one; with a trained arm the same keys are required and honoured."""
+    cfg = _default()
+    cfg["conversion"]["pretrained"].update(steps=100, lr=1e-4, seeds=[1])
+    with pytest.raises(ConfigError, match=r"conversion\.pretrained: steps, lr, seeds set the continued training of the "
+                                          r"arms \['base_cpt', 'conversion'\], and conversion\.pretrained\.arms "
+                                          r"\['base', 'converted'\] has neither"):
+        validate(cfg)
+    cfg["conversion"]["pretrained"].update(arms=["base", "base_cpt"], seq_len=512, batch_size=2)
+    validate(cfg)
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda c: c["conversion"]["pretrained"].pop("ppl"), r"conversion\.pretrained: 'ppl' is a required property"),
+    (lambda c: c["conversion"].pop("size"), r"conversion: 'size' is a required property"),
+    (lambda c: c["conversion"]["pretrained"]["eval"].update(tasks=["val_ppl", "commonsense"]),
+     r"conversion\.pretrained\.eval\.tasks: val_ppl is not scored on the pretrained arms"),
+])
+def test_sections_the_rules_read_are_required(edit, pattern):
+    """A profile without conversion.pretrained.ppl (or conversion.size) is a config error naming the key, not a
+    KeyError in every snakemake call; val_ppl, which the pretrained arms' harness run is given no data for, is
+    refused."""
+    cfg = _default()
+    edit(cfg)
+    with pytest.raises(ConfigError, match=pattern):
+        validate(cfg)

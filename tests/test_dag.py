@@ -28,7 +28,7 @@ from safetensors.torch import load_file
 from suite.config import load_config
 from suite.deps import NOT_FOLLOWED, PACKAGES, module_path
 from suite.train.checkpoint import find_checkpoint, read_info
-from tests.dag import ROOT, SNAKEMAKE, dry_run, rule_counts, snakemake, study_copy
+from tests.dag import ROOT, SNAKEMAKE, dry_run, parse_dry_run, rule_counts, snakemake, study_copy
 
 pytestmark = pytest.mark.slow  # snakemake dry runs and DAG jobs
 
@@ -424,3 +424,57 @@ def test_a_collected_csv_with_missing_inputs_is_reported_not_silently_up_to_date
     assert f"WARNING: {res}/mqar.csv exists but 17 of the files it collects do not" in run.stderr
     assert "add --forcerun collect_mqar" in run.stderr
     assert "Nothing to be done" in run.stdout + run.stderr                # snakemake's own verdict, now not alone
+
+
+# ---- inputs a study config names by path rerun what reads them when replaced in place ----------------------------
+
+def test_files_named_by_path_rerun_their_rules_when_replaced_in_place(tmp_path):
+    """A data.files corpus, a {folder:} base model and local English text files are inputs of the rules that read
+    them (suite.workflow_helpers.path_inputs): with every output in place a dry run has nothing to do; replacing one
+    such file in place (same name, new write) reruns exactly the rule that reads it and what depends on it, and so
+    does a file that a corpus glob gains."""
+    from tests.tiny import make_tiny_checkpoint
+
+    corpus, english = tmp_path / "corpus", tmp_path / "english"
+    for folder, stem in ((corpus, "doc"), (english, "page")):
+        folder.mkdir()
+        for i in range(3):
+            (folder / f"{stem}{i}.txt").write_text(f"text {i}\n" * 50)
+    model = make_tiny_checkpoint(tmp_path / "model", max_position_embeddings=4096)
+    work, data = tmp_path / "work", tmp_path / "work" / "data"
+    study = study_copy(tmp_path / "study.yaml", base="default", work_dir=str(work), data__data_dir=str(data),
+                       results_dir=str(tmp_path / "results"), render_dir=str(tmp_path / "render"),
+                       data__source="files", data__files=[str(corpus / "*.txt")],
+                       conversion__base_model={"folder": str(model)},
+                       conversion__pretrained__corpus={"files": [str(english / "*.txt")]})
+    targets = {"corpus": data / "corpus.json", "base_model": work / "models" / "base" / "base_model.json",
+               "english_data": data / "english" / "english.json"}
+    outputs = [data / n for n in ("train.txt", "val.txt", "test.txt", "corpus.json")]
+    outputs += [work / "models" / m / "base_model.json" for m in ("base", "random_init")]
+    outputs += [data / "english" / n for n in ("english.json", "test.txt")]
+    outputs += [data / "english" / "tokens" / f"{s}.npy" for s in ("train", "val", "test")]
+    time.sleep(0.05)
+    for out in outputs:  # the jobs' outputs, newer than every input: the state after a finished run
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("")
+
+    def dry(*files):
+        run = snakemake("-n", "--config", f"profile={study}", "--", *map(str, targets.values()), timeout=300)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        return run.stdout + run.stderr, rule_counts(parse_dry_run(run.stdout + run.stderr))
+
+    text, _ = dry()
+    assert "Nothing to be done" in text, text[-3000:]
+    for path, expected in [(corpus / "doc1.txt", {"corpus": 1}),
+                           (model / "config.json", {"base_model": 1, "english_data": 1}),
+                           (english / "page2.txt", {"english_data": 1})]:
+        time.sleep(0.05)
+        path.write_text(path.read_text())  # replaced in place: same name, new write
+        text, counts = dry()
+        assert counts == expected, (path, counts)
+        assert f"Updated input files: {path}" in text
+        for out in outputs:  # rebuilt: newer than the edited file again
+            out.write_text("")
+    (corpus / "doc3.txt").write_text("more text\n" * 50)
+    _, counts = dry()
+    assert counts == {"corpus": 1}

@@ -119,6 +119,25 @@ def test_training_learns_recall_and_rows():
     assert np.isfinite(ok["final_train_loss"]) and ok["chance"] == 2 / 32
 
 
+def test_a_nan_gradient_stops_mqar_training_naming_the_step():
+    """MQAR does not clip (Zoology's recipe), but its gradient norm is checked each step all the same."""
+    from suite.eval.mqar_train import train_and_eval
+    from suite.train.optim import TrainingDivergedError
+    from tests.tiny import nan_gradient_on_call
+
+    built = []
+    factory = llama_factory(hidden_size=32, num_layers=1, num_heads=2)
+
+    def poisoned(vocab_size, seq_len):
+        built.append(nan_gradient_on_call(factory(vocab_size, seq_len), 3))
+        return built[-1]
+
+    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at MQAR training step 2 of 5 \(seq_len "
+                                                    r"16, 2 pairs\)"):
+        train_and_eval(poisoned, [(16, 2)], 5, vocab_size=32, batch_size=4, num_test=4)
+    assert all(torch.isfinite(p).all() for p in built[0].parameters())
+
+
 def test_one_model_per_seq_len_evaluated_at_every_pair_count():
     from suite.eval.mqar_train import registry_factory
 

@@ -274,6 +274,24 @@ def test_training_a_suite_model_lowers_the_answer_loss(suite_data):
     assert fit["tokens"] == 20 * 16 * 32 + 20 * 8 * 64
 
 
+def test_a_nan_gradient_stops_niah_training_naming_the_step(suite_data):
+    """The step guard of every training loop (suite.train.optim.clip_gradients): the run stops at the step whose
+    gradient is NaN, before the optimizer writes it into the weights."""
+    from models.registry import build
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+    from suite.train.optim import TrainingDivergedError
+
+    tok = load_tokenizer(suite_data / "tokenizer")
+    train = load_tokens(suite_data, "train")
+    task = NeedleTask.from_tokenizer("code", tok, train, value_digits=1)
+    from tests.tiny import nan_gradient_on_call
+
+    model = nan_gradient_on_call(build("transformer", "1M", vocab_size=tok.get_vocab_size()), 3)
+    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at NIAH training step 2 of 5"):
+        niah.train_needle_model(model, task, train, seq_len=32, steps=5, batch_size=2, lr=1e-3, progress=False)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
 def _damaged_copy(ckpt, dest, name):
     """A copy of checkpoint folder ``ckpt`` whose file ``name`` is cut to half its length."""
     import shutil

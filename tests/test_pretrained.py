@@ -3,6 +3,7 @@ its conversion, the identity control, position-bucket perplexity, continued trai
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -312,3 +313,110 @@ def test_conversion_controls_from_the_identity_row():
     broken = conversion_controls(pd.DataFrame([row | {"max_abs_dlogit": 0.5, "loss_window": 2.2}]))
     assert [r["passed"] for r in broken] == [False, False]
     assert conversion_controls(None) == []
+
+
+# ---- a source converts exactly or is refused up front (when the study config is read, else before its weights) ----
+
+def _hf_folder(path, config_cls, model_cls, tok_dir, **kw):
+    """A tiny HF causal LM of ``model_cls`` (biases and norms away from their init) with the tokenizer of
+    ``tok_dir``, saved to ``path``."""
+    import shutil
+
+    torch.manual_seed(0)
+    shape = dict(vocab_size=400, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    model = model_cls(config_cls(**{**shape, **kw})).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias") or "norm" in name:
+                p.add_(0.2 * torch.randn_like(p))
+    model.save_pretrained(path)
+    for f in Path(tok_dir).iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens")):
+            shutil.copy(f, Path(path) / f.name)
+    return path
+
+
+def _study_with(base_model, **pretrained):
+    """The default profile with ``conversion.base_model`` replaced and ``conversion.pretrained`` keys changed."""
+    import copy
+
+    from suite.config import load_config
+
+    cfg = copy.deepcopy(load_config("default"))
+    cfg["conversion"]["base_model"] = base_model
+    cfg["conversion"]["pretrained"].update(pretrained)
+    return cfg
+
+
+def test_a_qwen2_base_with_attention_biases_converts_exactly(tiny, tmp_path):
+    """Qwen2's q/k/v biases (no output bias) convert; the prepared base, its converted arm and the identity control
+    run on the real path (suite.train.base_model, convert_base, identity)."""
+    from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    from models.registry import register_auto_classes
+    from suite.config import validate
+    from suite.eval import identity
+    from suite.train import convert_base
+
+    folder = _hf_folder(tmp_path / "qwen2", Qwen2Config, Qwen2ForCausalLM, tiny["data"] / "tokenizer")
+    validate(_study_with({"folder": str(folder)}, window=8, identity_len=64, ppl={"max_len": 64, "docs": 1}))
+    base_model.prepare({"folder": str(folder)}, tmp_path / "base", tmp_path / "cache")
+    record = convert_base.convert(tmp_path / "base", tmp_path / "conv", window=8)
+    register_auto_classes()
+    conv = AutoModelForCausalLM.from_pretrained(tmp_path / "conv")
+    assert record["model_type"] == "orthros" and conv.config.attention_bias == "qkv"
+    assert conv.model.layers[0].mixer.q_proj.bias is not None and conv.model.layers[0].mixer.o_proj.bias is None
+    base = AutoModelForCausalLM.from_pretrained(tmp_path / "base").eval()
+    row = identity.compare(base, np.load(tiny["data"] / "tokens" / "val.npy")[:64], window=8, device="cpu")
+    assert row["max_abs_dlogit"] <= identity.THRESHOLD
+    assert torch.equal(conv.model.layers[0].mixer.q_proj.bias, base.model.layers[0].self_attn.q_proj.bias)
+    assert conv.model.layers[0].mixer.q_proj.bias.abs().max() > 0.05  # away from init: a dropped bias would show
+
+
+def test_a_windowed_or_other_activation_base_is_refused_when_the_config_is_read(tiny, tmp_path):
+    """A Mistral source with a sliding window shorter than its positions, or a non-SiLU MLP, would convert to another
+    function: a study config naming it as a folder is refused on reading, naming the attribute, before any data or
+    model job; the base-model job refuses the same before it reads any weights or writes anything."""
+    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+
+    from suite.config import ConfigError, validate
+
+    tok = tiny["data"] / "tokenizer"
+    cases = [(_hf_folder(tmp_path / "mistral", MistralConfig, MistralForCausalLM, tok, sliding_window=16),
+              r"sliding_window=16 \(max_position_embeddings 64\)"),
+             (_hf_folder(tmp_path / "gelu", LlamaConfig, LlamaForCausalLM, tok, hidden_act="gelu"),
+              r"hidden_act='gelu'")]
+    for folder, match in cases:
+        cfg = _study_with({"folder": str(folder)}, window=8, identity_len=64, ppl={"max_len": 64, "docs": 1})
+        with pytest.raises(ConfigError, match=rf"conversion\.base_model\.folder \({folder}\): .*{match}"):
+            validate(cfg)
+        with pytest.raises(ValueError, match=match):
+            base_model.prepare({"folder": str(folder)}, tmp_path / "out", tmp_path / "cache")
+        assert not (tmp_path / "out").exists()
+    unwindowed = _hf_folder(tmp_path / "mistral_full", MistralConfig, MistralForCausalLM, tok, sliding_window=None)
+    validate(_study_with({"folder": str(unwindowed)}, window=8, identity_len=64, ppl={"max_len": 64, "docs": 1}))
+
+
+def test_lengths_past_the_base_models_positions_are_refused_naming_the_key(tiny, tmp_path):
+    """The tiny GGUF has 512 positions: a training length, a perplexity length or an identity length past them is
+    refused when the config is read (the GGUF header, no weights), and by the base-model job for any source."""
+    from suite.config import ConfigError, validate
+
+    spec = {"gguf": str(tiny["gguf"])}
+    fits = dict(identity_len=256, ppl={"max_len": 512, "docs": 1})
+    validate(_study_with(spec, **fits))
+    trained = dict(arms=["base", "converted", "base_cpt", "conversion"], seq_len=1024, steps=4, batch_size=2,
+                   lr=1e-4, seeds=[42])
+    for edit, key in [({"identity_len": 1000}, "identity_len: 1000"), ({"ppl": {"max_len": 600, "docs": 1}},
+                                                                       "ppl.max_len: 600"),
+                      (trained, "seq_len: 1024"), ({"window": 513}, "window: 513")]:
+        with pytest.raises(ConfigError, match=rf"conversion\.pretrained\.{re.escape(key)} exceeds the base model's "
+                                              r"512 positions"):
+            validate(_study_with(spec, **{**fits, **edit}))
+    pretrained = _study_with(spec, **{**fits, "identity_len": 1000})["conversion"]["pretrained"]
+    with pytest.raises(ValueError, match=r"conversion\.base_model\.gguf: .*identity_len: 1000 exceeds"):
+        base_model.prepare(spec, tmp_path / "out", tmp_path / "cache", pretrained=pretrained)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match=r"conversion\.base_model\.gguf: no file /no/such\.gguf"):
+        validate(_study_with({"gguf": "/no/such.gguf"}, **fits))

@@ -9,9 +9,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from suite.provenance import PROVENANCE_COLUMNS
 from suite.train.run import TrainingDivergedError, main, train
+from tests.tiny import nan_gradient_on_call
 
 VOCAB = 512  # the tokenizer of the data_dir fixture (conftest.py)
-HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=3, min_lr_ratio=0.1, weight_decay=0.05, seed=3,
+HP = dict(batch_size=4, seq_len=64, lr=3e-3, warmup=1, min_lr_ratio=0.1, weight_decay=0.05, seed=3,
           progress=False, val_batches=2)
 
 
@@ -119,6 +120,45 @@ def test_nan_loss_names_step(data_dir, tmp_path):
         train(interrupting(5, None), data_dir, tmp_path, steps=10, **HP)
 
 
+def test_nan_gradient_stops_naming_the_step_and_keeps_the_last_finite_checkpoint(data_dir, tmp_path):
+    """A NaN gradient at step 7 (after the checkpoint of step 4): TrainingDivergedError naming the step and the kept
+    checkpoint, nothing updated or saved with it, no metrics; a resume then runs to the end as an uninterrupted run."""
+    from safetensors.torch import load_file
+
+    settings = dict(steps=10, save_every=4, **HP)
+    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at step 7 of 10 .*the checkpoint of "
+                                                    r"step 4 is kept"):
+        train(lambda: nan_gradient_on_call(tiny_llama(), 7), data_dir, tmp_path / "cut", **settings)
+    ckpt = tmp_path / "cut" / "checkpoint"
+    assert json.loads((ckpt / "trainer_state.json").read_text())["step"] == 4
+    assert all(torch.isfinite(t).all() for t in load_file(str(ckpt / "model.safetensors")).values())
+    assert not (tmp_path / "cut" / "metrics.csv").exists()
+    resumed = train(tiny_llama, data_dir, tmp_path / "cut", **settings)
+    whole = train(tiny_llama, data_dir, tmp_path / "whole", **settings)
+    assert losses(tmp_path / "cut") == losses(tmp_path / "whole") and resumed["val_loss"] == whole["val_loss"]
+    assert math.isfinite(resumed["val_loss"])
+    # at the last step: the run stops before its final checkpoint, which stays the one of step 8
+    with pytest.raises(TrainingDivergedError, match=r"at step 10 of 10 .*the checkpoint of step 8 is kept"):
+        train(lambda: nan_gradient_on_call(tiny_llama(), 10), data_dir, tmp_path / "last", **settings)
+    assert json.loads((tmp_path / "last" / "checkpoint" / "trainer_state.json").read_text())["step"] == 8
+    assert not (tmp_path / "last" / "metrics.csv").exists()
+
+
+def test_non_finite_weights_are_never_saved(data_dir, tmp_path, monkeypatch):
+    """Weights that turn non-finite with a finite gradient (here: planted after the optimizer step) stop the run at
+    its next checkpoint, which is not written."""
+    from suite.train import loop
+
+    real = loop.ckpt_io.non_finite
+    monkeypatch.setattr(loop.ckpt_io, "non_finite", lambda named: ["model.norm.weight"] + real(named))
+    with pytest.raises(TrainingDivergedError, match=r"weights \['model\.norm\.weight'\] are not finite after step 2 "
+                                                    r"of 4 .*not saved, no checkpoint was written"):
+        train(tiny_llama, data_dir, tmp_path, steps=4, save_every=2, **HP)
+    assert not (tmp_path / "checkpoint").exists()
+    assert loop.ckpt_io.non_finite([("a", torch.ones(2)), ("b", torch.tensor([1.0, float("inf")]))]) == \
+        ["model.norm.weight", "b"]
+
+
 def test_corrupt_checkpoint_names_file(data_dir, tmp_path):
     with pytest.raises(Interrupt):
         train(interrupting(4, Interrupt), data_dir, tmp_path, steps=6, save_every=2, **HP)
@@ -133,7 +173,7 @@ def test_corrupt_checkpoint_names_file(data_dir, tmp_path):
         train(tiny_llama, data_dir, tmp_path, steps=6, save_every=2, **HP)
 
 
-def test_continued_pretraining_cli_and_init_from(data_dir, tmp_path):
+def test_continued_pretraining_cli_and_init_from(data_dir, tmp_path, capsys):
     train(tiny_llama, data_dir, tmp_path / "base", steps=20, **HP)
     base_final = losses(tmp_path / "base")[-1]
     main(["--model", str(tmp_path / "base" / "checkpoint"), "--data-dir", str(data_dir),
@@ -142,6 +182,14 @@ def test_continued_pretraining_cli_and_init_from(data_dir, tmp_path):
     cpt = losses(tmp_path / "cpt")
     fresh_first = losses(tmp_path / "base")[0]
     assert len(cpt) == 3 and abs(cpt[0] - base_final) < 0.3 < fresh_first - cpt[0], "CPT starts from trained weights"
+    # a length past the model's positions (256) is refused before anything is written (Base CPT would train at it,
+    # the conversion arm crash at its first step)
+    with pytest.raises(SystemExit):
+        main(["--model", str(tmp_path / "base" / "checkpoint"), "--data-dir", str(data_dir),
+              "--out-dir", str(tmp_path / "long"), "--steps", "3", "--batch-size", "2", "--seq-len", "300",
+              "--no-progress"])
+    assert "error: --seq-len 300 (or the train recipe's): exceeds the 256 positions of --model" in \
+        capsys.readouterr().err and not (tmp_path / "long" / "run_config.json").exists()
     train(tiny_llama, data_dir, tmp_path / "conv", steps=2, init_from=tmp_path / "base" / "checkpoint", **HP)
     assert abs(losses(tmp_path / "conv")[0] - base_final) < 0.3 < fresh_first - losses(tmp_path / "conv")[0]
     with pytest.raises(ValueError, match="shares no parameter"):
@@ -156,6 +204,11 @@ def test_bad_arguments(data_dir, tmp_path):
         train(tiny_llama, data_dir, tmp_path, steps=0, **HP)
     with pytest.raises(ValueError, match="dtype 'float8'"):
         train(tiny_llama, data_dir, tmp_path, steps=2, dtype="float8", **HP)
+    # a warmup that does not end before the last step never reaches the peak lr, nor the floor (issue: 6 steps of a
+    # 10-step warmup ran at lr 0 -> 5e-4): refused before anything is written
+    with pytest.raises(ValueError, match=r"warmup: 10 must be below steps 6"):
+        train(tiny_llama, data_dir, tmp_path / "warm", steps=6, **{**HP, "warmup": 10})
+    assert not (tmp_path / "warm").exists()
 
 
 def test_first_step_loss_matches_independent_forward(data_dir, tmp_path):
@@ -163,7 +216,7 @@ def test_first_step_loss_matches_independent_forward(data_dir, tmp_path):
     from suite.data.batches import TokenBatches
     from suite.data.tokenizer import load_tokens
 
-    train(tiny_llama, data_dir, tmp_path, steps=1, data_offset=5, **HP)
+    train(tiny_llama, data_dir, tmp_path, steps=1, data_offset=5, **{**HP, "warmup": 0})
     torch.manual_seed(HP["seed"])
     model = tiny_llama()
     x = TokenBatches(load_tokens(data_dir, "train"), HP["batch_size"], HP["seq_len"], HP["seed"]).batch(5)

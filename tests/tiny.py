@@ -149,3 +149,15 @@ def write_tiny_gguf(path: str | Path, model, tokenizer) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def nan_gradient_on_call(model, at_call):
+    """``model``, whose first parameter's gradient is NaN on its ``at_call``-th backward pass."""
+    count = {"n": 0}
+
+    def hook(grad):
+        count["n"] += 1
+        return grad * float("nan") if count["n"] == at_call else grad
+
+    next(model.parameters()).register_hook(hook)
+    return model

@@ -12,12 +12,12 @@ from shlex import quote
 
 from snakemake.settings.types import DeploymentMethod
 
-from suite.config import (ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size, mqar_sizes,
-                          schema, workflow_profile)
+from suite.config import (IDENTITY_LEN, ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size,
+                          mqar_sizes, schema, workflow_profile)
 from suite.deps import module_files
 from suite.eval.mqar_recipe import mqar_cli_args
-from suite.workflow_helpers import (Untracked, code_files, copy_results, csv_list, folder, lm_tasks, per_seed, runs,
-                                    schema_section, train_launch)
+from suite.workflow_helpers import (Untracked, code_files, copy_results, csv_list, folder, lm_tasks, path_inputs,
+                                    per_seed, runs, schema_section, train_launch)
 from suite.workflow_helpers import rule_config as _rule_config
 
 try:  # a bad --config key or study config stops with its message alone (sys.exit: no Snakemake traceback lines)
@@ -53,6 +53,9 @@ ARCH_LIST = ",".join(ARCHS)
 MAIN = STUDY["main_size"]
 GPU_OUT = "results/gpu"                  # the gpu profile's committed results, which every profile's report reads
 
+# the local files the study config names by path (a files corpus, a gguf or folder base model, local English text),
+# by the rule that reads them: its inputs, so that replacing one in place reruns what depends on it
+PATH_INPUTS = path_inputs(STUDY)
 sources = partial(module_files, root=workflow.basedir)  # the repository files that running these modules imports
 code = partial(code_files, workflow.basedir)            # files a command reads that are not imported modules
 section = partial(schema_section, SCHEMA)
@@ -82,6 +85,7 @@ RULE_CONFIG = {
     "benchmark_data": ["lm_eval.data"],
     "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window", "profile"],
     # Table 2 on a real pretrained LM (workflows/pretrained.smk)
+    # (it also refuses conversion.pretrained lengths past the model's positions: a check that changes no output)
     "base_model": ["conversion.base_model"],
     "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],
     "convert_base": ["conversion.pretrained.window"],

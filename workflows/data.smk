@@ -3,6 +3,7 @@
 rule corpus:
     input:
         sources("suite.data.corpus"),
+        files=PATH_INPUTS["corpus"],
     output:
         train=f"{DATA}/train.txt",
         val=f"{DATA}/val.txt",

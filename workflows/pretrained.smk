@@ -31,6 +31,7 @@ rule base_model:
     """The base model as a plain HF folder (dequantized from its GGUF), and a random-init model of its shape."""
     input:
         sources("suite.train.base_model"),
+        model=PATH_INPUTS["base_model"],
     output:
         base=f"{MODELS}/base/base_model.json",
         random=f"{MODELS}/random_init/base_model.json",
@@ -53,6 +54,7 @@ rule english_data:
     input:
         base=rules.base_model.output.base,
         code=sources("suite.data.english"),
+        files=PATH_INPUTS["english_data"],
     output:
         summary=f"{ENGLISH}/english.json",
         train=f"{ENGLISH}/tokens/train.npy",
@@ -104,7 +106,7 @@ rule conversion_identity:
         f"{RES}/pretrained_identity.csv",
     params:
         cfg=rule_config("conversion_identity"),
-        tokens=PRE.get("identity_len", 2048) if PRE else 0,
+        tokens=PRE.get("identity_len", IDENTITY_LEN) if PRE else 0,
         base=lambda w, input: folder(input.base),
         data=lambda w: ENGLISH,
         window=PRE["window"] if PRE else 0,

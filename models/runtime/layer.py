@@ -100,6 +100,9 @@ def mlp_weights(layer, fused: bool) -> MLPWeights:
 def attn_weights(layer, fused: bool) -> AttnWeights:
     """The step's weights of a :class:`models.backbone.Block` whose mixer is :class:`models.attention.Attention`."""
     m = layer.mixer
+    if m.o_proj.bias is not None:  # attention_bias=True; "qkv" (Qwen2's layout) runs
+        raise ValueError("the inference runtime's layer step has no output-projection bias (attention_bias=True); "
+                         "run the model's own forward")
     qkv, bias = (fused_weight(m, ("q_proj", "k_proj", "v_proj")), None) if fused else m.qkv_weights()
     return AttnWeights(layer.input_layernorm.weight, qkv, bias,
                        m.q_norm.weight if m.q_norm is not None else None,

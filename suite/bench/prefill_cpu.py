@@ -41,6 +41,15 @@ def peak_rss_gib() -> float:
     return rss / (2**30 if sys.platform == "darwin" else 2**20)
 
 
+def _overrides(arch: str, size: str, max_len: int, window: int | None) -> dict:
+    from models.sizes import get_size
+
+    overrides = {"vocab_size": get_size(size).ref_vocab, "max_position_embeddings": max(max_len, 2048)}
+    if window is not None and arch in ORTHROS_ARCHS:
+        overrides["window_size"] = window
+    return overrides
+
+
 def bench_model(arch: str, size: str, checkpoint: str | None, max_len: int, window: int | None):
     """A model in eval mode: from ``checkpoint`` (an HF folder, :func:`suite.train.checkpoint.load_model`) or freshly
     built from the registry.
@@ -53,12 +62,33 @@ def bench_model(arch: str, size: str, checkpoint: str | None, max_len: int, wind
 
         return load_model(checkpoint, dtype=None, tokenizer=False, max_position_embeddings=max(max_len, 2048))[0]
     from models.registry import build
-    from models.sizes import get_size
 
-    overrides = {"vocab_size": get_size(size).ref_vocab, "max_position_embeddings": max(max_len, 2048)}
-    if window is not None and arch in ORTHROS_ARCHS:
-        overrides["window_size"] = window
-    return build(arch, size, **overrides).eval()
+    return build(arch, size, **_overrides(arch, size, max_len, window)).eval()
+
+
+def check_memory(archs: list[str], size: str, checkpoints: dict, length: int, window: int | None,
+                 option: str) -> None:
+    """ValueError naming ``option`` when a Prefill of ``length`` tokens, its KV cache kept, cannot fit in this host's
+    memory for one of ``archs`` (:mod:`suite.memory`: a lower bound from the model config; no model is built). An
+    arch whose config does not build here is left to the sweep, which gives it a "not run" row."""
+    from suite.memory import check_fits, forward_bytes
+
+    for arch in archs:
+        try:
+            if checkpoints.get(arch):
+                from transformers import AutoConfig
+
+                from models.registry import register_auto_classes
+
+                register_auto_classes()
+                config = AutoConfig.from_pretrained(checkpoints[arch])
+            else:
+                from models.registry import make_config
+
+                config = make_config(arch, size, **_overrides(arch, size, length + 1, window))
+        except (ValueError, ImportError, OSError):
+            continue
+        check_fits(forward_bytes(config, 1, length, cache=True), f"{option} ({arch} {size})", "cpu")
 
 
 def time_prefill(model, T: int, repeats: int, warmup: int = 1) -> tuple[float, object]:
@@ -169,6 +199,12 @@ def main(argv=None) -> Path:
     with usage_errors(ap):  # a truncated or corrupt checkpoint file, named before any model is built
         for _, folder in args.checkpoint:
             check_folder(folder)
+        # before a model is built or a file written: a prompt that cannot fit, naming its option
+        if args.mode == "128k":
+            check_memory(["orthros"], args.size, {}, args.seq_len, args.window, f"--seq-len {args.seq_len}")
+        else:
+            check_memory(args.archs, args.size, dict(args.checkpoint), max(args.lengths), args.window,
+                         f"--lengths (longest {max(args.lengths)})")
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -150,6 +150,13 @@ def site_packages_documents(max_files: int | None = None, log: ReadLog | None = 
             yield rel, text
 
 
+def matching_files(patterns: Iterable[str], max_files: int | None = None) -> list[str]:
+    """The files :func:`file_documents` reads for glob ``patterns`` (``~`` expanded, ``**`` allowed): sorted, the
+    first ``max_files``. Also the inputs of the DAG rules that read them (:mod:`suite.workflow_helpers`)."""
+    return sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
+                   if os.path.isfile(p)})[:max_files]
+
+
 def file_documents(patterns: Iterable[str], text_field: str = "text", max_files: int | None = None,
                    log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
     """(name, text) of local files matching glob ``patterns`` (``**`` allowed), sorted by path.
@@ -160,12 +167,11 @@ def file_documents(patterns: Iterable[str], text_field: str = "text", max_files:
     without a log). Raises ValueError when no file matches, or a jsonl line is not JSON or has no string
     ``text_field`` / a parquet file has no ``text_field`` column (naming file and line).
     """
-    paths = sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
-                    if os.path.isfile(p)})
+    paths = matching_files(patterns, max_files)
     if not paths:
         raise ValueError(f"no file matches {list(patterns)}" if patterns else
                          "source 'files' needs file globs (--files, or the study config's data.files)")
-    for path in paths[:max_files]:
+    for path in paths:
         if path.endswith(".jsonl"):
             for i, line in enumerate((read_text(path, path, log) or "").split("\n")):
                 if line.strip():

@@ -7,6 +7,12 @@ first ``T`` tokens of held-out text in float32 (control passes at max |delta log
 the converted arm's own window (``--window``): how far its held-out loss over those ``T`` tokens lies above Base's
 before any training, the gap continued training has to close.
 
+The control compares T tokens only, so it could not see a source window longer than T. No such source reaches it: one
+with a sliding window shorter than its positions (Mistral's ``sliding_window``, Qwen2's sliding layers) does not
+convert exactly and is refused when the study config or the base model is read
+(:func:`models.convert.source_problems`), and ``conversion.pretrained.identity_len`` must fit the base model's
+positions (:func:`suite.config.base_model_problems`).
+
 CLI: ``python -m suite.eval.identity --base work_dirs/gpu/models/base --data-dir work_dirs/gpu/data/english
 --tokens 2048 --window 128 --out results/gpu/pretrained/identity.csv``
 """

@@ -35,6 +35,7 @@ from suite.cli import (
     positive_ints,
 )
 from suite.common import arch_name, size_name
+from suite.config import warmup_problem
 from suite.eval.mqar_grid import run_grid, train_kv_per_seq_len
 from suite.eval.mqar_train import llama_factory, registry_factory
 from suite.provenance import write_csv
@@ -113,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--first-cell-frac {a.first_cell_frac} must be in [0, 1)")
     if a.stop_after is not None and a.stop_after > a.steps:
         p.error(f"--stop-after {a.stop_after} must be <= --steps {a.steps}")
+    if warmup_problem(a.warmup, a.steps, "--warmup", "--steps"):
+        p.error(warmup_problem(a.warmup, a.steps, "--warmup", "--steps"))
     try:
         if a.train_kv is not None:
             train_kv_per_seq_len(a.seq_len, a.train_kv)

@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from suite.common import autocast
+from suite.config import warmup_problem
 from suite.eval.mqar_data import Cell, mqar_data, test_set
 from suite.eval.mqar_eval import mqar_accuracy, slot_logits
-from suite.train.optim import adamw, warmup_cosine
+from suite.train.optim import adamw, clip_gradients, warmup_cosine
 
 
 def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture: list[Cell], steps: int, *,
@@ -39,13 +40,17 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
     cell (``eval_cells``, default the training cells) from other seeds.
     Returns ``{"by_cell": {(seq_len, kv): mqar_accuracy dict}, "final_train_loss", "n_params", "train_s" (seconds),
     "num_train" (rows), "tokens" (training tokens, rows x seq_len summed over the steps), "num_test"}``.
-    Raises ValueError for an empty mixture, ``steps`` or ``batch_size`` < 1, ``warmup`` < 0, ``stop_after`` outside
-    [1, steps], or a cell the generator cannot fill.
+    Raises ValueError for an empty mixture, ``steps`` or ``batch_size`` < 1, ``warmup`` < 0, ``stop_after`` outside [1,
+    steps], a ``warmup`` that does not end before the last step, or a cell the generator cannot fill;
+    :class:`suite.train.optim.TrainingDivergedError` naming the step for a non-finite loss or gradient norm (before that
+    step updates the model).
     """
     if steps < 1 or batch_size < 1 or not mixture:
         raise ValueError(f"steps={steps}, batch_size={batch_size} must be >= 1 and the mixture non-empty ({mixture})")
     if warmup < 0:
         raise ValueError(f"warmup={warmup} must be >= 0")
+    if warmup_problem(warmup, steps):
+        raise ValueError(warmup_problem(warmup, steps))
     if stop_after is not None and not 1 <= stop_after <= steps:
         raise ValueError(f"stop_after={stop_after} must be in [1, steps={steps}]")
     if not 0.0 <= first_cell_frac < 1.0:
@@ -73,6 +78,9 @@ def train_and_eval(model_factory: Callable[[int, int], torch.nn.Module], mixture
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y[:, slots].flatten().to(device), ignore_index=-100)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        # one host sync a step: a non-finite loss gives a non-finite gradient norm (Zoology's recipe does not clip)
+        clip_gradients(model.parameters(), None, f"MQAR training step {step} of {steps} (seq_len {seq_len}, "
+                       f"{kv} pairs)", f"lower the lr ({lr})")
         opt.step()
         sched.step()
         if log_every and step % log_every == 0:

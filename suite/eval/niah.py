@@ -87,9 +87,10 @@ def _phases(text: str) -> list[tuple]:
     return phases
 
 
-def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
-           rope_theta: float | None = None):
-    from models.registry import build
+def _model_config(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
+                  rope_theta: float | None = None):
+    """The config of the fresh model a ``--arch`` run trains (its windows from the study config ``config``)."""
+    from models.registry import make_config
     from suite.train.model import window_overrides
 
     cfg = {}
@@ -98,7 +99,31 @@ def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len:
 
         cfg = load_config(config)
     extra = {"rope_theta": rope_theta} if rope_theta is not None and arch in ROPE_ARCHS else {}
-    return build(arch, size, vocab_size=vocab_size, **window_overrides(arch, cfg, train_len), **extra)
+    return make_config(arch, size, vocab_size=vocab_size, **window_overrides(arch, cfg, train_len), **extra)
+
+
+def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
+           rope_theta: float | None = None):
+    from models.registry import ARCHS
+
+    return ARCHS[arch].model_cls(_model_config(arch, size, vocab_size, config, train_len, rope_theta))
+
+
+def _check_memory(a: argparse.Namespace, config) -> None:
+    """ValueError naming the option, before any model is loaded or trained, when the longest ``--lengths`` prompt
+    (or, for a fresh model, the largest training batch: ``--train-len`` x ``--batch-size`` or a curriculum phase)
+    cannot fit in the device's memory (:mod:`suite.memory`, a lower bound from the model config)."""
+    from suite.memory import check_fits, forward_bytes, training_bytes
+
+    element = 4 if a.dtype == "float32" else 2
+    check_fits(forward_bytes(config, 1, max(a.lengths), element), f"--lengths (longest {max(a.lengths)})", a.device)
+    if a.checkpoint:
+        return
+    shapes = [(a.batch_size, a.train_len, "--train-len/--batch-size")]
+    shapes += [(phase[2], phase[0], "--curriculum phase " + ":".join(map(str, phase))) for phase in a.curriculum]
+    for rows, length, option in shapes:  # the answer loss scores a few positions: logits only with --lm-weight
+        check_fits(training_bytes(config, rows, length, element, logits=bool(a.lm_weight)),
+                   f"{option} ({rows} rows of {length} tokens)", a.device)
 
 
 def _task(parser: argparse.ArgumentParser, a: argparse.Namespace, tokenizer, train_tokens) -> NeedleTask:
@@ -254,6 +279,13 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(a.seed)
     extra = {}
     if a.checkpoint:
+        from transformers import AutoConfig
+
+        from models.registry import register_auto_classes
+
+        register_auto_classes()
+        with usage_errors(p):
+            _check_memory(a, AutoConfig.from_pretrained(a.checkpoint))
         model, tokenizer = load_model(a.checkpoint, a.tokenizer, "float32", a.device)
         arch, train_len = a.label_arch or "checkpoint", a.train_len
         train_tokens = load_tokens(a.data_dir, "train") if a.data_dir else None
@@ -267,6 +299,8 @@ def main(argv: list[str] | None = None) -> None:
         train_tokens = load_tokens(a.data_dir, "train")
         task = _task(p, a, tokenizer, train_tokens)
         _check_lengths(p, a, task)
+        with usage_errors(p):
+            _check_memory(a, _model_config(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta))
         model, extra = _trained_model(a, task, tokenizer, train_tokens)
         arch, train_len = a.arch, a.train_len
     hay = haystack_ids(tokenizer, a.haystack)

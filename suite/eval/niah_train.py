@@ -5,7 +5,6 @@ AdamW and the lr schedule come from :mod:`suite.train.optim`; :mod:`suite.eval.n
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -14,28 +13,33 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.common import autocast
+from suite.config import warmup_problem
 from suite.data.needles import NeedleTask
-from suite.train.optim import adamw, lr_schedule
+from suite.train.optim import adamw, clip_gradients, lr_schedule, stop_if_not_finite
+
+WARMUP = 30  # linear-warmup steps of the lr schedule (fewer in a run of at most 30 steps: it must end before the last)
 
 
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
                        lr: float, n_queries: int = 3, curriculum: list[tuple] = (),
-                       warmup: int = 30, weight_decay: float = 0.05, lm_weight: float = 0.0, replay: float = 0.0,
-                       schedule: str = "cosine", seed: int = 0, device: str = "cpu", dtype: str = "float32",
-                       progress: bool = True) -> dict:
+                       warmup: int | None = None, weight_decay: float = 0.05, lm_weight: float = 0.0,
+                       replay: float = 0.0, schedule: str = "cosine", seed: int = 0, device: str = "cpu",
+                       dtype: str = "float32", progress: bool = True) -> dict:
     """Train ``model`` in place on retrieval rows (loss on answer tokens only); returns
     ``{"final_loss", "tokens", "train_s"}``. ``curriculum``: phases ``(length, fraction of the steps, rows)`` or
     ``(length, fraction, rows, queries)`` run first, in order (queries default to ``n_queries``); the remaining
-    steps use ``seq_len``, ``batch_size`` and ``n_queries``. More queries per row give a long row more supervised
-    answers for the same compute. ``lm_weight`` > 0 adds that weight times the next-token loss on every token
-    (the haystack too: the PT regime, so Orthros's output stream then covers every position), which gives the
-    copy circuit a dense signal; 0 keeps the SFT regime (answer tokens only). ``replay`` in [0, 1): after the first
-    phase, that share of the steps (drawn at random) repeats an earlier phase's shape instead, so the short rows that
-    built the copy circuit keep training it while the context grows. ``schedule``: ``"cosine"`` (linear warmup
+    steps use ``seq_len``, ``batch_size`` and ``n_queries``. ``warmup``: linear-warmup steps (default
+    :data:`WARMUP`, or ``steps - 1`` in a shorter run; it must end before the last step). More queries per row give a
+    long row more supervised answers for the same compute. ``lm_weight`` > 0 adds that weight times the next-token
+    loss on every token (the haystack too: the PT regime, so Orthros's output stream then covers every position), which
+    gives the copy circuit a dense signal; 0 keeps the SFT regime (answer tokens only). ``replay`` in [0, 1): after the
+    first phase, that share of the steps (drawn at random) repeats an earlier phase's shape instead, so the short rows
+    that built the copy circuit keep training it while the context grows. ``schedule``: ``"cosine"`` (linear warmup
     times a cosine over all steps) or ``"wsd"`` (warmup-stable-decay, ``transformers.get_wsd_schedule``: the peak lr
     until the last :data:`suite.train.optim.WSD_DECAY` of the steps, then a cosine to 0), so the long phases at the
     end of a curriculum train at the peak lr (:func:`suite.train.optim.lr_schedule`). Raises ValueError for bad
-    settings or a non-finite loss (naming the step)."""
+    settings; :class:`suite.train.optim.TrainingDivergedError` naming the step for a non-finite loss or gradient norm
+    (before that step updates the model)."""
     if steps < 1 or batch_size < 1 or n_queries < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size} and n_queries={n_queries} must be >= 1")
     if not lm_weight >= 0:
@@ -43,6 +47,10 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     if not 0 <= replay < 1:
         raise ValueError(f"replay={replay} must be in [0, 1)")
     check_curriculum(curriculum)
+    if warmup is None:
+        warmup = min(WARMUP, steps - 1)
+    if warmup_problem(warmup, steps):
+        raise ValueError(warmup_problem(warmup, steps))
     curriculum = [tuple(p) + (n_queries,) * (4 - len(p)) for p in curriculum]
     phases, end = [], 0
     for n, frac, rows, q in curriculum:
@@ -78,12 +86,11 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
             with autocast(device, dtype):
                 logits = model(input_ids=x, output_mask=mask).logits
             loss = total = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
-        loss_val = float(loss.detach())
-        if not math.isfinite(loss_val):
-            raise ValueError(f"NIAH training loss is {loss_val} at step {step}; lower the lr ({lr})")
+        where, hint = f"NIAH training step {step} of {steps}", f"lower the lr ({lr})"
+        loss_val = stop_if_not_finite(float(loss.detach()), "the answer loss", where, hint)
         opt.zero_grad(set_to_none=True)
         total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        clip_gradients(model.parameters(), 1.0, where, hint)
         opt.step()
         sched.step()
         tokens += x.numel()

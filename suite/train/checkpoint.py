@@ -73,6 +73,17 @@ def save_checkpoint(out_dir: str | Path, model, optimizer, scheduler, info: dict
     return final
 
 
+def non_finite(named_tensors) -> list[str]:
+    """Names of the tensors in ``(name, tensor)`` pairs that hold a NaN or infinite value (a DTensor: its local
+    shard), so that no checkpoint of such weights is written."""
+    bad = []
+    for name, tensor in named_tensors:
+        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        if not bool(torch.isfinite(local.detach()).all()):
+            bad.append(name)
+    return bad
+
+
 def verify_checkpoint(ckpt: str | Path) -> dict:
     """Check every file listed in trainer_state.json against its recorded sha256; return the info dict.
     Raises ValueError naming the first missing or corrupt file."""

@@ -45,6 +45,7 @@ import torch
 from tqdm.auto import tqdm
 
 from suite.common import DTYPES, autocast, kernels_summary
+from suite.config import warmup_problem
 from suite.data.batches import TokenBatches, eval_windows
 from suite.data.packages import sha256_of
 from suite.data.retrieval import RetrievalSampler
@@ -54,11 +55,9 @@ from suite.provenance import provenance, read_csv, write_csv, write_text
 from suite.train import checkpoint as ckpt_io
 from suite.train import distributed
 from suite.train.model import build_model, set_special_ids
-from suite.train.optim import adamw, cosine_to_min_lr
+from suite.train.optim import TrainingDivergedError, adamw, clip_gradients, cosine_to_min_lr, stop_if_not_finite
 
-
-class TrainingDivergedError(RuntimeError):
-    """The loss became NaN or infinite; the message names the step."""
+__all__ = ["TrainingDivergedError", "evaluate", "train"]
 
 
 @torch.no_grad()
@@ -92,8 +91,9 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     ``data_offset``: step s trains on batch ``data_offset + s - 1`` of the seed's stream, so continued
     pretraining (Base CPT, conversion) with ``data_offset = base steps`` sees tokens the base run did not.
     ``threads`` sets torch's CPU threads (1 is fastest for tiny models on a shared 2-core machine).
-    ``lr`` is the peak learning rate, ``warmup`` the linear-warmup steps, ``min_lr_ratio`` the final lr
-    as a fraction of ``lr``. ``dtype`` "bfloat16"/"float16" means autocast with float32 master weights.
+    ``lr`` is the peak learning rate, ``warmup`` the linear-warmup steps (0, or fewer than ``steps``:
+    :func:`suite.config.warmup_problem`), ``min_lr_ratio`` the final lr as a fraction of ``lr``. ``dtype``
+    "bfloat16"/"float16" means autocast with float32 master weights.
     ``retrieval_fraction`` of the rows are synthetic retrieval sequences (``suite.data.retrieval``).
 
     ``backend`` (provenance column) defaults to the attention kernels ``models.kernels`` used, else "torch".
@@ -110,7 +110,9 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     afresh, and so does ``restart_if_changed=True`` when a field differs); returns the saved metrics when the run is
     finished. The fields include the code: ``code_sha256`` of the repository files ``suite.train.run`` runs (this
     module among them), so a resume never continues a checkpoint of other code.
-    Raises TrainingDivergedError naming the step when the loss is NaN/inf, ValueError naming a corrupt
+    Raises TrainingDivergedError naming the step when the loss or the gradient norm is NaN/inf (checked before the
+    optimizer step, so the weights stay finite and the last checkpoint, of finite weights, is kept for a resume), and
+    at the end when the validation loss is (no metrics.csv then); ValueError naming a corrupt
     checkpoint file, a batch_size that is not a multiple of the world size, or an unknown ``parallel``.
     """
     for name, val in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
@@ -121,6 +123,8 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     if not (lr > 0 and 0 <= min_lr_ratio <= 1 and warmup >= 0 and weight_decay >= 0):
         raise ValueError(f"bad optimizer settings lr={lr}, min_lr_ratio={min_lr_ratio}, warmup={warmup}, "
                          f"weight_decay={weight_decay}")
+    if warmup_problem(warmup, steps):
+        raise ValueError(warmup_problem(warmup, steps))
     ctx = distributed.context()
     if batch_size % ctx.world_size:
         raise ValueError(f"batch_size {batch_size} is not a multiple of the world size {ctx.world_size}")
@@ -217,13 +221,22 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     _reset_kernel_usage()
     t0 = time.perf_counter()
 
+    saved = start or None  # the step of the checkpoint on disk
+
     def snapshot(step: int) -> None:
+        nonlocal saved
+        bad = ckpt_io.non_finite(net.named_parameters())  # this rank's shard under FSDP2
+        if distributed.mean(torch.tensor(float(bool(bad)), device=device), ctx) > 0:  # any rank's: all stop
+            raise TrainingDivergedError(f"weights {bad[:3]} are not finite after step {step} of {steps} (run "
+                                        f"{out_dir}); not saved, " + (f"the checkpoint of step {saved} is kept"
+                                                                      if saved else "no checkpoint was written"))
         model_state, optimizer_state = distributed.full_state(net, optimizer, ctx)  # collective
         if ctx.main:
             write_csv(loss_rows, out_dir / "loss.csv")
             state = {"step": step, "tokens": tokens_done, "wall_s": wall_before + time.perf_counter() - t0}
             ckpt_io.save_checkpoint(out_dir, distributed.unwrap(net), optimizer, scheduler, state,
                                     tokenizer_dir if tokenizer_dir.exists() else None, model_state, optimizer_state)
+        saved = step
         distributed.barrier(ctx)
 
     bar = tqdm(total=steps, initial=start, disable=not progress or not ctx.main, mininterval=1.0,
@@ -235,12 +248,17 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
         with autocast(device, dtype):
             loss = net(input_ids=x_rank, labels=x_rank).loss
         loss_val = distributed.mean(loss.detach(), ctx)
-        if not math.isfinite(loss_val):
+        where = f"step {step} of {steps} (run {out_dir})"
+        kept = f"the checkpoint of step {saved} is kept" if saved else "no checkpoint was written"
+        try:
+            stop_if_not_finite(loss_val, "loss", where, f"lower lr ({lr}) or check the model; {kept}")
+            loss.backward()
+            # before optimizer.step(): a NaN or infinite gradient never reaches the weights or a checkpoint
+            clip_gradients(net.parameters(), run_config["grad_clip"], where,
+                           f"nothing was updated at this step and {kept}; lower lr ({lr}) or check the data")
+        except TrainingDivergedError:
             bar.close()
-            raise TrainingDivergedError(f"loss is {loss_val} at step {step} of {steps} (run {out_dir}); "
-                                        f"lower lr ({lr}) or check the model")
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), run_config["grad_clip"])
+            raise
         step_lr = optimizer.param_groups[0]["lr"]
         optimizer.step()
         scheduler.step()
@@ -261,6 +279,8 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     val_loss = evaluate(net, [distributed.shard_rows(b, ctx) for b in val], device, dtype)
     if ctx.active:
         val_loss = distributed.mean(torch.tensor(val_loss), ctx)
+    stop_if_not_finite(val_loss, "the validation loss", f"the end of run {out_dir} ({steps} steps)",
+                       "no metrics.csv written")
     wall_s = wall_before + time.perf_counter() - t0
     frame = pd.DataFrame(loss_rows)
     train_loss = float(frame["loss"].tail(10).mean())

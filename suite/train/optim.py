@@ -9,6 +9,9 @@ retrieval run (:mod:`suite.eval.niah_train`) and MQAR (:mod:`suite.eval.mqar_tra
 - :func:`warmup_cosine`: a linear warmup ramp times a cosine to 0 over all steps (:func:`warmup_cosine_factor`;
   NIAH's ``cosine`` and MQAR). transformers' cosine schedules start their cosine after the warmup instead.
 - :func:`wsd`: warmup-stable-decay (``transformers.get_wsd_schedule``; NIAH's ``wsd``).
+- :func:`clip_gradients`: every loop's gradient step guard: the total gradient norm (clipped where the recipe clips),
+  and a :class:`TrainingDivergedError` naming the step when it is NaN or infinite, before the optimizer could write it
+  into the weights (:func:`stop_if_not_finite` does the same for a loss).
 
 Every schedule is a ``torch.optim.lr_scheduler.LambdaLR`` stepped once per optimizer step.
 """
@@ -20,6 +23,31 @@ import torch
 
 SCHEDULES = ("cosine", "wsd")  # the names lr_schedule (NIAH's --schedule) takes
 WSD_DECAY = 0.2  # share of the steps over which the "wsd" schedule decays
+
+
+class TrainingDivergedError(RuntimeError):
+    """A loss or gradient norm became NaN or infinite; the message names the step."""
+
+
+def stop_if_not_finite(value: float, what: str, where: str, hint: str = "") -> float:
+    """``value``, or TrainingDivergedError ``"{what} is {value} at {where}; {hint}"`` when it is NaN or infinite."""
+    if not math.isfinite(value):
+        raise TrainingDivergedError(f"{what} is {value} at {where}" + (f"; {hint}" if hint else ""))
+    return value
+
+
+def clip_gradients(parameters, max_norm: float | None, where: str, hint: str = "") -> float:
+    """The total L2 norm of the gradients of ``parameters`` (before clipping), clipped to ``max_norm`` (None: measured
+    only, for a recipe without clipping). Raises TrainingDivergedError naming ``where`` when the norm is NaN or
+    infinite: call it between ``backward()`` and ``optimizer.step()``, so that a non-finite gradient never reaches the
+    weights. Under FSDP2 the norm is the full model's (a collective: every rank raises together)."""
+    parameters = [p for p in parameters if p.grad is not None]
+    if max_norm is None:
+        norm = torch.nn.utils.get_total_norm([p.grad for p in parameters])
+    else:
+        norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # a DTensor under FSDP2
+    return stop_if_not_finite(float(norm), "the gradient norm", where, hint)
 
 
 DECAYED_MODULES = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d)  # FLA's ShortConvolution is a Conv1d

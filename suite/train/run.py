@@ -138,6 +138,13 @@ def main(argv: list[str] | None = None) -> None:
     missing = [f"--{name.replace('_', '-')}" for name in ("steps", "batch_size", "seq_len") if pick(name) is None]
     if missing:
         ap.error(f"give {', '.join(missing)} or a --config whose train section sets them")
+    from suite.config import warmup_problem
+
+    section = "conversion" if args.recipe == "conversion" else "train"
+    problem = warmup_problem(pick("warmup", 0), pick("steps"), f"--warmup (or {section}.warmup)",
+                             f"--steps (or the {section} recipe's steps)")
+    if problem:
+        ap.error(problem)
     from suite.data.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(Path(args.data_dir) / "tokenizer")
@@ -164,15 +171,16 @@ def main(argv: list[str] | None = None) -> None:
                 raise ValueError(f"the {split} split of {args.data_dir} has {n} tokens, too few for seq_len "
                                  f"{pick('seq_len')} (--seq-len or train.seq_len)")
         window = window_overrides(args.arch, cfg, pick("seq_len")) if not args.model else {}
+        overrides = None if args.model else {"vocab_size": tokenizer.get_vocab_size(), **window, **user_overrides}
+        config = _check_positions(args, pick, size, overrides, seeds)
     if not args.model:
         import functools
 
         from models.registry import build
 
-        overrides = {"vocab_size": tokenizer.get_vocab_size(), **window, **user_overrides}
         model = functools.partial(build, args.arch, size, **overrides)  # built per seed
     else:
-        model, overrides = args.model, None
+        model = args.model
     data_offset = args.data_offset
     if data_offset is None:
         data_offset = cfg.get("conversion", {}).get("base_steps", 0) if args.recipe == "conversion" else 0
@@ -181,6 +189,12 @@ def main(argv: list[str] | None = None) -> None:
     device = distributed.init_from_env(args.device or cfg.get("device", "cpu"))  # torchrun: one rank per GPU
     ctx = distributed.context()
     try:
+        with usage_errors(ap):  # this rank's device and rows, before a model is built or run_config.json written
+            from suite.memory import check_fits, training_bytes
+
+            element = 4 if (args.dtype or cfg.get("dtype", "float32")) == "float32" else 2
+            check_fits(training_bytes(config, max(1, pick("batch_size") // ctx.world_size), pick("seq_len"), element),
+                       f"{_seq_len_option(args, pick)} at batch {pick('batch_size')}", device)
         for seed in seeds:
             fmt = {"seed": seed}
             _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx,
@@ -188,6 +202,32 @@ def main(argv: list[str] | None = None) -> None:
                        args.init_from.format(**fmt) if args.init_from else None)
     finally:
         distributed.shutdown()
+
+
+def _seq_len_option(args, pick) -> str:
+    return f"--seq-len {pick('seq_len')} (or the {'conversion' if args.recipe == 'conversion' else 'train'} recipe's)"
+
+
+def _check_positions(args, pick, size, overrides, seeds):
+    """The config of the model trained (``--model``: its folder's; else the one ``--arch``/``--size`` build);
+    ValueError naming --seq-len, before a model is built or a file written, when the sequence length exceeds its
+    positions (a base model's, for continued training)."""
+    if args.model:
+        from transformers import AutoConfig
+
+        from models.registry import register_auto_classes
+
+        register_auto_classes()
+        where = f"--model {args.model.format(seed=seeds[0])}"
+        config = AutoConfig.from_pretrained(args.model.format(seed=seeds[0]))
+    else:
+        from models.registry import make_config
+
+        where, config = f"--arch {args.arch} --size {size}", make_config(args.arch, size, **overrides)
+    if pick("seq_len") > config.max_position_embeddings:
+        raise ValueError(f"{_seq_len_option(args, pick)}: exceeds the {config.max_position_embeddings} positions of "
+                         f"{where} (max_position_embeddings)")
+    return config
 
 
 def _seed_list(text: str) -> list[int]:
