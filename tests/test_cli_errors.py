@@ -426,6 +426,7 @@ PASS_THROUGH = {"suite.eval.lm_eval_cli"}  # lm-eval's own command line: its arg
 
 FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("suite.bench.e2e_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("suite.bench.decode_load", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
     ("suite.bench.prefill_1m", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
     ("suite.bench.prefill_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
     ("suite.bench.prefill_1m", "--prefill-csv"): "written by the step before, which may have failed: the row it "
@@ -467,6 +468,10 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
 
 LOCAL_BAD = {  # (module, option) -> a bad value of a CLI's own argparse type
     ("suite.bench.e2e_gpu", "--configs"): "131072",
+    ("suite.bench.decode_load", "--archs"): "gdn",
+    ("suite.bench.decode_load", "--batches"): "0",
+    ("suite.bench.decode_load", "--paths"): "jit",
+    ("suite.bench.decode_load", "--decode-attn"): "flash",
     ("suite.bench.prefill_cpu", "--checkpoint"): "transformer",
     ("suite.bench.prefill_gpu", "--lengths"): "0",
     ("suite.bench.prefill_gpu", "--layer-lengths"): "1M",
