@@ -478,3 +478,17 @@ def test_files_named_by_path_rerun_their_rules_when_replaced_in_place(tmp_path):
     (corpus / "doc3.txt").write_text("more text\n" * 50)
     _, counts = dry()
     assert counts == {"corpus": 1}
+
+
+def test_benchmarks_target_checks_fp8_kv_on_the_pretrained_model():
+    """The gpu profile's `benchmarks` target runs suite.bench.fp8_kv_real on the conversion experiment's base model
+    and English data at conversion.pretrained.window, on one GPU; the CPU default profile's target has no such job."""
+    jobs = [j for j in dry_run("-F", "--config", "profile=gpu", "--", "benchmarks") if j.rule == "fp8_kv_real"]
+    (job,) = jobs
+    (module, argv), = suite_commands(job.shell)
+    args = parse_only(module, argv)
+    assert (args.base, args.data_dir, args.window, args.device, args.out_dir) == (
+        "work_dirs/gpu/models/base", "work_dirs/gpu/data/english", 128, "cuda", "results/gpu")
+    assert job.output == ["results/gpu/fp8_kv_real.csv"] and job.resources.get("gpu") == "1"
+    assert {"work_dirs/gpu/models/base/base_model.json", "work_dirs/gpu/data/english/tokens/test.npy"} <= set(job.input)
+    assert "fp8_kv_real" not in rule_counts(dry_run("-F", "--config", "profile=default", "--", "benchmarks"))

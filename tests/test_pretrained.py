@@ -161,7 +161,9 @@ def test_position_buckets_file_each_token_by_its_position():
     assert [r["bucket"] for r in short] == ["<=128"] and short[0]["pos_max"] == 100
 
 
-def test_english_data_folder_uses_the_base_tokenizer(tiny, tmp_path):
+def english_folder(base, tmp_path) -> dict:
+    """An English data folder (``tmp_path / "english"``) of 60 plain documents encoded with ``base``'s tokenizer;
+    returns suite.data.english's summary."""
     from suite.data import english
 
     texts = tmp_path / "texts"
@@ -170,8 +172,12 @@ def test_english_data_folder_uses_the_base_tokenizer(tiny, tmp_path):
     # probability 0.8**60 (1.5e-6) on any run; 30 did so about once in 800
     for i in range(60):
         (texts / f"doc{i}.txt").write_text(f"Document {i}. " + "The quick brown fox jumps over the lazy dog. " * 20)
-    summary = english.prepare({"files": [str(texts / "*.txt")]}, tiny["base"], tmp_path / "english",
-                              tmp_path / "cache", val_fraction=0.2, test_fraction=0.2)
+    return english.prepare({"files": [str(texts / "*.txt")]}, base, tmp_path / "english", tmp_path / "cache",
+                           val_fraction=0.2, test_fraction=0.2)
+
+
+def test_english_data_folder_uses_the_base_tokenizer(tiny, tmp_path):
+    summary = english_folder(tiny["base"], tmp_path)
     assert summary["tokens"]["train"] > 0 and sum(summary["corpus"]["n_docs"].values()) == 60
     for name in ("tokenizer.json", "tokenizer_config.json"):
         assert (tmp_path / "english" / "tokenizer" / name).read_bytes() == (tiny["base"] / name).read_bytes()
@@ -420,3 +426,51 @@ def test_lengths_past_the_base_models_positions_are_refused_naming_the_key(tiny,
     assert not (tmp_path / "out").exists()
     with pytest.raises(ConfigError, match=r"conversion\.base_model\.gguf: no file /no/such\.gguf"):
         validate(_study_with({"gguf": "/no/such.gguf"}, **fits))
+
+
+def test_fp8_kv_check_on_the_converted_base_model(tiny, tmp_path, capsys):
+    """suite.bench.fp8_kv_real on the tiny GGUF base model converted at w=16: a row per (T, comparison) over every
+    position of the packed held-out sequences (the perplexity is the converted model's own, each sequence's last
+    target the token after it); float32 runner and forward agree exactly, bf16 K/V moves the logits less than fp8;
+    the path check and both FP8 targets per T go into targets.csv; bad lengths are refused by option."""
+    from models.convert import transformer_to_orthros
+    from suite.bench import fp8_kv_real
+    from suite.data.tokenizer import load_tokens
+    from suite.train.convert_base import load_base
+
+    english_folder(tiny["base"], tmp_path)
+    data, out = tmp_path / "english", tmp_path / "out"
+    common = ["--base", str(tiny["base"]), "--data-dir", str(data), "--window", "16", "--tokens", "256",
+              "--ci-block", "32", "--device", "cpu", "--out-dir", str(out)]
+    rows = pd.DataFrame(fp8_kv_real.main(common + ["--lengths", "64,128", "--fp8-blocks", "32"]))
+    fp8 = "fp8 K/V (block 32)"
+    assert list(zip(rows.seq_len, rows.comparison, rows.test, rows.reference)) == [
+        (T, what, test, ref) for T in (64, 128) for what, test, ref in (
+            ("path floor", "fp32 K/V", "model forward (fp32 K/V)"), ("bf16 rounding", "bf16 K/V", "fp32 K/V"),
+            ("fp8 check", fp8, "bf16 K/V"), ("fp8 vs fp32", fp8, "fp32 K/V"))]
+    assert (rows.n_positions == 256).all() and (rows.status == "ok").all() and rows.commit.notna().all()
+    for T, by in rows.groupby("seq_len"):
+        floor, bf16, check, fp32 = (by[by.comparison == c].iloc[0] for c in
+                                    ("path floor", "bf16 rounding", "fp8 check", "fp8 vs fp32"))
+        assert floor.top1_agreement == 1 and floor.max_abs_dlogit < 1e-4
+        assert 0 < bf16.rel_err < check.rel_err and check.fp8_block == 32
+        assert check.ppl_ref == pytest.approx(bf16.ppl_test) and fp32.ppl_ref == pytest.approx(floor.ppl_ref)
+        model = transformer_to_orthros(load_base(tiny["base"]), window_size=16).eval()
+        seqs = [torch.as_tensor(load_tokens(data, "test")[s:s + T + 1].astype(np.int64)) for s in range(0, 256, T)]
+        with torch.no_grad():
+            nll = torch.cat([torch.nn.functional.cross_entropy(model(input_ids=x[None, :-1]).logits[0], x[1:],
+                                                               reduction="none") for x in seqs])
+        assert floor.ppl_ref == pytest.approx(float(nll.mean().exp()), rel=1e-5)
+        assert check.top1_lo <= check.top1_agreement <= check.top1_hi
+        assert check.ppl_rel_change == pytest.approx(check.ppl_test / check.ppl_ref - 1)
+    targets = pd.read_csv(out / "targets.csv")
+    assert list(zip(targets.seq_len, targets.method)) == [(T, m) for T in (64, 128)
+                                                          for m in ("path check", "target", "target")]
+    assert (targets[targets.method == "path check"].status == "pass").all()
+    assert targets.status.isin(["pass", "fail"]).all() and (targets.source == "fp8_kv_real.csv").all()
+    for argv, match in ((["--lengths", "1024"], "exceeds the model's 512 positions"),
+                        (["--lengths", "48"], "multiples of --ci-block 32"),
+                        (["--lengths", "512"], "--tokens 256 is shorter")):
+        with pytest.raises(SystemExit) as err:
+            fp8_kv_real.main(common + argv)
+        assert err.value.code == 2 and match in capsys.readouterr().err

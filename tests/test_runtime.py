@@ -140,6 +140,23 @@ def test_prefill_runner_with_fp8_store_reads_the_rounded_cache():
     assert 0 < rel < 0.1
 
 
+def test_bf16_store_under_a_float32_model_reads_rounded_keys():
+    """new_kv(fmt="bf16"): the cache holds bf16, readers get float32 copies of the rounded values; "dense" stays the
+    model dtype, an unknown format is refused by name."""
+    model = tiny("orthros", window_size=4)
+    ids = torch.randint(0, 67, (1, 24))
+    runner = PrefillRunner(model, chunk=8)
+    dense = runner.run(ids, n_out=3)
+    got = runner.run(ids, n_out=3, kv=runner.new_kv(1, 24, "bf16"))
+    assert got.kv.k[0].dtype == torch.bfloat16 and dense.kv.k[0].dtype == torch.float32
+    k0 = got.kv.read(0, 0, 24)[0]
+    assert k0.dtype == torch.float32 and torch.equal(k0, dense.kv.k[0].bfloat16().float())
+    rel = ((got.logits - dense.logits).norm() / dense.logits.norm()).item()
+    assert 0 < rel < 1e-2
+    with pytest.raises(ValueError, match="unknown KV format 'int4'; known: dense, bf16, fp8"):
+        runner.new_kv(1, 24, "int4")
+
+
 def test_layer_functions_trace_as_one_graph_each():
     """torch.compile(fullgraph=True) traces every fused function without a graph break (dynamo only, 'eager'
     backend), and the compiled runner computes the eager runner's logits at two lengths (one dynamic graph)."""

@@ -2,7 +2,8 @@
 # a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose
 # committed CSVs in results/gpu/ feed the renderers in every profile. The system benchmarks are not part of `all`
 # (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: docs/performance.md): name the
-# `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks).
+# `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks). With a
+# pretrained base model (conversion.pretrained) the target also runs the FP8 K/V check on its real weights.
 
 PREFILL_CODE = sources("suite.bench.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
@@ -124,6 +125,38 @@ rule decode_load:
         "--phases --rates {params.out}/rates.json --out-dir {params.out} > {log} 2>&1"
 
 
+# FP8 K/V on real weights: the GPU profiles' pretrained base model (workflows/pretrained.smk) and its English data
+FP8_REAL = STUDY["device"] == "cuda" and bool(STUDY["conversion"].get("pretrained"))
+if FP8_REAL:
+
+    rule fp8_kv_real:
+        """FP8 against bf16 K/V on the conversion experiment's pretrained model converted to Orthros (identity
+        scale-offset, no training), over the held-out English text at 1K-8K tokens, one GPU."""
+        input:
+            base=rules.base_model.output.base,
+            test=rules.english_data.output.test,
+            code=sources("suite.bench.fp8_kv_real"),
+        output:
+            f"{GPU_OUT}/fp8_kv_real.csv",
+        params:
+            cfg=rule_config("fp8_kv_real"),
+            base=lambda w, input: folder(input.base),
+            data=lambda w: ENGLISH,
+            window=PRE["window"],
+            device=STUDY["device"],
+            profile=PROFILE,
+            out=lambda w, output: folder(output[0]),
+        resources:
+            gpu=1,
+        log:
+            f"{WORK}/logs/fp8_kv_real.log",
+        conda:
+            CONDA_ENV
+        shell:
+            "python -m suite.bench.fp8_kv_real --base {params.base} --data-dir {params.data} --window {params.window} "
+            "--device {params.device} --profile {params.profile} --out-dir {params.out} > {log} 2>&1"
+
+
 rule benchmarks:
     """The gpu profile's system benchmarks (opt-in target: `snakemake --cores all benchmarks --config profile=gpu`;
     the target before --config, which takes every word after it)."""
@@ -131,6 +164,7 @@ rule benchmarks:
         rules.gpu_benchmarks.output,
         rules.fla_crosscheck.output,
         rules.decode_load.output,
+        rules.fp8_kv_real.output if FP8_REAL else [],
 
 
 if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one host with >= 2 GPUs): name the CSV

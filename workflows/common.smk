@@ -96,6 +96,7 @@ RULE_CONFIG = {
     "pretrained_benchmarks": ["conversion.pretrained.eval", "device", "profile"],
     "pretrained_ppl": ["conversion.pretrained.ppl", "device", "profile"],
     "pretrained_niah": ["conversion.pretrained.niah", "device", "dtype", "profile"],
+    "fp8_kv_real": ["conversion.pretrained.window", "device", "profile"],
     # the MQAR cell the controls read, and (for a grid) which size is the largest
     "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
 }

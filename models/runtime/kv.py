@@ -1,6 +1,7 @@
 """K/V stores of the inference runtime: what a prefill writes and reads back, per layer.
 
-* :class:`DenseKV`: ``[B, Hkv, T, d]`` in the model dtype (the layout of ``SuiteCache``);
+* :class:`DenseKV`: ``[B, Hkv, T, d]`` in the model dtype (the layout of ``SuiteCache``), or stored in bf16 under a
+  float32 model;
 * :class:`FP8KV`: float8_e4m3fn with one fp32 scale per (KV head, block of tokens), for a 1M-token prefill;
 * :class:`StaticKV`: the decode engine's preallocated cache (:mod:`models.runtime.decode`), token-major for
   FlashAttention-2 decode or K head-major with V chunk-major for the split-K matmul decode.
@@ -18,23 +19,28 @@ FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
 
 class DenseKV:
-    """K/V cache in the model dtype: per layer ``[B, Hkv, T, d]`` (the layout of ``SuiteCache``)."""
+    """K/V cache per layer ``[B, Hkv, T, d]`` (the layout of ``SuiteCache``), stored in ``store_dtype`` (default: the
+    model dtype ``dtype``) and read back in ``dtype``: ``store_dtype=torch.bfloat16`` under a float32 model is a bf16
+    cache whose values readers see rounded to bf16."""
 
     kind = "dense"
 
-    def __init__(self, n_layers: int, B: int, Hkv: int, T: int, d: int, dtype, device):
-        self.k = [torch.empty(B, Hkv, T, d, dtype=dtype, device=device) for _ in range(n_layers)]
-        self.v = [torch.empty(B, Hkv, T, d, dtype=dtype, device=device) for _ in range(n_layers)]
+    def __init__(self, n_layers: int, B: int, Hkv: int, T: int, d: int, dtype, device, store_dtype=None):
+        store = store_dtype or dtype
+        self.dtype = dtype
+        self.k = [torch.empty(B, Hkv, T, d, dtype=store, device=device) for _ in range(n_layers)]
+        self.v = [torch.empty(B, Hkv, T, d, dtype=store, device=device) for _ in range(n_layers)]
 
     def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor):
         """Store k, v ``[B, Hkv, n, d]`` at positions ``start ..``; returns them as a reader will see them."""
         n = k.shape[2]
         self.k[layer][:, :, start:start + n].copy_(k)
         self.v[layer][:, :, start:start + n].copy_(v)
-        return self.k[layer][:, :, start:start + n], self.v[layer][:, :, start:start + n]
+        return self.read(layer, start, start + n)
 
     def read(self, layer: int, lo: int, hi: int):
-        return self.k[layer][:, :, lo:hi], self.v[layer][:, :, lo:hi]
+        """Views of the store in the model dtype (copies when the store holds another dtype)."""
+        return self.k[layer][:, :, lo:hi].to(self.dtype), self.v[layer][:, :, lo:hi].to(self.dtype)
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v)

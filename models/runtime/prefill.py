@@ -20,6 +20,8 @@ from models.backbone import rope_cos_sin, rope_frequencies
 from models.runtime.kv import FP8KV, DenseKV
 from models.runtime.layer import AttnWeights, LayerStep, is_attention, token_major
 
+KV_FORMATS = ("dense", "bf16", "fp8")  # PrefillRunner.new_kv
+
 
 def chunk_bounds(T: int, chunk: int | None) -> list[tuple[int, int]]:
     """``[start, end)`` of each prefill chunk of ``chunk`` rows (None: one chunk of T)."""
@@ -113,15 +115,18 @@ class PrefillRunner:
         self._freqs = None
 
     def new_kv(self, B: int, T: int, fmt: str = "dense", block: int = 4096):
-        """An empty store for ``B`` sequences of ``T`` tokens: ``fmt`` "dense" (model dtype) or "fp8"."""
+        """An empty store for ``B`` sequences of ``T`` tokens: ``fmt`` "dense" (model dtype), "bf16" (stored in
+        bf16, read in the model dtype) or "fp8" (e4m3, one scale per KV head and ``block`` tokens)."""
         c = self.model.config
         p = next(self.model.parameters())
         args = (c.num_hidden_layers, B, c.num_key_value_heads, T, c.head_dim, p.dtype, p.device)
         if fmt == "dense":
             return DenseKV(*args)
+        if fmt == "bf16":
+            return DenseKV(*args, store_dtype=torch.bfloat16)
         if fmt == "fp8":
             return FP8KV(*args, block=block)
-        raise ValueError(f"unknown KV format {fmt!r}; known: dense, fp8")
+        raise ValueError(f"unknown KV format {fmt!r}; known: {', '.join(KV_FORMATS)}")
 
     @torch.inference_mode()
     def run(self, ids: torch.Tensor, n_out: int = 1, kv=None) -> PrefillResult:
