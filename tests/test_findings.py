@@ -27,17 +27,23 @@ def test_save_audit_writes_the_findings_of_the_csv_it_wrote(tmp_path):
     assert block.startswith(findings.START) and block.rstrip().endswith(findings.END)
     assert max(len(line) for line in block.splitlines()) <= findings.WIDTH
     for cid in findings.HEADLINES:
-        assert f"({cid}): paper " in block
+        assert f"- {cid}, " in block
 
 
-def test_the_block_counts_verdicts_and_proxies():
+def test_the_block_counts_verdicts_by_kind_and_names_the_proxies():
     audit = read_csv(ROOT / "paper_tables" / "claims_audit.csv")
-    block = findings.findings_markdown(audit)
+    raw = findings.findings_markdown(audit)
+    block = " ".join(raw.split())
     assert f"({len(audit)} claims;" in block
-    consistent = audit["verdict"].str.startswith("consistent").sum()
+    consistent = (audit["paper_verdict"] == "consistent with the paper's own tables").sum()
     assert f"{consistent} consistent," in block
-    invalid = audit["measured_proxy"].fillna("").str.startswith("invalid").sum()
-    assert f"{invalid} invalid (a control failed)" in block
+    proxies = audit[audit["measured_kind"] == "proxy"]
+    invalid = (proxies["measured_verdict"] == "invalid").sum()
+    assert "Proxies (another metric or a far smaller scale):" in block and f"{invalid} invalid" in block
+    items = {item.split(",")[0]: " ".join(item.split()) for item in raw.split("\n- ")[1:]}
+    for cid in set(findings.HEADLINES) & set(proxies["id"]):  # a proxy's outcome reads "proxy", what and its scale
+        assert "; proxy (" in items[cid] and " params" in items[cid], items[cid]
+    assert "C17 21.9x (8 GPUs with sequence parallelism" in block and "C19 3.45x (1 x H100" in block
 
 
 def test_the_cli_rewrites_only_the_block_and_refuses_a_readme_without_one(tmp_path):

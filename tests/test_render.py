@@ -80,23 +80,29 @@ def test_missing_conversion_gives_not_run(rendered):
 def test_audit_with_fixtures(rendered):
     a = pd.read_csv(rendered / "tables" / "claims_audit.csv").set_index("id")
     assert a.loc["C16", "measured"] == pytest.approx(12000 / 3000)
-    assert a.loc["C16", "verdict"] == "reproduced here (expected ~3.5 +/-25%)"
-    assert a.loc["C17", "verdict"].startswith("not testable here") and "20.00x" in a.loc["C17", "verdict"]
-    assert a.loc["C19", "measured"] == pytest.approx(25 / 10)
-    assert a.loc["C19", "measured_proxy"].startswith("not reproduced here")
-    assert a.loc["C21", "verdict"] == "inconsistent"
-    assert a.loc["C09", "measured"] == pytest.approx(0.90 - 0.50)
+    assert a.loc["C16", "measured_kind"] == "direct measurement" and a.loc["C16", "measured_verdict"] == \
+        "reproduced here" and a.loc["C16", "measured_minus_reported"] == pytest.approx(4.0 - 3.5)
+    assert a.loc["C16", "rows_stale"].startswith("commit unknown")      # the fixtures' commit abc123
+    assert a.loc["C17", "measured_verdict"] == "not run" and pd.isna(a.loc["C17", "measured_minus_reported"])
+    assert "Prediction, not a measurement: 20 x, cost-model prediction for 8 GPUs" in a.loc["C17", "detail"]
+    assert a.loc["C19", "measured"] == pytest.approx(25 / 10) and a.loc["C19", "measured_verdict"] == \
+        "not reproduced here"
+    assert a.loc["C21", "paper_verdict"] == "consistent with the paper's own tables"
+    assert a.loc["C21", "measured_verdict"] == "reproduced here"
+    assert a.loc["C09", "measured"] == pytest.approx(0.90 - 0.95)      # Orthros - the Transformer, the claim's arms
+    assert a.loc["C09", "measured_verdict"] == "not testable at this scale"  # no answer counts: no noise estimate
+    md = (rendered / "tables" / "claims_audit.md").read_text()
+    assert "## Verdict counts" in md and "### C16 (paper)" in md
 
 
 def test_empty_results_render_not_run(rendered_empty):
     t4 = pd.read_csv(rendered_empty / "tables" / "table4.csv")
     assert t4["status"].str.startswith("not run: ").all()
     a = pd.read_csv(rendered_empty / "tables" / "claims_audit.csv").set_index("id")
-    assert a.loc["C16", "verdict"].startswith("not run:")
-    assert a.loc["C27", "verdict"].startswith("not testable here")
-    assert a.loc["C27", "measured_proxy"].startswith("not run:")
-    assert a.loc["C13", "verdict"] == "misreading" and a.loc["C23", "verdict"] == "misreading"
-    assert a.loc["C02", "verdict"] == "consistent with the paper's own tables"
+    assert a.loc["C16", "measured_verdict"] == "not run" and a.loc["C16", "measured_why"].startswith("not run:")
+    assert a.loc["C27", "measured_verdict"] == "not run" and pd.isna(a.loc["C27", "paper_verdict"])
+    assert a.loc["C13", "paper_verdict"] == "misreading" and a.loc["C23", "paper_verdict"] == "misreading"
+    assert a.loc["C02", "paper_verdict"] == "consistent with the paper's own tables"
     md = (rendered_empty / "tables" / "claims_audit.md").read_text()
     assert "d_t4_decode_tput_orthros_127K/1K" in md and "-0.986" in md
 
@@ -204,7 +210,7 @@ def test_evaluate_measure_missing_and_filters():
          "denominator": {"arch": "transformer"}, "where": {"status": "ok", "gpus": 1, "seq_len": 131072},
          "expect": {"approx": 1.0, "rel_tol": 0.05}}
     res = evaluate_measure(m, FIX / "default", FIX / "gpu")
-    assert res["value"] == 1.0 and res["ok"]
+    assert res["value"] == 1.0 and res["status"] == "ok" and res["estimate"].se is None   # one row an arm
     assert evaluate_measure(m, None, "/nonexistent")["status"].startswith("not run: /nonexistent/prefill.csv missing")
     with pytest.raises(ValueError, match="nope"):
         evaluate_measure({**m, "where": {"nope": 1}}, FIX / "default", FIX / "gpu")
@@ -335,7 +341,7 @@ def test_all_nan_measurement_is_not_run_not_a_verdict(tmp_path):
          "numerator": {"arch": "orthros"}, "denominator": {"arch": "swa"}, "where": {"status": "ok"},
          "expect": {"ge": 0.0}}
     got = evaluate_measure(m, res, gpu)
-    assert got["status"] == "not run: no measured value (all NaN)" and got["value"] is None and got["ok"] is None
+    assert got["status"] == "not run: no measured value (all NaN)" and got["value"] is None
     measured = mqar.assign(accuracy_far=[0.75, 0.5, 0.9])  # plus an orthros row without a value: it is dropped
     pd.concat([measured, mqar.iloc[[0]].assign(accuracy_far=float("nan"))]).to_csv(res / "mqar.csv", index=False)
     assert evaluate_measure(m, res, gpu)["value"] == pytest.approx(0.25)
@@ -447,36 +453,41 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
     assert gpu_profile_rows(None, key="arch", invalid=None).empty
 
 
-def test_the_mqar_proxy_claim_reads_the_controls_cell_at_the_widest_size(tmp_path):
-    """C09's proxy (Orthros - SWA on far answers) reads the rows the MQAR controls read: on the gpu profile's grid
-    the control cell (T=128, 8 pairs) at d256, not the default profile's (4 pairs), which the grid lacks (the gpu
-    report said 'not run' at 5638e28 though both MQAR controls passed). Gated by those controls."""
+def test_the_mqar_proxy_claim_reads_the_controls_size(tmp_path):
+    """C09's MQAR evidence (Orthros - the Transformer) reads every cell of the size the MQAR controls read (the
+    grid's widest, d256), gated by those controls; ``cell: mqar_control`` reads the controls' own cell (T=128, 8
+    pairs at d256, not the default profile's 4 pairs, which the grid lacks)."""
     from suite.eval.controls import mqar_controls
     from suite.report.audit import evaluate_measure
     from suite.report.claims import load_claims
     from tests.test_controls import mqar_grid
 
-    measure = next(c for c in load_claims() if c["id"] == "C09")["measure"]
+    claim = next(c for c in load_claims() if c["id"] == "C09")
+    measure = next(e["measure"] for e in claim["evidence"] if e.get("measure", {}).get("results", "").startswith(
+        "{results}"))
     grid = mqar_grid()
     grid.to_csv(tmp_path / "mqar.csv", index=False)
     passing = pd.DataFrame(mqar_controls(grid, 128, 8, "d256")).assign(experiment="mqar")
     res = evaluate_measure(measure, tmp_path, None, passing)
-    assert res["status"] == "ok" and res["value"] == pytest.approx(0.98 - 0.003)   # d256, T=128, 8 pairs
-    assert res["ok"] is True and "(1+1 rows)" in res["conditions"]
+    assert res["status"] == "ok" and set(res["num"]["size"]) == {"d256"}
+    assert res["value"] == pytest.approx(((0.99 - 0.97) + (0.90 - 0.88)) / 2)      # (T=128, 8), (T=256, 16)
     failing = passing.assign(passed=[False, True])
     assert evaluate_measure(measure, tmp_path, None, failing)["status"].startswith("invalid: positive control")
+    cell = {**measure, "cell": "mqar_control", "column": "accuracy_far", "denominator": {"arch": "swa"}}
+    res = evaluate_measure(cell, tmp_path, None, passing)
+    assert res["value"] == pytest.approx(0.98 - 0.003) and "(1+1 rows)" in res["conditions"]
     # a failed run at the controls' cell: its status, not another size's value, nor other cells' statuses
     broken = grid.copy()
     at = (broken["arch"] == "orthros") & (broken["size"] == "d256") & (broken["seq_len"] == 128)
     broken.loc[at, ["status", "accuracy_far"]] = ["failed: CUDA out of memory", float("nan")]
     broken.loc[(broken["arch"] == "orthros") & (broken["seq_len"] == 256), "status"] = "not run: too many pairs"
     broken.to_csv(tmp_path / "mqar.csv", index=False)
-    res = evaluate_measure(measure, tmp_path, None, passing)
+    res = evaluate_measure(cell, tmp_path, None, passing)
     assert res["value"] is None and res["status"] == "not run: failed: CUDA out of memory"
     # a single-size study: its one size; rows without train_kv name no control cell
     grid[grid["size"] != "d256"].to_csv(tmp_path / "mqar.csv", index=False)
-    assert evaluate_measure(measure, tmp_path, None, passing)["value"] == pytest.approx(0.45 - 0.20)
+    assert evaluate_measure(cell, tmp_path, None, passing)["value"] == pytest.approx(0.45 - 0.20)
     grid.drop(columns="train_kv").to_csv(tmp_path / "mqar.csv", index=False)
-    res = evaluate_measure(measure, tmp_path, None, passing)
+    res = evaluate_measure(cell, tmp_path, None, passing)
     assert res["value"] is None and res["status"].startswith("not run: no rows match {'status': 'ok'} at the MQAR "
                                                              "controls' cell")

@@ -132,24 +132,31 @@ def test_non_numeric_value_is_rejected(tmp_path):
 def test_claims_validate_and_count():
     claims = load_claims()
     assert len(claims) >= 20
-    kinds = {c["check"]["kind"] for c in claims}
-    assert {"formula", "measurement", "cost_model", "reading"} <= kinds
+    assert {c["check"]["kind"] for c in claims if "check" in c} == {"formula", "reading"}
+    kinds = {e["kind"] for c in claims for e in c.get("evidence", [])}
+    assert kinds == {"direct measurement", "proxy", "implementation check"}
+    assert "C31" not in {c["id"] for c in claims}  # C12 measured on both profiles, counted once
 
 
 def test_claim_formula_ids_exist(derived):
     ids = set(derived["id"])
     for c in load_claims():
-        ref = c["check"].get("formula")
-        for fid in ([ref] if isinstance(ref, str) else ref or []):
+        ref = c.get("check", {}).get("formula")
+        for fid in ([ref] if isinstance(ref, str) else ref or []) + list(c.get("scale_effects", {}).values()):
             assert fid in ids, (c["id"], fid)
 
 
 def test_schema_rejects_bad_claims():
     data = yaml.safe_load(CLAIMS_PATH.read_text())
     bad = {"claims": [dict(c) for c in data["claims"]]}
-    del bad["claims"][0]["check"]
+    del bad["claims"][0]["check"], bad["claims"][0]["evidence"]  # nothing to judge the claim by
     with pytest.raises(ValueError, match="claims/0"):
         validate_claims(bad)
+    both = {"claims": [dict(c) for c in data["claims"]]}
+    measure = dict(both["claims"][0]["evidence"][1]["measure"], expect={"le": 1.0})  # a direction and an expect
+    both["claims"][0]["evidence"] = [{**both["claims"][0]["evidence"][1], "measure": measure}]
+    with pytest.raises(ValueError, match="claims/0/evidence/0"):
+        validate_claims(both)
     dup = {"claims": data["claims"] + [data["claims"][0]]}
     with pytest.raises(ValueError, match="duplicate"):
         validate_claims(dup)

@@ -1,10 +1,13 @@
-"""Claims audit: one row per claim of ``paper_tables/claims.yaml`` with reported vs recomputed/measured value.
+"""Claims audit: one row per claim of ``paper_tables/claims.yaml``, judged under the rules of
+:mod:`suite.report.verdicts` (``docs/verdicts.md``).
 
-Verdicts: "consistent with the paper's own tables", "inconsistent" (the paper's numbers do not follow from each
-other), "misreading" (a seed's reading the tables contradict), "reproduced here" / "not reproduced here" (a
-measurement by this suite meets / misses the claim's ``expect``), "not testable here (why)", "not run: why".
-Renders from the reported CSVs alone; measured values are added when the results CSVs exist. A NaN measurement is
-"not measured": NaN values are dropped, and a claim with none left is "not run: no measured value (all NaN)".
+Each row has the claim against the paper's own numbers (``paper_verdict``: consistent / inconsistent / misreading)
+and, where this suite measures it, the evidence that decides (``measured_kind``: direct measurement, proxy or
+implementation check; ``measured_verdict``), with its value in its own unit, the 95% CI, the minimum detectable
+effect, the drift floor, the margin over a trivial model, the paper's effect at the nearest scale, the conditions of
+the measured rows (params, tokens, steps, T, window, seeds, n, device), the commit they came from and whether they
+are stale. Every other evidence of the claim is listed with its own verdict. Renders from the reported CSVs alone;
+measured values are added when the results CSVs exist.
 
 CLI: ``python -m suite.report.audit --results results/default --gpu-results results/gpu --out paper_tables``.
 """
@@ -16,21 +19,25 @@ from pathlib import Path
 import pandas as pd
 
 from suite.cli import in_folder, out_folder, usage_errors
-from suite.eval.controls import invalid_reason
 from suite.provenance import read_csv, write_csv, write_text
-from suite.report.bench_audit import evaluate_benchmark
+from suite.report import verdicts
 from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
+from suite.report.evidence import Inputs, Judged, evaluate_measure, judge_evidence
 from suite.report.findings import findings_markdown
-from suite.report.measured import mqar_control_rows, read_controls, read_result, scale_text, select
-from suite.report.schema import NUMBER, check_columns
-from suite.report.stats import NOISE_RULE, compare
+from suite.report.measured import profile_config, read_controls, read_result
 from suite.report.tables import to_markdown
 from suite.reported import REPORTED_DIR
 
-CONSISTENT = "consistent with the paper's own tables"
-AUDIT_COLUMNS = ["id", "asserted_by", "claim", "source", "reported", "unit", "check", "recomputed", "measured", "diff",
-                 "reported_conditions", "measured_conditions", "verdict", "detail", "measured_proxy"]
+__all__ = ["AUDIT_COLUMNS", "audit_claims", "audit_markdown", "build_audit", "evaluate_measure", "save_audit",
+           "write_audit"]
+
+AUDIT_COLUMNS = ["id", "asserted_by", "claim", "source", "reported", "unit", "reported_conditions",
+                 "paper_check", "recomputed", "reported_minus_recomputed", "paper_verdict", "paper_detail",
+                 "measured_kind", "evidence", "measured", "measured_unit", "measured_minus_reported", "ci95_low",
+                 "ci95_high", "mde", "drift_floor", "trivial_margin", "scale_check", "baseline_flags",
+                 "measured_verdict", "measured_why", "measured_conditions", "rows_commit", "rows_stale",
+                 "other_evidence", "detail"]
 
 
 def _tolerance(claim: dict) -> float:
@@ -40,85 +47,13 @@ def _tolerance(claim: dict) -> float:
     return 0.5 * 10.0 ** -(len(text.split(".")[1]) if "." in text else 0)
 
 
-def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path | None,
-                     controls: pd.DataFrame | None = None, gpu_controls: pd.DataFrame | None = None) -> dict:
-    """Evaluate a ``measure`` block against the results CSVs.
-
-    Returns dict(value (float|None), ok (bool|None), status ("ok", "not run: <why>" or "invalid: <why>"),
-    conditions (str), path, noise (str)). ``op`` ratio = mean(numerator rows) / mean(denominator rows); difference
-    = numerator - denominator; value = mean of the numerator rows. Only rows passing ``where`` (normally
-    ``status: ok``) are used; NaN measurements are dropped ("not measured", never a verdict).
-
-    ``cell: mqar_control`` keeps only the rows the MQAR controls read (``suite.report.measured.mqar_control_rows``).
-    ``controls: <experiment>`` gives a verdict only when both controls of that experiment passed (else status
-    "invalid: ...", value None; a measurement that did not run stays "not run: ..."): the controls of the results
-    the measure reads, ``controls`` for ``{results}/...`` and ``gpu_controls`` for ``{gpu}/...``.
-    ``seed_noise: true`` compares numerator and denominator per seed under the noise rule of
-    :mod:`suite.report.stats`: for a claim of equality ("on par") no difference passes; for a claim that the two
-    differ (``claim_is_difference: true``) no difference fails; a difference beyond the noise is judged by ``expect``.
-    Raises ValueError naming the file and column when the CSV fails its schema (``suite.report.schema``) or lacks
-    a column the claim names, or the claim's column is not numeric.
-    """
-    res = _measure(measure, results, gpu)
-    own = gpu_controls if measure["results"].startswith("{gpu}") else controls
-    reason = invalid_reason(own, measure["controls"]) if "controls" in measure else None
-    if reason and res["status"] == "ok":  # no verdict and no number from an experiment whose control failed
-        return {**res, "value": None, "ok": None, "noise": "", "status": reason}
-    return res
-
-
-def _measure(measure: dict, results: str | Path | None, gpu: str | Path | None) -> dict:
-    path = Path(measure["results"].format(results=results or "<no --results>", gpu=gpu or "<no --gpu-results>"))
-    out = dict(value=None, ok=None, conditions="", path=str(path), noise="")
-    if not path.exists():
-        return {**out, "status": f"not run: {path} missing"}
-    frame = read_result(path, ("gpu_" if measure["results"].startswith("{gpu}") else "") + path.stem)
-    col = measure["column"]
-    named = [col] + [c for key in ("where", "numerator", "denominator") for c in measure.get(key) or {}]
-    if any(c not in frame.columns for c in named):
-        raise ValueError(f"{path}: column(s) {[c for c in named if c not in frame.columns]} named by a claim missing")
-    check_columns(frame, path, {col: NUMBER})
-    if measure.get("cell") == "mqar_control":
-        frame = mqar_control_rows(frame)
-    base = select(frame, measure["where"])
-    num = select(base, measure.get("numerator"))
-    den = select(base, measure.get("denominator")) if measure["op"] != "value" else num
-    if num.empty or den.empty:
-        loose = select(frame, {k: v for k, v in measure["where"].items() if k != "status"})
-        loose = select(loose, measure.get("numerator"))
-        statuses = sorted(set(loose["status"].astype(str)) - {"ok"}) if "status" in loose else []  # why not run
-        cell = " at the MQAR controls' cell" if measure.get("cell") else ""
-        why = "; ".join(statuses) or \
-            f"no rows match {measure['where']}{cell} {measure.get('numerator', '')} / {measure.get('denominator', '')}"
-        return {**out, "status": why if why.startswith("not run") else f"not run: {why}"}
-    a, b = pd.to_numeric(num[col]).dropna(), pd.to_numeric(den[col]).dropna()
-    if a.empty or b.empty:
-        return {**out, "status": "not run: no measured value (all NaN)"}
-    rows = f"({len(a)}+{len(b)} rows)"
-    a, b = a.mean(), b.mean()
-    value = {"ratio": a / b if b else float("nan"), "difference": a - b, "value": a}[measure["op"]]
-    exp = measure["expect"]
-    ok = True
-    if "approx" in exp:
-        ok &= abs(value / exp["approx"] - 1) <= exp["rel_tol"] + EPS
-    if "ge" in exp:
-        ok &= value >= exp["ge"] - EPS
-    if "le" in exp:
-        ok &= value <= exp["le"] + EPS
-    noise = ""
-    if measure.get("seed_noise") and measure["op"] != "value":
-        cmp = compare(num.rename(columns={col: "value"}) if col != "value" else num,
-                      den.rename(columns={col: "value"}) if col != "value" else den)
-        noise = cmp.text()
-        if cmp.differs is False:
-            ok = not measure.get("claim_is_difference", False)
-    cond = scale_text(pd.concat([num, den]).drop_duplicates())
-    return {**out, "value": float(value), "ok": bool(ok), "status": "ok", "noise": noise,
-            "conditions": f"{cond} {rows}"}
+def _ids(formula) -> list[str]:
+    return formula if isinstance(formula, list) else [formula]
 
 
 def _formula(claim: dict, ids: list[str], derived: pd.DataFrame) -> tuple[float | None, float | None, str, str]:
-    by_id = derived.set_index("id")
+    """(recomputed, reported - recomputed, verdict, detail) of a formula check."""
+    check, by_id = claim["check"], derived.set_index("id")
     missing = [i for i in ids if i not in by_id.index]
     if missing:
         raise ValueError(f"claim {claim['id']}: unknown formula id(s) {missing} (see paper_tables/derived.csv)")
@@ -127,7 +62,14 @@ def _formula(claim: dict, ids: list[str], derived: pd.DataFrame) -> tuple[float 
     detail = "; ".join(f"{i}: reported {r['reported_text']} vs recomputed {r['recomputed']:.3f} (diff {r['diff']:+.3f})"
                        for i, r in bad.iterrows())
     head = rows.iloc[0]
-    if len(ids) == 1 or "expect_value" in claim["check"]:
+    if "expect" in check:  # a claimed property of every listed value (e.g. "about equal": ~1 +/-10%)
+        values = ", ".join(f"{i}: {r['recomputed']:.4g}" for i, r in rows.iterrows())
+        ok = all(verdicts.meets(float(v), check["expect"]) for v in rows["recomputed"])
+        recomputed = float(head["recomputed"])
+        return (recomputed, round(float(claim["value"]) - recomputed, 9),
+                verdicts.CONSISTENT if ok else verdicts.INCONSISTENT,
+                f"{verdicts.expectation(check['expect'])} for every printed value: {values}")
+    if len(ids) == 1 or "expect_value" in check:
         recomputed = float(head["recomputed"])
         diff = round(float(claim["value"]) - recomputed, 9)
         agrees = abs(diff) <= _tolerance(claim) + EPS
@@ -141,179 +83,218 @@ def _formula(claim: dict, ids: list[str], derived: pd.DataFrame) -> tuple[float 
         detail = (f"{int(recomputed)}/{len(ids)} consistent. " + detail).strip()
         formula = ", ".join(ids)
     ok = agrees and bad.empty
-    verdict = CONSISTENT if ok else ("misreading" if claim["asserted_by"].startswith("seed") else "inconsistent")
+    verdict = verdicts.CONSISTENT if ok else (verdicts.MISREADING if claim["asserted_by"].startswith("seed")
+                                              else verdicts.INCONSISTENT)
     if not agrees and len(ids) == 1 and head["note"] and isinstance(head["note"], str):
         detail = (detail + " " + head["note"]).strip()
     return recomputed, diff, verdict, f"{formula}. {detail}".strip(". ")
 
 
-def _expectation(measure: dict) -> str:
-    """The pass rule of a measurement, e.g. ``expected ~3.45 +/-25%`` or ``expected >= 0.9``."""
-    exp, parts = measure["expect"], []
-    if "approx" in exp:
-        parts.append(f"~{exp['approx']:g} +/-{100 * exp['rel_tol']:g}%")
-    if "ge" in exp:
-        parts.append(f">= {exp['ge']:g}")
-    if "le" in exp:
-        parts.append(f"<= {exp['le']:g}")
-    return "expected " + " and ".join(parts)
+def _paper_check(claim: dict, derived: pd.DataFrame) -> dict:
+    check = claim.get("check")
+    if check is None:
+        return dict(paper_check="", recomputed=None, reported_minus_recomputed=None, paper_verdict="",
+                    paper_detail="the paper prints no numbers this claim follows from (a figure label or a "
+                                 "property of the method): measured only")
+    if check["kind"] == "formula":
+        rec, diff, verdict, detail = _formula(claim, _ids(check["formula"]), derived)
+        return dict(paper_check="formula", recomputed=rec, reported_minus_recomputed=diff, paper_verdict=verdict,
+                    paper_detail=detail)
+    out = dict(paper_check="reading", recomputed=None, reported_minus_recomputed=None,
+               paper_verdict=check["verdict"], paper_detail=check["evidence"])
+    if "formula" in check:
+        rows = derived.set_index("id").loc[_ids(check["formula"])]
+        out["recomputed"] = float(rows["recomputed"].iloc[0])
+        if isinstance(claim["value"], (int, float)):
+            out["reported_minus_recomputed"] = float(claim["value"]) - out["recomputed"]
+        if len(rows) > 1:
+            out["paper_detail"] += " " + "; ".join(f"{i}: {r:.4g}" for i, r in rows["recomputed"].items())
+    return out
 
 
-def _measured_verdict(res: dict, measure: dict) -> str:
-    if res["status"] != "ok":
-        return res["status"]
-    rule = _expectation(measure)
-    if res.get("noise"):
-        rule += f"; {res['noise']}"
-    if "controls" in measure:
-        rule += f"; {measure['controls']} controls passed"
-    return ("reproduced here" if res["ok"] else "not reproduced here") + f" ({rule})"
-
-
-WINDOW_CLAIMS = ("C01", "C04")  # accuracy claims whose benchmark prompts are short against w (prompt_lengths.csv)
-WINDOW_NOTE = ("Window: when the whole sequence fits in the window w and the scale-offset is the identity, Orthros "
-               "computes exactly the Transformer's function (every key lies in the base stream's window), so on "
+WINDOW_NOTE = ("Window: when the whole sequence fits in the base stream's window w and the scale-offset is the "
+               "identity, Orthros computes exactly the Transformer's function (every key lies in the window), so on "
                "such prompts an accuracy gap measures what training made of the weights, not the architecture at "
                "inference; the paper does not discuss this.")
 
 
-def window_note(results: str | Path | None) -> str:
-    """``WINDOW_NOTE`` with the measured share of zero-shot benchmark documents longer than w = 128 per tokenizer
-    (``<results>/prompt_lengths.csv``; the note alone when the file is absent)."""
+def window_note(results: str | Path | None, note: dict | None = None) -> str:
+    """``WINDOW_NOTE`` with the measured share of zero-shot benchmark documents longer than the window of the model
+    measured (``note``: its tokenizer and the study-config key of its window, read from ``<results>``'s profile),
+    from ``<results>/prompt_lengths.csv`` (the note alone when the file is absent)."""
     path = Path(results) / "prompt_lengths.csv" if results else None
     if path is None or not path.exists():
         return WINDOW_NOTE
     lengths = read_result(path, "prompt_lengths")
-    parts = []
-    for (tokenizer, shots), g in lengths.groupby(["tokenizer", "num_fewshot"]):
-        shares = ", ".join(f"{r.task} {100 * r.share_above_128:.0f}%" for r in g.itertuples())
-        parts.append(f"{tokenizer} tokenizer, {int(shots)}-shot: {shares}")
-    return f"{WINDOW_NOTE} Share of scored documents longer than 128 tokens ({path}): " + "; ".join(parts) + "."
+    lengths = lengths[pd.to_numeric(lengths["num_fewshot"]) == 0]
+    config = profile_config(lengths)
+    window = None
+    if note and config is not None:
+        window = config
+        for key in note["window"].split("."):
+            window = window.get(key) if isinstance(window, dict) else None
+    rows = lengths[lengths["tokenizer"] == note["tokenizer"]] if note else lengths
+    if window is None or rows.empty:
+        return WINDOW_NOTE
+    column = "share_above_window" if (pd.to_numeric(rows["window"]) == window).all() else \
+        "share_above_128" if window == 128 else None
+    if column is None:
+        return f"{WINDOW_NOTE} (prompt lengths were not measured against w = {window})"
+    shares = ", ".join(f"{r.task} {100 * getattr(r, column):.0f}%" for r in rows.itertuples())
+    return (f"{WINDOW_NOTE} The model measured has w = {window} ({note['window']} of the {config['profile']} "
+            f"profile); share of its zero-shot documents longer than w ({note['tokenizer']} tokenizer, {path}): "
+            f"{shares}.")
 
 
-def _join(*texts: str) -> str:
-    return " ".join(t.strip() for t in texts if t and t.strip())
+def _prediction(claim: dict, inputs: Inputs) -> str:
+    if "prediction" not in claim:
+        return ""
+    block = {**claim["prediction"], "expect": {"ge": 0}}
+    res = evaluate_measure(block, None, None, inputs=inputs)
+    if res["status"] != "ok":
+        return f"Prediction: none ({res['status']})."
+    return (f"Prediction, not a measurement: {res['value']:.3g} {claim['prediction']['unit']} "
+            f"({res['conditions']}); it gets no verdict and no diff.")
 
 
-def _bench_detail(bench: dict) -> str:
-    if bench["detail"]:
-        noise = f"; {bench['noise']}" if bench["noise"] else ""
-        return f"Measured on the paper's metric: {bench['detail']}{noise}."
-    return f"Paper's metric: {bench['status']}."
+MEASURED_COLUMNS = AUDIT_COLUMNS[AUDIT_COLUMNS.index("measured_kind"):AUDIT_COLUMNS.index("other_evidence")]
 
 
-def _bench_verdict(bench: dict, block: dict) -> str:
-    """The audit text of a benchmark block: its verdict, or why it has none."""
-    if bench["status"] != "ok":
-        return f"paper's metric: {bench['status']}"
-    if bench["ok"] is None:
-        return f"paper's metric, measured only: {bench['value']:.4g} ({block['op']}; the claim is about the " \
-               "paper's own tables, no pass rule)"
-    rule = _expectation(block)
-    if bench["noise"]:
-        rule += f"; {bench['noise']}"
-    return ("reproduced here" if bench["ok"] else "not reproduced here") + \
-        f" (paper's metric: {block['op']}; {rule}; benchmark controls passed)"
+def _measured_columns(chosen: Judged | None, claim: dict) -> dict:
+    """The measured columns of a claim's row from its deciding evidence (empty without one)."""
+    out = {c: None if c in ("measured", "measured_minus_reported", "ci95_low", "ci95_high", "mde", "drift_floor")
+           else "" for c in MEASURED_COLUMNS}
+    if chosen is None:
+        return out
+    measured = chosen.value is not None and chosen.estimate is not None
+    ci = chosen.estimate.ci if measured else None
+    same_unit = chosen.unit == claim["unit"] and isinstance(claim["value"], (int, float))
+    out.update(measured_kind=chosen.kind, evidence=chosen.describe, measured=chosen.value, measured_unit=chosen.unit,
+               ci95_low=ci[0] if ci else None, ci95_high=ci[1] if ci else None,
+               mde=chosen.estimate.mde if measured else None, drift_floor=chosen.floor,
+               trivial_margin=chosen.trivial, scale_check=chosen.scale, baseline_flags="; ".join(chosen.flags),
+               measured_verdict=chosen.verdict, measured_why=chosen.why, measured_conditions=chosen.conditions,
+               rows_commit=chosen.commits, rows_stale=chosen.stale)
+    if same_unit and chosen.value is not None:
+        out["measured_minus_reported"] = chosen.value - float(claim["value"])
+    return out
+
+
+def judge_claim(claim: dict, derived: pd.DataFrame, inputs: Inputs) -> tuple[Judged | None, list[Judged]]:
+    """(the deciding evidence or None, every evidence judged): benchmark evidence first, so that its detectable
+    effect on the paper's metric is known to the scale rule of the others."""
+    items = claim.get("evidence", [])
+    judged: dict[int, Judged] = {}
+    for i, item in enumerate(items):
+        if "benchmark" in item:
+            judged[i] = judge_evidence(item, claim, derived, inputs)
+    mdes = [j.mde_paper for j in judged.values() if j.mde_paper is not None]
+    for i, item in enumerate(items):
+        if i not in judged:
+            judged[i] = judge_evidence(item, claim, derived, inputs, min(mdes) if mdes else None)
+    ordered = [judged[i] for i in range(len(items))]
+    if not ordered:
+        return None, []
+    return ordered[verdicts.pick([j.verdict for j in ordered])], ordered
 
 
 def audit_claims(claims: list[dict], derived: pd.DataFrame, results: str | Path | None = None,
                  gpu_results: str | Path | None = None, controls: pd.DataFrame | None = None,
-                 gpu_controls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One audit row per claim (``AUDIT_COLUMNS``); quality measurements are gated by the controls.csv of the
-    results they read (``controls`` for ``results``, ``gpu_controls`` for ``gpu_results``).
-    Raises ValueError on unknown formula ids or bad result columns."""
+                 gpu_controls: pd.DataFrame | None = None, inputs: Inputs | None = None) -> pd.DataFrame:
+    """One audit row per claim (``AUDIT_COLUMNS``). Measurements are gated by the controls.csv of the results they
+    read (``controls`` for ``results``, ``gpu_controls`` for ``gpu_results``); ``inputs`` replaces all four (and
+    the staleness judge). Raises ValueError on unknown formula ids or bad result columns."""
+    inputs = inputs or Inputs(results, gpu_results, controls, gpu_controls)
     rows = []
     for claim in claims:
-        check = claim["check"]
-        kind = check["kind"]
-        row = dict(id=claim["id"], asserted_by=claim["asserted_by"], claim=claim["claim"], source=claim["source"],
-                   reported=claim["value"], unit=claim["unit"], check=kind, recomputed=None, measured=None, diff=None,
-                   reported_conditions="; ".join(f"{k}: {v}" for k, v in claim["conditions"].items()),
-                   measured_conditions="", detail="", measured_proxy="")
-        if kind == "formula":
-            ids = check["formula"] if isinstance(check["formula"], list) else [check["formula"]]
-            row["recomputed"], row["diff"], row["verdict"], row["detail"] = _formula(claim, ids, derived)
-        elif kind == "reading":
-            inconsistent = check["verdict"] == "inconsistent"
-            row["verdict"] = check["verdict"] + (" (paper contradicts itself)" if inconsistent else "")
-            row["detail"] = check["evidence"]
-            if "formula" in check:
-                rec = derived.set_index("id").loc[check["formula"], "recomputed"]
-                row["recomputed"] = float(rec)
-                if isinstance(claim["value"], (int, float)):
-                    row["diff"] = float(claim["value"]) - float(rec)
-        else:
-            res = evaluate_measure(check["measure"], results, gpu_results, controls, gpu_controls)
-            row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
-            if res["value"] is not None and isinstance(claim["value"], (int, float)):
-                row["diff"] = res["value"] - float(claim["value"])
-            if kind == "cost_model":
-                why = check.get("untestable_reason", "needs hardware this suite lacks")
-                pred = f"cost-model prediction {res['value']:.2f}x, not a measurement" if res["value"] is not None \
-                    else f"no cost-model prediction ({res['status']})"
-                row["verdict"] = f"not testable here ({why}; {pred})"
-            else:
-                row["verdict"] = _measured_verdict(res, check["measure"])
-                if res["status"] != "ok" and "gpu" in check["measure"]["results"]:
-                    row["verdict"] = f"{res['status']} (GPU benchmark; this machine has no GPU)"
-        bench = None
-        if "benchmark" in claim:
-            block = claim["benchmark"]
-            bench = evaluate_benchmark(block, results, gpu_results,
-                                       gpu_controls if block["results"].startswith("{gpu}") else controls)
-            row["detail"] = _join(row["detail"], _bench_detail(bench))
-            if bench["value"] is not None:
-                row["measured"], row["measured_conditions"] = bench["value"], bench["conditions"]
-            row["measured_proxy"] = _bench_verdict(bench, block)
-        if "measure" in claim and (bench is None or bench["status"] != "ok"):
-            res = evaluate_measure(claim["measure"], results, gpu_results, controls, gpu_controls)
-            proxy = claim["measure"].get("proxy", "")
-            row["measured"], row["measured_conditions"] = res["value"], res["conditions"] or res["path"]
-            row["measured_proxy"] = _measured_verdict(res, claim["measure"]) + (f" [{proxy}]" if proxy else "")
-            if bench is not None:
-                row["detail"] = _join(row["detail"], "No verdict on the paper's metric: the verdict and the "
-                                                     "measured value are the proxy's.")
-        if claim["id"] in WINDOW_CLAIMS:
-            row["detail"] = _join(row["detail"], window_note(results))
-        rows.append(row)
+        chosen, every = judge_claim(claim, derived, inputs)
+        notes = [claim.get("note", "")]
+        notes += [window_note(inputs.results, claim["window_note"])] if "window_note" in claim else []
+        notes.append(_prediction(claim, inputs))
+        rows.append(dict(id=claim["id"], asserted_by=claim["asserted_by"], claim=claim["claim"],
+                         source=claim["source"], reported=claim["value"], unit=claim["unit"],
+                         reported_conditions="; ".join(f"{k}: {v}" for k, v in claim["conditions"].items()),
+                         **_paper_check(claim, derived), **_measured_columns(chosen, claim),
+                         other_evidence=" | ".join(j.line() for j in every if j is not chosen),
+                         detail=" ".join(n for n in notes if n)))
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
 
 
-def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
-    """The audit as markdown: the per-claim table, then every internal inconsistency of the reported tables."""
-    def fmt(v):
-        if isinstance(v, float) and v == 0:
-            return "0"
-        if v is None or (isinstance(v, float) and pd.isna(v)):
-            return ""
-        return f"{v + 0.0:.4g}" if isinstance(v, float) else str(v)
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return ""
+    if isinstance(v, float):
+        return "0" if v == 0 else f"{v + 0.0:.4g}"
+    return str(v)
 
-    view = audit.assign(**{c: audit[c].map(fmt) for c in ["reported", "recomputed", "measured", "diff"]})
-    cols = ["id", "asserted_by", "claim", "reported", "unit", "check", "recomputed", "measured", "diff", "verdict",
-            "detail", "reported_conditions", "measured_conditions", "measured_proxy"]
-    bad = derived[derived["status"] == "inconsistent"]
+
+def _s(value) -> str:
+    """A text cell of the audit CSV as read back ('' for an empty one)."""
+    return value if isinstance(value, str) else ""
+
+
+def _ci(r) -> str:
+    return "" if pd.isna(r["ci95_low"]) else f"[{_fmt(r['ci95_low'])}, {_fmt(r['ci95_high'])}]"
+
+
+def _stale_mark(text) -> str:
+    text = str(text) if isinstance(text, str) else ""
+    return "stale" if text.startswith("stale") else "commit unknown" if text.startswith("commit unknown") else \
+        "current" if text == "current" else ""
+
+
+def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
+    """The audit as markdown: the rules in brief, the counts (:func:`suite.report.verdicts.count_lines`), one table
+    row per claim, the evidence of each claim with its numbers, then every internal inconsistency of the reported
+    tables."""
+    table = pd.DataFrame({
+        "id": audit["id"], "claim": audit["claim"], "reported": audit["reported"].map(_fmt), "unit": audit["unit"],
+        "paper_verdict": audit["paper_verdict"], "measured_kind": audit["measured_kind"],
+        "measured": audit["measured"].map(_fmt), "measured_unit": audit["measured_unit"],
+        "95% CI": [_ci(r) for _, r in audit.iterrows()], "MDE": audit["mde"].map(_fmt),
+        "measured_verdict": audit["measured_verdict"], "rows": audit["rows_stale"].map(_stale_mark)})
     lines = ["# Claims audit (Orthros, arXiv 2610.13735)", "",
              "Reported values: `paper_tables/reported/` (transcribed from the seed notes). Recomputed values: "
              "`paper_tables/derived.csv` (formulas in `suite/report/derived.py`). Measured values: results CSVs of "
              "this suite, at its own (much smaller) scale; their conditions are printed beside the paper's.", "",
-             "Two verdicts per claim: `verdict` judges the claim itself (against the paper's own tables, or against a "
-             "measurement of the same quantity); `measured_proxy` judges a smaller-scale proxy this suite measures "
-             "instead (e.g. held-out perplexity for accuracy, MQAR for the recall tasks). A claim can therefore be "
-             "consistent with the paper's tables and not reproduced by the proxy. `measured` is in the proxy's unit "
-             "(ratio or difference, as the proxy text says), not the claim's; pass thresholds are in "
-             "`claims.yaml`.", "",
-             "Quality proxies are judged only where the experiment's positive and negative controls passed "
-             "(`controls.csv`, `suite/eval/controls.py`); otherwise the verdict reads `invalid: <which control> "
-             f"failed`. Seed noise: two models {NOISE_RULE}; a smaller difference is \"no difference\", whatever "
-             "its sign.", "",
-             "## Verdict counts", ""]
-    for verdict, n in audit["verdict"].str.replace(r" \(.*", "", regex=True).value_counts().items():
-        lines.append(f"- {verdict}: {n}")
-    proxies = audit["measured_proxy"].fillna("").str.extract(r"^(reproduced here|not reproduced here|not run)")[0]
-    for verdict, n in proxies.dropna().value_counts().items():
-        lines.append(f"- measured proxy, {verdict}: {n}")
-    lines += ["", "## Claims", "", to_markdown(view[cols]), "",
-              "## Internal inconsistencies of the reported tables", "",
+             "Two verdicts per claim, of different kinds, counted apart: `paper_verdict` reads the claim against the "
+             "paper's own numbers and text; `measured_verdict` judges this suite's evidence that decides "
+             "(`measured_kind`: a direct measurement of the claim's quantity, a proxy, or an implementation check "
+             "of the suite's own code). The rules (`docs/verdicts.md`, `suite/report/verdicts.py`): a failed "
+             "control of either arm, or rows that contradict each other, make the evidence `invalid`; a model "
+             "near a trivial one, or a paper effect at the nearest reported scale below the minimum detectable "
+             "effect (MDE), make it `not testable at this scale`; a claimed difference is `reproduced here` only "
+             "with the claimed sign beyond noise (95% CI and the drift floor of re-runs), and `no difference "
+             "detected` is its own verdict. `measured` is in `measured_unit`, not the claim's unit; "
+             "`measured_minus_reported` only where the two units are one. `rows`: whether the measured rows "
+             "predate the last change to the code they ran.", "",
+             "## Verdict counts", "", *[f"- {line}" for line in verdicts.count_lines(audit)], "",
+             "## Claims", "", to_markdown(table), "", "## Evidence per claim", ""]
+    for _, r in audit.iterrows():
+        lines += [f"### {r['id']} ({r['asserted_by']}): {r['claim']}", "",
+                  f"- Reported: {_fmt(r['reported'])} {r['unit']}; {r['reported_conditions']}"]
+        rec = ", ".join(f"{label} {_fmt(r[key])}" for key, label in
+                        (("recomputed", "recomputed"), ("reported_minus_recomputed", "reported - recomputed"))
+                        if _fmt(r[key]))
+        verdict = f"**{_s(r['paper_verdict'])}**: " if _s(r["paper_verdict"]) else ""
+        lines.append(f"- Paper check ({_s(r['paper_check']) or 'none'}): {verdict}{rec + '; ' if rec else ''}"
+                     f"{_s(r['paper_detail'])}")
+        if _s(r["measured_kind"]):
+            lines.append(f"- Measured ({r['measured_kind']}): {r['evidence']}: **{r['measured_verdict']}**: "
+                         f"{_s(r['measured_why'])}")
+            for key, label in (("trivial_margin", "Margin over a trivial model"), ("scale_check", "Scale"),
+                               ("baseline_flags", "Baseline flags"), ("measured_conditions", "Conditions"),
+                               ("rows_commit", "Rows from commit"), ("rows_stale", "Staleness")):
+                if _s(r[key]) and _s(r[key]) not in _s(r["measured_why"]):
+                    lines.append(f"  - {label}: {r[key]}")
+        if _s(r["other_evidence"]):
+            lines.append("- Other evidence:")
+            lines += [f"  - {e}" for e in r["other_evidence"].split(" | ")]
+        if _s(r["detail"]):
+            lines.append(f"- Note: {r['detail']}")
+        lines.append("")
+    bad = derived[derived["status"] == "inconsistent"]
+    lines += ["## Internal inconsistencies of the reported tables", "",
               "Reported numbers that do not follow from the others (diff = reported - recomputed; tolerance from "
               "the printed precision):", ""]
     columns = ["id", "formula", "inputs", "recomputed", "reported_text", "diff", "tolerance", "note"]
@@ -328,8 +309,8 @@ def build_audit(results: str | Path | None, gpu_results: str | Path | None, repo
                 claims_path: str | Path = CLAIMS_PATH) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(derived, audit)`` frames, writing nothing; ValueError on a bad claims file, formula id or results CSV."""
     derived = load_derived(reported_dir)
-    return derived, audit_claims(load_claims(claims_path), derived, results, gpu_results, _controls(results),
-                                 _controls(gpu_results, "gpu_controls"))
+    inputs = Inputs(results, gpu_results, _controls(results), _controls(gpu_results, "gpu_controls"))
+    return derived, audit_claims(load_claims(claims_path), derived, inputs=inputs)
 
 
 def _controls(results: str | Path | None, name: str = "controls") -> pd.DataFrame | None:
@@ -355,8 +336,9 @@ def save_audit(out_dir: str | Path, derived: pd.DataFrame, audit: pd.DataFrame) 
     out = Path(out_dir)
     write_csv(derived.round(6), out / "derived.csv")
     write_csv(audit, out / "claims_audit.csv")
-    write_text(audit_markdown(audit, derived), out / "claims_audit.md")
-    write_text(findings_markdown(read_csv(out / "claims_audit.csv")), out / "findings.md")
+    written = read_csv(out / "claims_audit.csv")
+    write_text(audit_markdown(written, derived), out / "claims_audit.md")
+    write_text(findings_markdown(written), out / "findings.md")
 
 
 def write_audit(out_dir: str | Path, results: str | Path | None, gpu_results: str | Path | None,
@@ -376,7 +358,8 @@ def main(argv: list[str] | None = None) -> None:
     with usage_errors(parser, ValueError, FileNotFoundError):  # a damaged results CSV or claims file, named
         derived, audit = build_audit(args.results, args.gpu_results)
     save_audit(args.out, derived, audit)
-    print(audit["verdict"].value_counts().to_string())
+    for line in verdicts.count_lines(audit):
+        print(line)
 
 
 if __name__ == "__main__":

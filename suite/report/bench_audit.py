@@ -1,32 +1,32 @@
-"""Claims judged on the paper's own metric: benchmark accuracy of the suite's models (a claim's ``benchmark`` block).
+"""Claims measured on the paper's own metric: benchmark accuracy of the suite's models (a ``benchmark`` evidence).
 
-A block names a results CSV (``{results}/quality.csv`` or ``{results}/ablation.csv``), the column that names the
-models (``key``: arch or variant), the two models (``numerator``, ``denominator``), the tasks, and what to compute
-(``op``), always zero-shot on each task's table metric (``suite.eval.controls.table_metric``), in points:
+A block names a results CSV (``{results}/quality.csv``, ``{results}/ablation.csv``, ``{gpu}/pretrained.csv``), the
+column that names the models (``key``: arch or variant), the two models (``numerator``, ``denominator``), the tasks,
+and what to compute (``op``), always zero-shot on each task's table metric (``suite.eval.controls.table_metric``),
+in points:
 
-- ``value``: the numerator's mean over the tasks;
-- ``difference``: numerator - denominator of the task means, per seed, under the seed-noise rule;
+- ``difference``: numerator - denominator of the task means, paired per seed (:func:`difference`);
 - ``wins``: tasks where the numerator's mean is higher;
-- ``size_losses``: sizes where the numerator's task mean is not higher (ablation.csv);
+- ``size_wins``: the share of sizes where the numerator's task mean is higher (ablation.csv);
 - ``gap_shrinks``: steps from one size to the next where numerator - denominator shrinks (ablation.csv).
 
-``size``: ``largest`` (the size with the most parameters) or ``all``. The measured value is given whatever the scale;
-a verdict needs every task's benchmark controls to have passed (``suite.eval.controls.benchmark_verdict``) and at
-least one task on which a compared model is not at chance. Otherwise the status says why there is no verdict, and the
-audit falls back to the claim's proxy (``measure``) where it has one.
+``size``: ``largest`` (the size with the most parameters) or ``all``. The measured value and the minimum detectable
+effect (``mde``, points) are given whatever the scale; a verdict needs every task's benchmark controls to have passed
+(``suite.eval.controls.benchmark_verdict``; else the status reads ``invalid: ...``) and a compared model off chance
+on at least one task (else ``not testable at this scale: ... at chance``).
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
 
 from suite.eval.controls import at_chance, benchmark_verdict, table_metric
-from suite.report.derived import EPS
 from suite.report.measured import read_result, scale_text, sizes_by_params
-from suite.report.stats import compare
+from suite.report.stats import Estimate, paired
 
-OPS = ("value", "difference", "wins", "size_losses", "gap_shrinks")
+OPS = ("difference", "wins", "size_wins", "gap_shrinks")
 
 
 def _rows(block: dict, frame: pd.DataFrame) -> pd.DataFrame:
@@ -46,12 +46,48 @@ def _task_mean(rows: pd.DataFrame) -> pd.Series:
     return 100 * pivot.dropna().mean(axis=1)
 
 
+def difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
+    """Task-mean difference ``a - b`` in points: paired per seed (the seeds score the same documents), its SE
+    widened by the document sample's (the rows' ``stderr``: an unpaired bound, as per-document scores are not
+    recorded, so McNemar or a paired bootstrap cannot be run)."""
+    seeds = paired(_task_mean(a), _task_mean(b), "difference", "seeds")
+    docs = _document_se(a, b)
+    if docs is None:
+        return seeds
+    var_seeds = (seeds.se or 0.0) ** 2
+    se = math.sqrt(var_seeds + docs ** 2)
+    # Welch-Satterthwaite: the seed part has n - 1 degrees of freedom, the document part (many documents) ~infinite
+    df = (se ** 4 / (var_seeds ** 2 / seeds.df)) if var_seeds > 0 and not math.isinf(seeds.df) else math.inf
+    return Estimate(seeds.value, 0.0, se, df, seeds.n,
+                    f"{seeds.method} + document-sample SE {docs:.3g} (stderr of both arms, unpaired bound)")
+
+
+def _document_se(a: pd.DataFrame, b: pd.DataFrame) -> float | None:
+    """SE (points) of the difference of two task means from each task's document-sample stderr (mean over seeds)."""
+    if "stderr" not in a or "stderr" not in b:
+        return None
+    per = [pd.to_numeric(g.groupby("task")["stderr"].mean(), errors="coerce") for g in (a, b)]
+    both = (per[0] ** 2 + per[1] ** 2).dropna()
+    return 100 * math.sqrt(both.sum()) / len(both) if len(both) else None
+
+
+def unit(block: dict, rows: pd.DataFrame | None = None) -> str:
+    """The unit the block's value counts in, e.g. ``accuracy points, orthros - transformer (7-task mean)``."""
+    a, b, n = block["numerator"], block.get("denominator", ""), len(block["tasks"])
+    sizes = rows["size"].nunique() if rows is not None and "size" in rows else 0
+    return {"difference": f"accuracy points, {a} - {b} ({n}-task zero-shot mean)",
+            "wins": f"tasks (of {n}) where {a} is above {b}",
+            "size_wins": f"share of the {sizes} measured sizes where {a} is above {b}",
+            "gap_shrinks": f"size steps (of {max(sizes - 1, 0)}) where {a} - {b} shrinks"}[block["op"]]
+
+
 def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path | None,
                        controls: pd.DataFrame | None) -> dict:
-    """``dict(value, ok, status, conditions, noise, detail)`` of a claim's ``benchmark`` block (module docstring).
-    ``status`` is ``"ok"`` for a verdict, else ``"not run: ..."``, ``"no verdict ..."`` or ``"at chance ..."``."""
+    """``dict(value, estimate, mde, status, conditions, detail, unit, rows)`` of a ``benchmark`` block (module
+    docstring). ``status``: ``"ok"``, ``"not run: ..."``, ``"invalid: ..."`` or ``"not testable at this scale:
+    ..."``; ``mde`` (points) is the smallest difference of the two models' task means the rows can detect."""
     path = Path(block["results"].format(results=results or "<no --results>", gpu=gpu or "<no --gpu-results>"))
-    out = dict(value=None, ok=None, conditions="", noise="", detail="")
+    out = dict(value=None, estimate=None, mde=None, conditions="", detail="", unit=unit(block), rows=None)
     if not path.exists():
         return {**out, "status": f"not run: {path} missing"}
     frame = read_result(path, ("gpu_" if block["results"].startswith("{gpu}") else "") + path.stem)
@@ -66,49 +102,44 @@ def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path 
     cells = ["task", "size"] if "size" in rows else ["task"]
     near = {(m, *(k if isinstance(k, tuple) else (k,))): at_chance(g)[0]
             for m in models for k, g in per[m].groupby(cells)}
-    value, noise = _compute(op, per, models, rows)
+    value, listed = _compute(op, per, models, rows)
+    est = difference(*(_largest(per[m]) for m in models)) if len(models) == 2 else None
     shares = f"{sum(near.values())} of {len(near)} (model, task{', size' if 'size' in rows else ''}) cells at chance"
-    out |= dict(value=value, noise=noise, conditions=scale_text(rows) + f" ({len(rows)} rows)",
-                detail=f"paper's metric (zero-shot, {len(tasks)} tasks, points): {op} = {value:.4g}; {shares}")
-    verdicts = {t: benchmark_verdict(controls, t, 0) for t in tasks}
-    failing = {t: v for t, v in verdicts.items() if v}
+    compared = pd.concat(per.values())
+    out |= dict(value=value, estimate=est if op == "difference" else Estimate(value, None),
+                mde=est.mde if est is not None else None, unit=unit(block, rows), rows=compared,
+                conditions=scale_text(rows) + f" ({len(rows)} rows)",
+                detail=f"{op} = {value:.4g}{'; ' + listed if listed else ''}; {shares}")
+    failing = {t: v for t in tasks if (v := benchmark_verdict(controls, t, 0))}
     if failing:
         first = next(iter(failing.items()))
-        return {**out, "status": f"no verdict at this scale: {len(failing)} of {len(tasks)} tasks without passing "
-                                 f"benchmark controls ({first[0]}: {first[1]})"}
+        return {**out, "status": f"invalid: {len(failing)} of {len(tasks)} tasks without passing benchmark "
+                                 f"controls ({first[0]}: {first[1]})"}
     if all(near.values()):
-        return {**out, "status": "at chance: every compared model is within 2 stderr of chance on every task"}
-    if "expect" not in block:
-        return {**out, "status": "ok", "ok": None}
-    ok = _meets(value, block["expect"])
-    if op == "difference" and block.get("seed_noise"):
-        cmp = compare(_task_mean(per[models[0]]).rename("value").to_frame().reset_index(),
-                      _task_mean(per[models[1]]).rename("value").to_frame().reset_index())
-        out["noise"] = cmp.text()
-        if cmp.differs is False:
-            ok = not block.get("claim_is_difference", False)
-    return {**out, "status": "ok", "ok": bool(ok)}
+        return {**out, "status": "not testable at this scale: every compared model is within 2 stderr of chance "
+                                 "on every task"}
+    return {**out, "status": "ok"}
 
 
-def _meets(value: float, expect: dict) -> bool:
-    return all((("ge" not in expect) or value >= expect["ge"] - EPS,
-                ("le" not in expect) or value <= expect["le"] + EPS))
+def _largest(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the largest size (all rows without a size column)."""
+    if "size" not in rows or rows["size"].nunique() < 2:
+        return rows
+    return rows[rows["size"].astype(str) == sizes_by_params(rows)[-1]]
 
 
 def _compute(op: str, per: dict, models: list[str], rows: pd.DataFrame) -> tuple[float, str]:
     """The block's number and, for a size-wise op, the per-size values it came from."""
     means = {m: 100 * per[m].groupby("task")["value"].mean() for m in models}
-    if op == "value":
-        return float(means[models[0]].mean()), ""
     if op == "difference":
         return float(means[models[0]].mean() - means[models[1]].mean()), ""
     if op == "wins":
         return float((means[models[0]] > means[models[1]]).sum()), ""
     by_size = {m: 100 * per[m].groupby(["size", "task"])["value"].mean().groupby("size").mean() for m in models}
     gap = (by_size[models[0]] - by_size[models[1]]).reindex(sizes_by_params(rows)).dropna()
-    listed = ", ".join(f"{s}: {g:+.3g}" for s, g in gap.items())
-    if op == "size_losses":
-        return float((gap <= 0).sum()), f"{models[0]} - {models[1]} per size: {listed}"
+    listed = f"{models[0]} - {models[1]} per size: " + ", ".join(f"{s}: {g:+.3g}" for s, g in gap.items())
+    if op == "size_wins":
+        return float((gap > 0).mean()), listed
     if op == "gap_shrinks":
-        return float((gap.diff().dropna() < 0).sum()), f"{models[0]} - {models[1]} per size: {listed}"
+        return float((gap.diff().dropna() < 0).sum()), listed
     raise ValueError(f"benchmark op {op!r} not in {OPS}")

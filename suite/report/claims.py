@@ -1,12 +1,19 @@
 """The claims registry (``paper_tables/claims.yaml``): its JSON schema and a validating loader.
 
-Each claim names what the paper (or a seed note) asserts, under which conditions, how this suite checks it
-(``check.kind``: ``formula`` over the reported tables -> ids in ``paper_tables/derived.csv``; ``measurement`` by this
-suite -> a results CSV + filters; ``cost_model`` -> cost-model prediction rows; ``reading`` -> a textual check of a
-seed's reading against the paper, with a fixed verdict and evidence), and the ways it is commonly misread.
-An optional ``measure`` block adds a measurement next to a formula check (a proxy at the suite's scale); an optional
-``benchmark`` block measures the claim on the paper's own metric (benchmark accuracy, ``suite.report.bench_audit``),
-which the audit uses wherever it gives a verdict, falling back to the proxy otherwise.
+Each claim names what the paper (or a seed note, or this suite) asserts, under which conditions, and how it is
+judged (the rules: ``suite.report.verdicts``, ``docs/verdicts.md``):
+
+- ``check``: against the paper's own numbers and text. ``formula``: ids in ``paper_tables/derived.csv`` whose
+  recomputed values must agree with the claim (``expect_value``: the first one's, within the printed precision;
+  ``expect``: every one meets that rule); ``reading``: a textual check of a seed's reading, with a fixed verdict, its
+  evidence and optional formula ids whose values it quotes.
+- ``evidence``: this suite's measurements of the claim, closest to the claim first, each of one ``kind`` (direct
+  measurement, proxy, implementation check) and ``describe``d in words (what, at which scale): a ``measure`` block
+  (a results CSV, filters and an op), a ``benchmark`` block (the paper's own metric, benchmark accuracy:
+  ``suite.report.bench_audit``) or a ``soundness`` block (the baselines' own checks: ``suite.report.soundness``).
+  A claimed difference names its ``direction``; a claimed value its ``expect``.
+- ``scale_effects``: the paper's own effect at each reported scale (scale -> derived id), for the scale rule;
+  ``prediction``: a cost-model number printed beside the claim, never a measurement.
 """
 from __future__ import annotations
 
@@ -25,51 +32,67 @@ _EXPECT = {"type": "object", "minProperties": 1, "additionalProperties": False, 
     "approx": {"type": "number"}, "rel_tol": {"type": "number", "exclusiveMinimum": 0},
     "ge": {"type": "number"}, "le": {"type": "number"}},
     "dependentRequired": {"approx": ["rel_tol"], "rel_tol": ["approx"]}}
+_DIRECTION = {"enum": ["lower", "higher"],
+              "description": "a claimed difference: numerator below (lower) or above (higher) the denominator"}
+_JUDGED = [{"required": ["direction"], "not": {"required": ["expect"]}},
+           {"required": ["expect"], "not": {"required": ["direction"]}}]
+_RESULTS = {"type": "string", "pattern": r"^\{(results|gpu)\}/[\w./-]+\.csv$"}
 _MEASURE = {"type": "object", "additionalProperties": False,
-            "required": ["results", "column", "op", "where", "expect"],
+            "required": ["results", "column", "op", "where", "unit"],
             "properties": {
-                "results": {"type": "string", "pattern": r"^\{(results|gpu)\}/[\w./-]+\.csv$"},
-                "column": {"type": "string"}, "op": {"enum": ["ratio", "difference", "value"]},
+                "results": _RESULTS, "column": {"type": "string"}, "op": {"enum": ["ratio", "difference", "value"]},
                 "numerator": _FILTER, "denominator": _FILTER, "where": _FILTER, "expect": _EXPECT,
-                "proxy": {"type": "string"},
+                "direction": _DIRECTION, "unit": {"type": "string", "minLength": 1},
                 "controls": {"enum": ["mqar", "niah", "lm", "conversion"],
                              "description": "judge only where both controls passed"},
-                "cell": {"enum": ["mqar_control"],
-                         "description": "only the rows the MQAR controls read: their cell at the widest size"},
-                "seed_noise": {"type": "boolean", "description": "compare per seed under the 2-sigma noise rule"},
-                "claim_is_difference": {"type": "boolean",
-                                        "description": "the claim says the two differ: no difference fails it"}},
+                "cell": {"enum": ["mqar_control", "mqar_control_size"],
+                         "description": "the MQAR controls' cell at the widest size, or every cell of that size"},
+                "stats": {"enum": ["paired", "binomial"],
+                          "description": "paired over shared (size, seed) keys (default), or binomial over "
+                                         "held-out answers (one seed)"},
+                "best_of": {"enum": ["min", "max"],
+                            "description": "the denominator is the best of its archs per key (lowest / highest)"},
+                "trivial": {"enum": ["unigram", "chance"],
+                            "description": "not testable when a compared model is near this trivial baseline"},
+                "batch_prefill": {"type": "boolean",
+                                  "description": "invalid where a compared model's TTFT contradicts its prefill "
+                                                 "(suite.report.soundness.batch_contradictions)"}},
             "allOf": [{"if": {"properties": {"op": {"enum": ["ratio", "difference"]}}},
                        "then": {"required": ["numerator", "denominator"]}}]}
+_PREDICTION = {**_MEASURE, "description": "a cost-model prediction, printed in the detail only (no pass rule)"}
+_MEASURE = {**_MEASURE, "oneOf": _JUDGED}
 _BENCHMARK = {"type": "object", "additionalProperties": False,
               "required": ["results", "key", "op", "numerator", "tasks"],
               "description": "the claim on the paper's own metric: zero-shot benchmark accuracy (report/bench_audit)",
               "properties": {
-                  "results": {"type": "string", "pattern": r"^\{(results|gpu)\}/[\w./-]+\.csv$"},
-                  "key": {"enum": ["arch", "variant"]},
-                  "op": {"enum": ["value", "difference", "wins", "size_losses", "gap_shrinks"]},
+                  "results": _RESULTS, "key": {"enum": ["arch", "variant"]},
+                  "op": {"enum": ["difference", "wins", "size_wins", "gap_shrinks"]},
                   "numerator": {"type": "string"}, "denominator": {"type": "string"},
                   "tasks": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-                  "size": {"enum": ["largest", "all"]}, "expect": _EXPECT,
-                  "seed_noise": {"type": "boolean"}, "claim_is_difference": {"type": "boolean"}},
-              "allOf": [{"if": {"properties": {"op": {"enum": ["difference", "wins", "size_losses", "gap_shrinks"]}}},
-                         "then": {"required": ["denominator"]}}]}
-VERDICTS = ["consistent with the paper's own tables", "inconsistent", "reproduced here", "not reproduced here",
-            "not testable here", "misreading", "not run", "invalid"]
-
+                  "size": {"enum": ["largest", "all"]}, "expect": _EXPECT, "direction": _DIRECTION},
+              "oneOf": _JUDGED,
+              "allOf": [{"if": {"properties": {"op": {"const": "difference"}}}, "then": {"required": ["direction"]}}]}
+_SOUNDNESS = {"type": "array", "minItems": 1, "items": {"enum": ["{results}", "{gpu}"]},
+              "description": "the profiles whose baselines are checked (MQAR grid and main LM comparison)"}
+_EVIDENCE = {"type": "object", "additionalProperties": False, "required": ["kind", "describe"],
+             "properties": {"kind": {"enum": ["direct measurement", "proxy", "implementation check"]},
+                            "describe": {"type": "string", "minLength": 10},
+                            "measure": _MEASURE, "benchmark": _BENCHMARK, "soundness": _SOUNDNESS},
+             "oneOf": [{"required": ["measure"]}, {"required": ["benchmark"]}, {"required": ["soundness"]}]}
 CLAIMS_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object", "required": ["claims"], "additionalProperties": False,
     "properties": {"claims": {"type": "array", "minItems": 20, "items": {
         "type": "object", "additionalProperties": False,
-        "required": ["id", "claim", "value", "unit", "source", "asserted_by", "conditions", "check", "misreadings"],
+        "required": ["id", "claim", "value", "unit", "source", "asserted_by", "conditions", "misreadings"],
+        "anyOf": [{"required": ["check"]}, {"required": ["evidence"]}],
         "properties": {
             "id": {"type": "string", "pattern": r"^C\d{2}$"},
             "claim": {"type": "string", "minLength": 10},
             "value": {"type": ["number", "string"]},
             "unit": {"type": "string"},
             "source": {"type": "string", "minLength": 3},
-            "asserted_by": {"enum": ["paper", "seed 000", "seed 001", "seed 002", "seed 003"]},
+            "asserted_by": {"enum": ["paper", "seed 000", "seed 001", "seed 002", "seed 003", "suite"]},
             "tolerance": {"type": "number", "minimum": 0},
             "conditions": {"type": "object", "additionalProperties": {"type": "string"},
                            "required": ["scale", "gpus", "lengths", "batch", "software", "timed"]},
@@ -77,18 +100,23 @@ CLAIMS_SCHEMA = {
                 {"properties": {"kind": {"const": "formula"},
                                 "formula": {"anyOf": [{"type": "string"},
                                                       {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
-                                "expect_value": {"type": "number"}},
+                                "expect_value": {"type": "number"}, "expect": _EXPECT},
                  "required": ["kind", "formula"], "additionalProperties": False},
-                {"properties": {"kind": {"enum": ["measurement", "cost_model"]}, "measure": _MEASURE,
-                                "untestable_reason": {"type": "string"}},
-                 "required": ["kind", "measure"], "additionalProperties": False},
                 {"properties": {"kind": {"const": "reading"},
-                                "verdict": {"enum": ["misreading", "inconsistent", "not testable here"]},
+                                "verdict": {"enum": ["misreading", "inconsistent"]},
                                 "evidence": {"type": "string", "minLength": 10},
-                                "formula": {"type": "string"}},
+                                "formula": {"anyOf": [{"type": "string"},
+                                                      {"type": "array", "items": {"type": "string"}, "minItems": 1}]}},
                  "required": ["kind", "verdict", "evidence"], "additionalProperties": False}]},
-            "measure": _MEASURE,
-            "benchmark": _BENCHMARK,
+            "evidence": {"type": "array", "minItems": 1, "items": _EVIDENCE},
+            "scale_effects": {"type": "object", "minProperties": 2,
+                              "propertyNames": {"pattern": r"^[0-9.]+[KMB]$"},
+                              "additionalProperties": {"type": "string"}},
+            "prediction": _PREDICTION,
+            "note": {"type": "string", "minLength": 10, "description": "printed in the audit's detail"},
+            "window_note": {"type": "object", "additionalProperties": False, "required": ["tokenizer", "window"],
+                            "properties": {"tokenizer": {"enum": ["suite", "base"]},
+                                           "window": {"type": "string", "description": "study-config key path"}}},
             "misreadings": {"type": "array", "items": {"type": "string", "minLength": 5}},
         }}}},
 }

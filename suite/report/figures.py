@@ -6,9 +6,9 @@ fig3: NIAH heatmaps, paper layout (x = context length, y = needle depth, colour 
       (results/<profile>/niah.csv). The paper's Fig. 3 is a Qwen3-8B converted + 20B ProLong at up to 128K.
 fig_mqar: MQAR accuracy vs key-value pairs, one panel per (size, seq_len) of the grid, a line per arch
       (results/<profile>/mqar.csv; fig_mqar_gpu: results/gpu/mqar.csv), beside the paper's Table 3 recall averages.
-fig4: prefill latency (ms, log-log). Left: one GPU (reported 3.5x at 128K); right: 8 GPUs (reported 21.9x at 1M).
-      Measured curves from results/gpu/prefill.csv (cost-model predictions dashed) and CPU curves from
-      results/<profile>/prefill_cpu.csv.
+fig4: prefill. (a) one-GPU latency; (b) the one-GPU speedup against the paper's 3.5x at 128K; (c) the 8-GPU claim
+      (21.9x at 1M) with the cost model's prediction and any multi-GPU measurement, apart from the one-GPU curve;
+      (d) CPU curves from results/<profile>/prefill_cpu.csv.
 Every figure writes PNG and PDF and prints the measured scale next to the paper's. Pure functions of DataFrames.
 """
 from __future__ import annotations
@@ -253,10 +253,15 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
     return _save(fig, Path(out_dir), name)
 
 
-def _mqar_panel(ax, rows: pd.DataFrame, title: str) -> None:
+def _mqar_panel(ax, rows: pd.DataFrame, title: str, void: dict[str, str] | None = None) -> None:
     """One MQAR cell group: accuracy vs key-value pairs, one line per arch (solid: all answers; dotted: answers
-    beyond SWA's receptive field), chance dashed."""
-    for arch, g in rows.groupby("arch", sort=False):
+    beyond SWA's receptive field), chance dashed; an arch in ``void`` (arch -> why: it misses its own control at
+    this size) is not drawn, its reason is written on the panel."""
+    void = void or {}
+    for i, (arch, why) in enumerate(sorted(void.items())):
+        ax.text(0.02, 0.5 - 0.1 * i, textwrap.fill(f"{arch}: {why}", 45), transform=ax.transAxes, fontsize=6,
+                color="tab:red", va="top")
+    for arch, g in rows[~rows["arch"].isin(list(void))].groupby("arch", sort=False):
         g = g.sort_values("num_kv_pairs")
         color = ARCH_COLOR.get(arch)
         ax.plot(g["num_kv_pairs"], g["accuracy"], marker="o", color=color, label=f"{arch}")
@@ -298,14 +303,17 @@ def _training_cells(ok: pd.DataFrame) -> str:
 
 
 def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Path, missing: str,
-             invalid: str | None = None, name: str = "fig_mqar", profile: str = "") -> list[Path]:
+             invalid: str | None = None, name: str = "fig_mqar", profile: str = "",
+             flags: list[tuple] | None = None) -> list[Path]:
     """MQAR accuracy vs key-value pairs (Zoology's figure), one panel per (size, seq_len) of the grid (rows: sizes,
     smallest first; columns: seq_len), a line per arch (solid: all answers, dotted: answers beyond SWA's receptive
     field), chance dashed; an arch with no measured cell is listed with its status. Beside them the paper's Table 3
     recall averages (reported, a different task). ``invalid``: a failed MQAR control, printed above the panels.
     Written as ``<name>.png`` and ``<name>.pdf`` (``fig_mqar_gpu`` for the gpu profile's rows, ``profile`` naming it
-    in the title)."""
+    in the title). ``flags``: the grid's baseline-soundness flags (``suite.report.soundness.mqar_flags``); a
+    Transformer that misses its positive control at a size is not drawn at that size (its cells are void)."""
     ok = mqar[(mqar["status"] == "ok") & mqar["accuracy"].notna()] if mqar is not None else None
+    voids = {size: why for _, arch, size, why in flags or [] if arch == "transformer"}
     sizes = sizes_by_params(ok) if ok is not None and len(ok) else []
     seq_lens = sorted(int(t) for t in ok["seq_len"].unique()) if sizes else []
     nrows, ncols = max(1, len(sizes)), max(1, len(seq_lens))
@@ -317,15 +325,19 @@ def fig_mqar(mqar: pd.DataFrame | None, table3: pd.DataFrame, out_dir: str | Pat
             str(mqar["status"].iloc[0])
         _empty(fig.add_subplot(grid[0, 0]), "Measured: not run\n" + textwrap.fill(why, 50))
         return _save(fig, Path(out_dir), name)
+    legend_ax = None
     for i, size in enumerate(sizes):
         for j, seq_len in enumerate(seq_lens):
             ax = fig.add_subplot(grid[i, j])
+            if legend_ax is None or (i, j) == (len(sizes) - 1, 0):
+                legend_ax = ax
             rows = ok[(ok["size"].astype(str) == size) & (ok["seq_len"] == seq_len)]
             if rows.empty:
                 _empty(ax, f"{size}, T={seq_len}: no measured cell")
                 continue
-            _mqar_panel(ax, rows, f"{size} ({human_count(pd.to_numeric(rows['n_params']).max())} params), T={seq_len}")
-    fig.axes[1].legend(fontsize=7)
+            _mqar_panel(ax, rows, f"{size} ({human_count(pd.to_numeric(rows['n_params']).max())} params), T={seq_len}",
+                        {"transformer": f"invalid: {voids[size]}"} if size in voids else None)
+    legend_ax.legend(fontsize=7)  # the widest size's first panel: every arch drawn there (none void)
     scale = _scale(ok, ("n_params", "seq_len"))
     lines = [f"Measured MQAR{', ' + profile + ' profile' if profile else ''} (this suite): one model per arch and "
              f"size, trained on {_training_cells(ok)}" + (f"; {scale}" if scale else "")]
@@ -359,72 +371,82 @@ def _speedups(rows: pd.DataFrame, slow: str = "transformer", fast: str = "orthro
     return (t / o).dropna().rename("speedup").reset_index()
 
 
+def _speedup_axes(ax, title: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: tokens_label(v)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.axhline(1.0, color="gray", linewidth=0.8)
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("prefill speedup, Transformer ms / Orthros ms")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3, which="both")
+
+
+def _paper_marker(ax, rep: pd.Series, marker: str) -> None:
+    gpus = int(rep["gpus"])
+    ax.scatter([float(rep["seq_len"])], [float(rep["value"])], marker=marker, s=180, color="black", zorder=5,
+               label=f"paper: {rep['value']:g}x, {gpus} GPU{'s' if gpus > 1 else ''} at {tokens_label(rep['seq_len'])}")
+
+
 def fig4(figures: pd.DataFrame, gpu_prefill: pd.DataFrame | None, cpu_prefill: pd.DataFrame | None,
          out_dir: str | Path, missing_gpu: str, missing_cpu: str,
          seq_parallel: pd.DataFrame | None = None) -> list[Path]:
-    """Prefill (Fig. 4) in four panels: (a) one-GPU latency (ms, log-log) at the Qwen3-8B shape; (b) the speedup the
-    claims are about, Transformer ms / Orthros ms against length: measured on one GPU, measured on 2 GPUs (sequence
-    parallel, ``seq_parallel``), the cost model for 1 and 8 GPUs, and the paper's 3.5x (1 GPU, 128K) and 21.9x
-    (8 GPUs, 1M); (c) 8-GPU latency (cost model unless measured); (d) the CPU sweep of the ~1M-parameter trained
-    models, a different scale on its own axes. Archs or lengths with no measurement are listed as not run.
-    Provenance goes in one caption line per source."""
+    """Prefill (Fig. 4) in four panels: (a) one-GPU latency (ms, log-log) at the Qwen3-8B shape; (b) the one-GPU
+    claim: Transformer ms / Orthros ms against length, measured on one GPU (the one-layer x 36 rows reach 1M), beside
+    the paper's 3.5x (1 GPU, 128K); (c) the 8-GPU claim, kept apart: the paper's 21.9x (8 GPUs, sequence parallel,
+    1M) beside the cost model's 8-GPU prediction (a prediction, dashed) and any measured multi-GPU rows
+    (``seq_parallel``), never the one-GPU curve; (d) the CPU sweep of the ~1M-parameter trained models, a different
+    scale on its own axes. Archs or lengths with no measurement are listed as not run. Provenance goes in one
+    caption line per source."""
     fig, axes = plt.subplots(2, 2, figsize=(14, 11))
     (a, b), (c, d) = axes
     rep = {g: figures[(figures["figure"] == "Figure 4") & (figures["gpus"] == str(g))].iloc[0] for g in (1, 8)}
     ok = None
     if gpu_prefill is not None:  # the 32K eager-vs-compiled A/B that picks the timed path is not a sweep
         ok = gpu_prefill[(gpu_prefill["status"] == "ok") & (gpu_prefill["method"] != "path selection")]
-    for ax, gpus in ((a, 1), (c, 8)):
-        g = ok[pd.to_numeric(ok["gpus"]) == gpus] if ok is not None else None
-        if g is None or g.empty:
-            _empty(ax, f"{gpus} GPU(s): not run\n{textwrap.fill(missing_gpu, 50)}")
-        else:
-            for (arch, method), rows in g.groupby(["arch", "method"], sort=False):
-                rows = rows.sort_values("seq_len")
-                style = {"full-model": "-", "cost-model prediction": "--"}.get(method, ":")
-                ax.plot(rows["seq_len"], rows["ms"], marker="o", linestyle=style, color=ARCH_COLOR.get(arch),
-                        label=f"{arch} ({method})")
-            ax.legend(fontsize=7, loc="upper left")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: tokens_label(v)))
-        ax.axvline(float(rep[gpus]["seq_len"]), color="black", alpha=0.3, linestyle="-.")
-        ax.set_xlabel("sequence length (tokens)")
-        ax.set_ylabel("prefill latency (ms)")
-        ax.set_title(f"({'a' if gpus == 1 else 'c'}) {gpus} GPU{'s' if gpus > 1 else ''}: Qwen3-8B shape, random bf16 "
-                     f"weights, prefill only", fontsize=9)
-        ax.grid(alpha=0.3, which="both")
+    one = ok[pd.to_numeric(ok["gpus"]) == 1] if ok is not None else None
+    if one is None or one.empty:
+        _empty(a, f"1 GPU: not run\n{textwrap.fill(missing_gpu, 50)}")
+    else:
+        for (arch, method), rows in one.groupby(["arch", "method"], sort=False):
+            rows = rows.sort_values("seq_len")
+            a.plot(rows["seq_len"], rows["ms"], marker="o", linestyle="-" if method == "full-model" else ":",
+                   color=ARCH_COLOR.get(arch), label=f"{arch} ({method})")
+        a.legend(fontsize=7, loc="upper left")
+    a.set_xscale("log", base=2)
+    a.set_yscale("log")
+    a.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: tokens_label(v)))
+    a.axvline(float(rep[1]["seq_len"]), color="black", alpha=0.3, linestyle="-.")
+    a.set_xlabel("sequence length (tokens)")
+    a.set_ylabel("prefill latency (ms)")
+    a.set_title("(a) 1 GPU: Qwen3-8B shape, random bf16 weights, prefill only", fontsize=9)
+    a.grid(alpha=0.3, which="both")
 
-    if ok is not None and not ok.empty:
-        one = _speedups(ok[pd.to_numeric(ok["gpus"]) == 1])
-        for method, rows in one.groupby("method"):
-            style = "-" if method == "full-model" else ":"
-            b.plot(rows["seq_len"], rows["speedup"], marker="o", linestyle=style, color="tab:purple",
-                   label=f"measured, 1 GPU ({method})" if method != "cost-model prediction" else "cost model, 1 GPU")
-        eight = _speedups(ok[pd.to_numeric(ok["gpus"]) == 8])
-        if len(eight):
-            b.plot(eight["seq_len"], eight["speedup"], linestyle="--", color="tab:gray", label="cost model, 8 GPUs")
+    if one is not None and not one.empty:
+        for method, rows in _speedups(one).groupby("method"):
+            b.plot(rows["seq_len"], rows["speedup"], marker="o", linestyle="-" if method == "full-model" else ":",
+                   color="tab:purple", label=f"measured, 1 GPU ({method})")
+    _paper_marker(b, rep[1], "*")
+    _speedup_axes(b, "(b) the 1-GPU claim (3.5x at 128K): speedup vs length, one GPU")
+
+    eight = _speedups(ok[pd.to_numeric(ok["gpus"]) == 8]) if ok is not None else pd.DataFrame()
+    for method, rows in eight.groupby("method") if len(eight) else []:
+        c.plot(rows["seq_len"], rows["speedup"], linestyle="--", color="tab:gray",
+               label="cost model, 8 GPUs (a prediction, not a measurement)" if method == "cost-model prediction"
+               else f"measured, 8 GPUs ({method})")
     if seq_parallel is not None and "arch" in seq_parallel:
         sp_ok = seq_parallel[(seq_parallel["status"] == "ok") & (pd.to_numeric(seq_parallel["gpus"]) > 1)]
         for gpus, rows in sp_ok.groupby("gpus"):
             ratio = _speedups(rows)
             if len(ratio):
-                b.plot(ratio["seq_len"], ratio["speedup"], marker="s", linestyle="-", color="tab:green",
+                c.plot(ratio["seq_len"], ratio["speedup"], marker="s", linestyle="-", color="tab:green",
                        label=f"measured, {int(gpus)} GPUs (sequence parallel)")
-    for gpus, marker in ((1, "*"), (8, "P")):
-        b.scatter([float(rep[gpus]["seq_len"])], [float(rep[gpus]["value"])], marker=marker, s=180, color="black",
-                  zorder=5, label=f"paper: {rep[gpus]['value']:g}x, {gpus} GPU{'s' if gpus > 1 else ''} at "
-                                  f"{tokens_label(rep[gpus]['seq_len'])}")
-    b.set_xscale("log", base=2)
-    b.set_yscale("log")
-    b.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: tokens_label(v)))
-    b.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}x"))
-    b.axhline(1.0, color="gray", linewidth=0.8)
-    b.set_xlabel("sequence length (tokens)")
-    b.set_ylabel("prefill speedup, Transformer ms / Orthros ms")
-    b.set_title("(b) the claim: prefill speedup vs length", fontsize=9)
-    b.legend(fontsize=7, loc="upper left")
-    b.grid(alpha=0.3, which="both")
+    else:
+        c.plot([], [], " ", label="measured with several GPUs: not run (no seq_parallel.csv)")
+    _paper_marker(c, rep[8], "P")
+    _speedup_axes(c, "(c) the 8-GPU claim (21.9x at 1M, sequence parallel): kept apart from the 1-GPU curve")
 
     cpu_ok = cpu_prefill[cpu_prefill["status"] == "ok"] if cpu_prefill is not None else None
     if cpu_ok is None or cpu_ok.empty:

@@ -21,8 +21,9 @@ PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_c
                  *PRETRAINED_FILES]
 GPU_FILES = ["prefill", "e2e", "decode_load", "niah", "mqar", "seq_parallel", "controls", "quality", "ablation",
              *PRETRAINED_FILES]
-SCALE_COLUMNS = ["n_params", "tokens", "tokens_extra", "seq_len", "context_len", "input_len", "output_len", "batch",
-                 "gpus", "threads", "method", "kernel", "dtype", "backend", "device", "gpu_name"]
+SCALE_COLUMNS = ["shape", "n_params", "tokens", "tokens_extra", "steps", "seq_len", "window", "context_len",
+                 "input_len", "output_len", "batch", "gpus", "threads", "method", "kernel", "dtype", "backend",
+                 "device", "gpu_name"]
 
 
 def read_result(path: str | Path, name: str) -> pd.DataFrame:
@@ -105,13 +106,87 @@ def scale_text(rows: pd.DataFrame, label: str = "") -> str:
             num = pd.to_numeric(pd.Series(vals), errors="coerce").dropna()
             text = "/".join(human_count(v) for v in sorted(num)) if len(num) else "/".join(map(str, vals))
             parts.append(f"{text} {'params' if col == 'n_params' else col.replace('_', ' ')}")
+        elif col == "window":
+            parts.append(_windows(rows))
         elif col in ("seq_len", "context_len", "input_len", "output_len"):
             nums = sorted(pd.to_numeric(pd.Series(vals), errors="coerce").dropna().astype(int))
             key = {"seq_len": "T", "context_len": "ctx", "input_len": "in", "output_len": "out"}[col]
             parts.append(f"{key}={'/'.join(map(str, nums)) if len(nums) <= 4 else f'{nums[0]}-{nums[-1]}'}")
+        elif col == "steps":
+            parts.append(f"steps={'/'.join(_text(v) for v in sorted(pd.to_numeric(pd.Series(vals)).dropna()))}")
         else:
             parts.append(f"{col}={'/'.join(map(str, vals[:3]))}")
     return ", ".join(parts)
+
+
+def _windows(rows: pd.DataFrame) -> str:
+    """``window=32 (orthros)``: the attention window of the windowed archs among ``rows`` (a results file may
+    record the study's window on every row; only the Orthros family and SWA use it)."""
+    from suite.archs import WINDOWED_ARCHS
+
+    mine = rows[rows["arch"].isin(WINDOWED_ARCHS)] if "arch" in rows else rows
+    per = mine.dropna(subset=["window"]).groupby("window", sort=True)["arch" if "arch" in mine else "window"]
+    parts = [f"{int(w)} ({'/'.join(dict.fromkeys(map(str, g)))})" if "arch" in mine else f"{int(w)}" for w, g in per]
+    return f"window={', '.join(parts)}" if parts else "window: none (no windowed arch)"
+
+
+def train_runs(results: str | Path | None) -> pd.DataFrame | None:
+    """The ``metrics.csv`` of every training run kept under ``<results>/train/<arch>/<size>/seed<n>/`` (steps,
+    tokens, held-out loss, commit per run), or None when there are none."""
+    paths = sorted(Path(results).glob("train/*/*/seed*/metrics.csv")) if results else []
+    return pd.concat([read_csv(p) for p in paths], ignore_index=True) if paths else None
+
+
+def profile_config(rows: pd.DataFrame | None) -> dict | None:
+    """The study config of the profile that wrote ``rows`` (their ``profile`` column), or None when the rows name
+    none, or several, or it is not a known profile."""
+    from suite.config import PROFILES_DIR, ConfigError, load_config
+
+    names = rows["profile"].dropna().astype(str).unique() if rows is not None and "profile" in rows else []
+    if len(names) != 1 or not (PROFILES_DIR / f"{names[0]}.yaml").exists():
+        return None
+    try:
+        return load_config(names[0])
+    except ConfigError:
+        return None
+
+
+def with_run_conditions(rows: pd.DataFrame | None, runs: pd.DataFrame | None,
+                        config: dict | None) -> pd.DataFrame | None:
+    """``rows`` of trained models with the conditions their results file does not carry: ``steps`` from the
+    training runs' metrics (same arch, size, seed) and, for the windowed archs, ``window`` as the study config gave
+    it to the model (``suite.train.model.window_overrides``)."""
+    if rows is None:
+        return None
+    out = rows.copy()
+    keys = [c for c in ("arch", "size", "seed") if c in out and runs is not None and c in runs]
+    if "steps" not in out and runs is not None and "steps" in runs and keys:
+        out = _with_steps(out, runs, keys)
+    if "window" not in out and config is not None and "arch" in out:
+        from suite.train.model import window_overrides
+
+        seq = pd.to_numeric(out["seq_len"], errors="coerce") if "seq_len" in out else pd.Series(float("nan"),
+                                                                                                 index=out.index)
+        out["window"] = [window_overrides(str(a), config, int(t) if pd.notna(t) else None).get("window_size")
+                         for a, t in zip(out["arch"], seq)]
+    return out
+
+
+def _with_steps(rows: pd.DataFrame, runs: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``rows`` with the ``steps`` of their run, matched on ``keys`` as text (a seed may read 42 or 42.0)."""
+    def key(frame):
+        return [tuple(_text(v) for v in r) for r in frame[keys].itertuples(index=False)]
+
+    table = dict(zip(key(runs), runs["steps"]))
+    return rows.assign(steps=[table.get(k) for k in key(rows)])
+
+
+def _text(value) -> str:
+    try:
+        number = float(value)
+        return str(int(number)) if number.is_integer() else str(number)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def sizes_by_params(rows: pd.DataFrame) -> list[str]:
@@ -151,3 +226,12 @@ def mqar_control_rows(rows: pd.DataFrame, grid: pd.DataFrame | None = None) -> p
     if sized["size"].nunique() > 1:
         keep &= rows["size"].astype(str) == sizes_by_params(sized)[-1]
     return rows[keep | seq_len.isna()]
+
+
+def mqar_control_size_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Every cell of the MQAR controls' size (the grid's widest, as :func:`mqar_control_rows` takes it), where both
+    controls were read; rows without a size (an arch that did not run) are kept, so that their status says why."""
+    sized = rows[rows["size"].notna()] if "size" in rows else rows.iloc[0:0]
+    if sized["size"].nunique() <= 1:
+        return rows
+    return rows[(rows["size"].astype(str) == sizes_by_params(sized)[-1]) | rows["size"].isna()]

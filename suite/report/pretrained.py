@@ -5,7 +5,8 @@ Inputs (``results/<profile>/``, :mod:`workflows/pretrained.smk`): ``pretrained.c
 ``pretrained_niah.csv`` and ``pretrained_loss.csv`` (continued-training curves). Pure functions of DataFrames.
 
 A benchmark cell is the mean over the arm's seeds of the task's table metric (:func:`suite.eval.controls.table_metric`:
-acc_norm for ARC-C and HellaSwag, acc elsewhere, the GLA / GDN papers' convention). Its status says what it may be used
+acc_norm for ARC-C and HellaSwag, acc elsewhere: this suite's choice, as no seed note says which of the paper's
+columns use Norm). Its status says what it may be used
 for (:func:`suite.eval.controls.benchmark_verdict`, :func:`suite.eval.controls.at_chance`):
 
 * ``no verdict ...``: the task's benchmark controls did not both pass (e.g. the base model itself is within 2 stderr
@@ -14,7 +15,7 @@ for (:func:`suite.eval.controls.benchmark_verdict`, :func:`suite.eval.controls.a
 * ``ok`` otherwise.
 
 The 8-task average (``avg8``, the paper's Table 2 average) is taken per seed over the tasks every arm measured, and
-the conversion row carries its comparison with Base CPT under the suite's noise rule.
+the conversion row carries its comparison with Base CPT (paired per seed, 95% CI: suite.report.stats).
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ import pandas as pd  # noqa: E402
 
 from suite.eval.controls import at_chance, at_chance_text, benchmark_verdict, table_metric  # noqa: E402
 from suite.report.measured import human_count  # noqa: E402
-from suite.report.stats import compare, mean_std  # noqa: E402
+from suite.report.stats import mean_std, paired, per_seed  # noqa: E402
+from suite.report.verdicts import comparison_text  # noqa: E402
 
 TASKS = ["arc_challenge", "arc_easy", "hellaswag", "openbookqa", "piqa", "social_iqa", "winogrande", "mmlu"]
 LABELS = {"arc_challenge": "ARC-C", "arc_easy": "ARC-E", "hellaswag": "HellaSwag", "openbookqa": "OpenBookQA",
@@ -114,8 +116,8 @@ def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, 
 
 
 def _train_rows(train: pd.DataFrame | None, name: str, scale: str) -> list[dict]:
-    """Held-out loss of each continued arm after training (mean over seeds), and conversion - base_cpt under the
-    noise rule."""
+    """Held-out loss of each continued arm after training (mean over seeds), and conversion - base_cpt paired per
+    seed with its 95% CI."""
     if train is None or train.empty:
         return []
     out, by = [], {v: g.rename(columns={"val_loss": "value"}) for v, g in train.groupby("arch")}
@@ -128,10 +130,11 @@ def _train_rows(train: pd.DataFrame | None, name: str, scale: str) -> list[dict]
                                                   f"T={int(g['seq_len'].iloc[0])}, {g['device'].iloc[0]}, "
                                                   f"{g['dtype'].iloc[0]}"))
     if {"conversion", "base_cpt"} <= set(by):
-        cmp = compare(by["conversion"], by["base_cpt"])
+        est = paired(per_seed(by["conversion"]), per_seed(by["base_cpt"]), "difference", "seeds")
         out.append(dict(model=name, variant="conversion - base_cpt", scale=scale,
                         task="held-out loss after continued training", metric="difference, nats/token",
-                        measured=cmp.delta, unit="nats", status=cmp.text(), measured_scale_conditions="same batches"))
+                        measured=est.value, unit="nats", status=comparison_text(est),
+                        measured_scale_conditions="same batches"))
     return out
 
 
@@ -170,12 +173,10 @@ def _comparison_rows(at: pd.DataFrame, name: str, scale: str, shots) -> list[dic
         if not {a, b} <= set(at["variant"]):
             continue
         tasks = sorted(set(at[at["variant"] == a]["task"]) & set(at[at["variant"] == b]["task"]))
-        sa, sb = (per_seed_average(at[at["variant"] == v], tasks).rename("value").to_frame().reset_index()
-                  for v in (a, b))
-        cmp = compare(sa, sb)
+        est = paired(*(per_seed_average(at[at["variant"] == v], tasks) for v in (a, b)), "difference", "seeds")
         out.append(dict(model=name, variant=f"{a} - {b}", scale=scale, task="Avg (measured tasks)",
                         metric="difference" + (f", {int(shots)}-shot" if shots is not None else ""),
-                        measured=cmp.delta, unit="points", status=cmp.text(),
+                        measured=est.value, unit="points", status=comparison_text(est),
                         measured_scale_conditions=f"{len(tasks)} tasks"))
     return out
 

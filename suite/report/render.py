@@ -29,8 +29,9 @@ from suite.report import decode_load
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
 from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
-from suite.report.measured import load_measured
+from suite.report.measured import load_measured, profile_config, train_runs, with_run_conditions
 from suite.report.pretrained import fig_conversion_loss, table2_rows
+from suite.report.soundness import mqar_flags
 from suite.report.tables import (
     RECALL_TASKS,
     e2e_table,
@@ -45,10 +46,11 @@ from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tab
 
 NOTES = {
     "table1": "Measured cells appear only where this suite ran the same task for the same arch: zero-shot, on the "
-              "task's own metric (acc_norm for ARC-C and HellaSwag, acc for the others: the GLA / GatedDeltaNet "
-              "convention; the paper's headers do not say), in points, mean +- std over seeds, beside n (documents "
-              "scored), the stderr of that document sample, chance and the split (the paper's cells are test splits; "
-              "the shipped data is the validation split). 'at chance' in diff: the mean lies within 2 stderr of "
+              "task's own metric (acc_norm for ARC-C and HellaSwag, acc for the others: this suite's choice; the "
+              "paper's headers mark Norm on several tasks, seed 000 Sec. 3.3, but the seed notes do not say which), "
+              "in points, mean +- std over seeds, beside n (documents scored), the stderr of that document sample, "
+              "chance and the split (the paper does not state its splits; the shipped data is the validation "
+              "split). 'at chance' in diff: the mean lies within 2 stderr of "
               "chance. A cell gets a verdict only where the task's benchmark controls passed (controls.csv). Rows "
               "with an empty 'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not "
               "comparable. Rows whose scale ends in '(gpu profile)' come from results/gpu/quality.csv (one H200; "
@@ -57,7 +59,7 @@ NOTES = {
               "SmolLM2-135M-Instruct): its four arms (Base; Orthros converted with no training; Base CPT; Orthros "
               "conversion, continued on the same tokens) scored on the paper's benchmarks, each cell the mean over "
               "data-order seeds with its split, n, stderr and chance, 'at chance' or 'no verdict at this scale' "
-              "where the benchmark controls say so, the 'conversion - base_cpt' row judged by the noise rule; "
+              "where the benchmark controls say so, the 'conversion - base_cpt' row paired per seed with its 95% CI; "
               "(2) rows matched on variant only: the suite's own 1M-parameter Transformer converted and continued, "
               "scored by held-out byte perplexity (a proxy). Compare conversion with base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
@@ -77,7 +79,7 @@ NOTES = {
               "ablation sizes are far below 160M: its accuracies are measured-only rows (zero-shot, n, stderr, "
               "chance, split as in Table 1). Per-task cells "
               "exist only for 160M, 1.3B and 6.8B. Rows whose scale ends in '(gpu profile)' come from "
-              "results/gpu/ablation.csv (one H200; gated by its own controls; the SO verdict there: claims_audit C31).",
+              "results/gpu/ablation.csv (one H200; gated by its own controls; the SO verdict: claims_audit C12).",
 }
 
 
@@ -146,6 +148,11 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     writing anything; a render that fails later writes nothing either (:func:`_all_or_nothing`)."""
     reported, cond, figs = load_tables(reported_dir), load_conditions(reported_dir), load_figures(reported_dir)
     m = load_measured(results, gpu_results)
+    for prefix, folder in (("", results), ("gpu_", gpu_results)):  # the steps and window of each trained model
+        for name in ("quality", "ablation"):
+            rows = m[prefix + name]
+            m[prefix + name] = with_run_conditions(rows, train_runs(folder), profile_config(rows))
+    flags = {"mqar": mqar_flags(m["mqar"]), "gpu_mqar": mqar_flags(m["gpu_mqar"])}
     res, gpu = results or "<no --results>", gpu_results or "<no --gpu-results>"
     invalid = {exp: invalid_reason(m["controls"], exp) for exp in ("lm", "mqar", "niah")}
     invalid["gpu_niah"] = invalid_reason(m["gpu_controls"], "niah")
@@ -177,7 +184,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
                                 paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
                                 invalid=invalid, gpu_niah=m["gpu_niah"], gpu_mqar=m["gpu_mqar"],
-                                quality=m["quality"], controls=m["controls"])),
+                                quality=m["quality"], controls=m["controls"], flags=flags)),
         "table4": ("Table 4: end-to-end inference",
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
@@ -212,10 +219,10 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         written["figures"] += fig3(m["gpu_niah"], out_f, f"{gpu}/niah.csv missing (the gpu profile's NIAH)",
                                    invalid["gpu_niah"], name="fig3_gpu", profile="gpu")
         table3 = reported[reported["table"] == "Table 3"]
-        written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"])
+        written["figures"] += fig_mqar(m["mqar"], table3, out_f, miss("mqar"), invalid["mqar"], flags=flags["mqar"])
         written["figures"] += fig_mqar(m["gpu_mqar"], table3, out_f,
                                        f"{gpu}/mqar.csv missing (the gpu profile's MQAR)", invalid["gpu_mqar"],
-                                       name="fig_mqar_gpu", profile="gpu")
+                                       name="fig_mqar_gpu", profile="gpu", flags=flags["gpu_mqar"])
         written["figures"] += fig_conversion_loss(m["gpu_pretrained_loss"], m["gpu_pretrained_ppl"], out_f,
                                                   f"{gpu}/pretrained_loss.csv missing (the gpu profile's "
                                                   "conversion arms on a real pretrained LM)", _save)

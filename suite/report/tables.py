@@ -238,7 +238,8 @@ NO_RECALL_AVERAGE = ("not run: the 6-task average needs SWDE, FDA, NarrativeQA a
 def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.DataFrame | None, *, paper_cond: str,
                  missing: str, invalid: dict[str, str | None] | None = None,
                  gpu_niah: pd.DataFrame | None = None, gpu_mqar: pd.DataFrame | None = None,
-                 quality: pd.DataFrame | None = None, controls: pd.DataFrame | None = None) -> pd.DataFrame:
+                 quality: pd.DataFrame | None = None, controls: pd.DataFrame | None = None,
+                 flags: dict[str, list[tuple]] | None = None) -> pd.DataFrame:
     """Table 3: reported recall cells beside the recall tasks this suite measures (``quality``: the quality.csv rows
     of the recall tasks, contains-match in points, each with n, stderr and split; ``controls``: the benchmark
     controls), plus
@@ -246,9 +247,13 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
     and NIAH (within and beyond the training length) per arch as 'measured only' rows, and the same NIAH and MQAR rows
     of the gpu profile (``gpu_niah``, ``gpu_mqar``) where given. ``invalid`` maps an experiment ("mqar", "niah",
     "gpu_niah", "gpu_mqar") to its failed-control text (``suite.eval.controls.invalid_reason``), which replaces the
-    status of its cells. A measured row's ``scale`` is its measured parameter count (e.g. ``272K``), ``n_trials``
-    its held-out trials (MQAR test sequences, NIAH needles). Returns ``RECALL_COLUMNS`` rows."""
-    invalid = invalid or {}
+    status of its cells. ``flags`` maps an MQAR experiment to its baseline-soundness flags
+    (``suite.report.soundness.mqar_flags``: (experiment, arch, size, why)): a Transformer that misses its positive
+    control at a size voids its cells there (``invalid: ...``) and leaves the other archs' cells of that size without
+    a comparison; another flagged baseline's cells say so. A measured row's ``scale`` is its measured parameter count
+    (e.g. ``272K``), ``n_trials`` its held-out trials (MQAR test sequences, NIAH needles). Returns ``RECALL_COLUMNS``
+    rows."""
+    invalid, flags = invalid or {}, flags or {}
     recall = quality[quality["task"].isin(RECALL_TASKS)] if quality is not None else None
     if recall is not None and recall.empty:
         recall = None
@@ -273,12 +278,26 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
                       else str(g["status"].iloc[0]))
             if len(ok) and invalid.get(name):
                 status = invalid[name]
+            elif len(ok):
+                status = _flagged(status, str(arch), set(frame["size"].dropna().astype(str)) if "size" in frame
+                                  else set(), flags.get(name, []))
             rows.append(dict(model=arch, variant="", scale=_params_label(ok), task=label,
                              metric=column, reported=None, measured=value, n_seeds=1 if len(ok) else 0,
                              n_trials=_trials(ok) if len(ok) else None, diff=None,
                              unit="fraction", paper_scale_conditions="", measured_scale_conditions=scale_text(g, arch),
                              status=status))
     return pd.DataFrame(rows, columns=RECALL_COLUMNS)
+
+
+def _flagged(status: str, arch: str, sizes: set[str], flags: list[tuple]) -> str:
+    """A recall cell's status under the baseline flags of its experiment at its sizes."""
+    void = [why for _, a, size, why in flags if a == "transformer" and size in sizes]
+    if void and arch == "transformer":
+        return f"invalid: {void[0]}"
+    own = [why for _, a, size, why in flags if a == arch and a != "transformer" and (size is None or size in sizes)]
+    notes = [f"baseline flag: {own[0]}"] if own else []
+    notes += ["no comparison with the Transformer at this size (it misses its positive control)"] if void else []
+    return "; ".join([status, *notes])
 
 
 TTFT_SPREAD = 0.25  # a run's TTFT per input token may differ this much from the model's median before it is flagged

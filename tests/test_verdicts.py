@@ -1,0 +1,269 @@
+"""The verdict rules of the audit (suite.report.verdicts, docs/verdicts.md) on synthetic rows: a null on a claimed
+difference, an underpowered or near-trivial experiment, a failed control, the paired statistics, the drift floor,
+contradictory rows, stale rows, and the counts the README and the audit share."""
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from suite.eval import controls as ctl
+from suite.report import audit, findings, soundness, staleness, stats, verdicts
+from suite.report.derived import load_derived
+from suite.report.drift import drift
+from suite.report.evidence import Inputs
+from suite.report.tables import recall_table
+
+ROOT = Path(__file__).resolve().parents[1]
+PROV = {"commit": "abc", "profile": "test", "device": "cpu", "backend": "blocked", "dtype": "float32"}
+LM_OK = pd.DataFrame([{"experiment": "lm", "control": "positive", "arch": "transformer", "value": 4.0,
+                       "threshold": "< 6.5", "passed": True},
+                      {"experiment": "lm", "control": "negative", "arch": "transformer", "value": 8.3,
+                       "threshold": ">= 7.8", "passed": True}])
+
+
+def _current(commits, archs, trained):
+    return "current"
+
+
+def _ppl(gain: float, arms=("orthros", "transformer")) -> pd.DataFrame:
+    """Byte perplexity of two arms over three seeds, the first arm ``gain`` lower; a seed moves both arms alike
+    (shared data order) and each a little on its own."""
+    rows = []
+    for seed, shared, own in zip((42, 43, 44), (0.0, 0.2, -0.2), (0.02, -0.03, 0.01)):
+        for arm, value in ((arms[0], 5.0 - gain + shared + own), (arms[1], 5.0 + shared)):
+            rows.append({"arch": arm, "size": "1M", "n_params": 1e6, "task": "val_ppl", "metric": "byte_perplexity",
+                         "value": value, "unit": "ppl", "status": "ok", "seed": seed, **PROV})
+    return pd.DataFrame(rows)
+
+
+def _runs(losses: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"arch": a, "size": "1M", "seed": s, "steps": 70, "val_loss": v, **PROV}
+                         for a, v in losses.items() for s in (42, 43, 44)])
+
+
+def _claim(direction="lower", **extra) -> dict:
+    measure = {"results": "{results}/quality.csv", "column": "value", "op": "ratio",
+               "numerator": {"arch": "orthros", "task": "val_ppl", "metric": "byte_perplexity"},
+               "denominator": {"arch": "transformer", "task": "val_ppl", "metric": "byte_perplexity"},
+               "where": {"status": "ok"}, "controls": "lm", "trivial": "unigram", "direction": direction,
+               "unit": "byte perplexity ratio"}
+    return {"id": "C99", "asserted_by": "paper", "claim": "Orthros is better than the Transformer.", "value": 0.57,
+            "unit": "accuracy points", "source": "test", "conditions": {"scale": "1.3B"},
+            "evidence": [{"kind": "proxy", "describe": "synthetic perplexity rows", "measure": measure}], **extra}
+
+
+def _audit(tmp_path, gain, losses=None, controls=LM_OK, claim=None) -> pd.Series:
+    _ppl(gain).to_csv(tmp_path / "quality.csv", index=False)
+    train = tmp_path / "train" / "orthros" / "1M" / "seed42"
+    train.mkdir(parents=True, exist_ok=True)
+    _runs(losses or {"orthros": 4.0, "transformer": 4.1}).to_csv(train / "metrics.csv", index=False)
+    inputs = Inputs(tmp_path, None, controls, None, stale=_current)
+    return audit.audit_claims([claim or _claim()], load_derived(), inputs=inputs).iloc[0]
+
+
+def test_a_null_on_a_claimed_difference_is_not_reproduced(tmp_path):
+    null = _audit(tmp_path, gain=0.001)
+    assert null["measured_verdict"] == verdicts.NO_DIFFERENCE != verdicts.REPRODUCED
+    assert "CI holds 1" in null["measured_why"] and null["ci95_low"] < 1 < null["ci95_high"]
+    gain = _audit(tmp_path, gain=0.3)
+    assert gain["measured_verdict"] == verdicts.REPRODUCED and gain["ci95_high"] < 1
+    worse = _audit(tmp_path, gain=-0.3)                       # beyond noise, the other sign
+    assert worse["measured_verdict"] == verdicts.NOT_REPRODUCED
+    counts = verdicts.count_lines(pd.DataFrame([null, gain]))
+    assert "Proxies (another metric or a far smaller scale): 1 reproduced here, 1 no difference detected." in counts
+
+
+def test_judge_a_null_without_the_audit():
+    est = stats.paired(pd.Series([1.0, 1.01, 0.99]), pd.Series([1.0, 1.0, 1.0]), "ratio")
+    assert verdicts.judge(est, direction="lower")[0] == verdicts.NO_DIFFERENCE
+    one = stats.Estimate(0.9, 1.0)                            # one run: no noise estimate for a claimed difference
+    assert verdicts.judge(one, direction="lower")[0] == verdicts.NOT_TESTABLE
+    assert verdicts.judge(one, expect={"approx": 1.0, "rel_tol": 0.2})[0] == verdicts.REPRODUCED
+    assert verdicts.judge(one, expect={"ge": 0.95}, kind=verdicts.IMPLEMENTATION)[0] == verdicts.FAILED
+
+
+def test_a_model_near_unigram_is_not_testable_at_this_scale(tmp_path):
+    row = _audit(tmp_path, gain=0.3, losses={"orthros": 6.2, "transformer": 6.3})      # unigram 6.5: 3% below
+    assert row["measured_verdict"] == verdicts.NOT_TESTABLE
+    assert "less than 10% better than a unigram model" in row["measured_why"]
+    assert "transformer 6.3 (3.1% below)" in row["trivial_margin"]
+
+
+def test_an_underpowered_experiment_is_not_testable_at_this_scale():
+    effects = {"160M": 0.12, "1.3B": 1.16, "6.8B": 2.87}
+    reason, text = verdicts.scale_gate(effects, 1e6, mde=10.0)        # nearest reported scale to 1M: 160M
+    assert reason and "(160M) is +0.12, below the 10" in reason
+    assert verdicts.scale_gate(effects, 1e6, mde=0.05)[0] is None      # detectable: the gate lets it through
+    assert verdicts.scale_gate(effects, 2e9, mde=1.0)[0] is None       # nearest 1.3B: +1.16 >= 1
+    assert verdicts.scale_gate(effects, 1e6, mde=None)[0] is None and "no measurement" in \
+        verdicts.scale_gate(effects, 1e6, mde=None)[1]
+    est = stats.paired(pd.Series([0.9, 0.91, 0.89]), pd.Series([1.0, 1.0, 1.0]), "ratio")
+    assert verdicts.judge(est, direction="lower", untestable=[reason])[0] == verdicts.NOT_TESTABLE
+
+
+def test_the_scale_rule_in_the_audit_uses_the_benchmark_mde(tmp_path):
+    """C12-like: the paper's own effect at the nearest reported scale (160M: +0.12 points) is below what 20 documents
+    a task can detect, so the perplexity proxy is not testable either, whatever it shows."""
+    from tests.test_controls import bench_rows
+
+    quality = pd.concat([_ppl(0.3), bench_rows("arch", "orthros", lambda t: 0.5, n=20, seeds=(42, 43, 44)),
+                         bench_rows("arch", "transformer", lambda t: 0.45, n=20, seeds=(42, 43, 44))])
+    quality["status"] = "ok"
+    claim = _claim(scale_effects={"160M": "d_t7_160M_orthros_minus_orthros_noso",
+                                  "6.8B": "d_t7_6.8B_orthros_minus_orthros_noso"})
+    claim["evidence"].insert(0, {"kind": "proxy", "describe": "synthetic benchmark rows", "benchmark": {
+        "results": "{results}/quality.csv", "key": "arch", "op": "difference", "numerator": "orthros",
+        "denominator": "transformer", "tasks": ["arc_easy", "piqa"], "direction": "higher"}})
+    quality.to_csv(tmp_path / "quality.csv", index=False)
+    inputs = Inputs(tmp_path, None, LM_OK, None, stale=_current)
+    row = audit.audit_claims([claim], load_derived(), inputs=inputs).iloc[0]
+    assert row["measured_verdict"] == verdicts.NOT_TESTABLE
+    assert "the paper's own effect at its reported scale nearest this one (160M) is +0.12" in row["measured_why"]
+
+
+def test_a_failed_control_voids_the_cell(tmp_path):
+    failed = LM_OK.assign(passed=[False, True])
+    row = _audit(tmp_path, gain=0.3, controls=failed)
+    assert row["measured_verdict"] == verdicts.INVALID and pd.isna(row["measured"])
+    assert row["measured_why"].startswith("invalid: positive control failed")
+
+
+def _grid(d64_transformer=0.3) -> pd.DataFrame:
+    rows = []
+    for size, params in (("d64", 1.6e5), ("d256", 1.9e6)):
+        for arch, acc in (("transformer", d64_transformer if size == "d64" else 0.99), ("orthros", 0.9),
+                          ("swa", 0.05), ("gla", 0.003)):
+            rows.append({"arch": arch, "size": size, "n_params": params, "seq_len": 128, "num_kv_pairs": 8,
+                         "train_kv": "8", "accuracy": acc, "accuracy_far": acc, "chance": 2 / 1024, "n_near": 1000,
+                         "n_far": 3000, "num_test": 500, "window": 16, "status": "ok", "seed": 42, **PROV})
+    return pd.DataFrame(rows)
+
+
+def test_a_transformer_that_fails_its_control_at_a_size_voids_its_cells_there():
+    flags = soundness.mqar_flags(_grid())
+    assert ("mqar", "transformer", "d64") == flags[0][:3] and "0.3 vs >= 0.95" in flags[0][3]
+    assert any(f[1] == "gla" and f[2] == "d256" and "never leaves chance" in f[3] for f in flags)
+    assert soundness.mqar_size_voids(_grid(0.97)) == {}
+    reported = pd.DataFrame(columns=["model", "variant", "scale", "task_label", "metric", "value", "unit"])
+    table = recall_table(reported, None, None, paper_cond="", missing="x", gpu_mqar=_grid(),
+                         flags={"gpu_mqar": flags}).set_index(["model", "task"])
+    d64 = "MQAR accuracy (d64, T=128, 8 pairs) (gpu profile)"
+    assert table.loc[("transformer", d64), "status"].startswith("invalid: Transformer misses its positive control")
+    assert "no comparison with the Transformer" in table.loc[("orthros", d64), "status"]
+    d256 = "MQAR accuracy (d256, T=128, 8 pairs) (gpu profile)"
+    assert table.loc[("transformer", d256), "status"].startswith("measured only")
+    assert "baseline flag: gla never leaves chance" in table.loc[("gla", d256), "status"]
+
+
+def test_the_voided_transformer_is_not_drawn_in_the_mqar_figure(monkeypatch, tmp_path):
+    from suite.report import figures
+
+    shown = []
+    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.append(fig) or [])
+    table3 = pd.DataFrame(columns=["model", "task", "value"])
+    figures.fig_mqar(_grid(), table3, tmp_path, "x", flags=soundness.mqar_flags(_grid()), profile="gpu")
+    panels = {ax.get_title(): ax for ax in shown[0].axes if "T=" in ax.get_title()}
+    small = [t for t in panels if t.startswith("d64")][0]
+    assert "transformer" not in {line.get_label() for line in panels[small].get_lines()}
+    assert any("misses its positive control" in " ".join(t.get_text().split()) for t in panels[small].texts)
+    wide = [t for t in panels if t.startswith("d256")][0]
+    assert "transformer" in {line.get_label() for line in panels[wide].get_lines()}
+
+
+def test_paired_ci_matches_scipy():
+    a = pd.Series([6.07, 6.23, 6.14], index=["42", "43", "44"])
+    b = pd.Series([6.25, 6.45, 6.43], index=["42", "43", "44"])
+    diff = stats.paired(a, b, "difference")
+    ref = sps.ttest_rel(a, b).confidence_interval()
+    assert diff.ci == pytest.approx((ref.low, ref.high)) and diff.value == pytest.approx((a - b).mean())
+    ratio = stats.paired(a, b, "ratio")
+    ref = sps.ttest_1samp(a / b, 1.0).confidence_interval()
+    assert ratio.ci == pytest.approx((ref.low, ref.high))
+    se = (a / b).std(ddof=1) / math.sqrt(3)                   # MDE by hand: (t_0.975 + t_0.80) x SE, 2 df
+    assert ratio.mde == pytest.approx((4.302653 + 1.060660) * se, rel=1e-5)
+    assert ratio.beyond() is True and ratio.beyond(floor=0.05) is False        # 3.6% is below a 5% drift floor
+    shuffled = stats.paired(a, b.rename(index={"42": "43", "43": "42"}), "difference")   # pairs follow the key
+    assert shuffled.value == pytest.approx((a - b).mean()) and shuffled.ci != diff.ci
+
+
+def test_unpaired_and_binomial_estimates():
+    a, b = np.array([1.0, 1.2, 1.1]), np.array([2.0, 2.4])
+    est = stats.unpaired(a, b, "difference")
+    ref = sps.ttest_ind(a, b, equal_var=False).confidence_interval()
+    assert est.ci == pytest.approx((ref.low, ref.high))
+    assert stats.paired(pd.Series([1.0], index=["42"]), pd.Series([2.0], index=["42"]), "ratio").se is None
+    cells = stats.binomial([0.9, 0.8], [1000, 500], [0.7, 0.6], [1000, 500])
+    var = (0.9 * 0.1 / 1000 + 0.7 * 0.3 / 1000 + 0.8 * 0.2 / 500 + 0.6 * 0.4 / 500) / 4
+    assert cells.value == pytest.approx(0.2) and cells.se == pytest.approx(math.sqrt(var))
+    assert cells.ci[0] == pytest.approx(0.2 - 1.959964 * math.sqrt(var), rel=1e-6)
+
+
+def test_the_drift_floor_is_the_largest_spread_of_a_rerun_cell():
+    run = _ppl(0.1)
+    again = run.assign(value=run["value"] * np.where(run["arch"] == "orthros", 1.03, 1.0))
+    found = drift({"committed": run, "rerun_x": again})
+    assert found.floor == pytest.approx(0.03) and found.cells == 6 and "3% (largest spread of 6 cells" in found.text()
+    assert drift({"committed": run}).floor is None
+
+
+def test_rows_that_contradict_each_other_are_flagged():
+    e2e = pd.DataFrame([{"arch": a, "batch": 2, "input_len": 131072, "ttft_s": t, "status": "ok"}
+                        for a, t in (("orthros", 6.2), ("linear_hybrid", 11.4))])
+    prefill = pd.DataFrame([{"arch": a, "gpus": 1, "method": "full-model", "seq_len": 131072, "ms": ms,
+                             "status": "ok", "commit": "c1"}
+                            for a, ms in (("orthros", 3030), ("linear_hybrid", 12993))])
+    found = soundness.batch_contradictions(e2e, prefill)
+    assert list(found) == ["linear_hybrid"] and "0.44 x batch x prefill" in found["linear_hybrid"]
+
+
+def test_rows_older_than_the_code_they_ran_read_stale():
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not head:
+        pytest.skip("not a git checkout")
+    root = subprocess.run(["git", "-C", str(ROOT), "rev-list", "--max-parents=0", "HEAD"], capture_output=True,
+                          text=True).stdout.split()[0]
+    assert staleness.staleness([head[:7]], ["orthros"], trained=True) == "current"
+    old = staleness.staleness([root[:12]], ["orthros"], trained=True)
+    assert old.startswith(f"stale: rows at {root[:12]} predate") and "suite/train/optim.py" in old
+    assert staleness.staleness(["0123abc"], ["orthros"], trained=True).startswith("commit unknown")
+    assert {"baselines/linear.py", "baselines/fla_mixers.py"} <= set(staleness.code_paths(["gdn"], trained=False))
+    assert staleness.code_paths(["orthros"], trained=False) == ("models/",)
+
+
+def test_the_readme_and_the_audit_print_the_same_counts(tmp_path):
+    table = audit.audit_claims([_claim()], load_derived(), inputs=Inputs(tmp_path, None, LM_OK, None,
+                                                                          stale=_current))
+    lines = verdicts.count_lines(table)
+    md = audit.audit_markdown(table, load_derived())
+    block = findings.findings_markdown(table)
+    for line in lines:
+        assert f"- {line}" in md
+        assert " ".join(line.split()) in " ".join(block.replace("- ", " ").split())
+    committed = pd.read_csv(ROOT / "paper_tables" / "claims_audit.csv")
+    readme = " ".join((ROOT / "README.md").read_text().replace("- ", " ").split())
+    for line in verdicts.count_lines(committed):
+        assert f"- {line}" in (ROOT / "paper_tables" / "claims_audit.md").read_text()
+        assert " ".join(line.split()) in readme
+
+
+def test_the_deciding_evidence_is_the_first_decisive_one():
+    assert verdicts.pick([verdicts.INVALID, verdicts.NOT_REPRODUCED, verdicts.REPRODUCED]) == 1
+    assert verdicts.pick([verdicts.NOT_RUN, verdicts.INVALID, verdicts.NOT_TESTABLE]) == 2
+    assert verdicts.pick([verdicts.NOT_RUN, verdicts.NOT_RUN]) == 0
+
+
+def test_a_benchmark_difference_adds_the_document_sample_to_the_seeds():
+    from suite.report.bench_audit import difference
+    from tests.test_controls import bench_rows
+
+    a = bench_rows("arch", "orthros", lambda t: 0.6, n=100, seeds=(42, 43), tasks=["piqa"])
+    b = bench_rows("arch", "transformer", lambda t: 0.5, n=100, seeds=(42, 43), tasks=["piqa"])
+    a.loc[a["seed"] == 43, "value"] = 0.62
+    est = difference(a, b)
+    docs = 100 * math.sqrt(a["stderr"].mean() ** 2 + b["stderr"].mean() ** 2)
+    assert est.value == pytest.approx(11.0) and est.se == pytest.approx(math.sqrt(1.0 ** 2 + docs ** 2))
+    assert ctl.table_metric("piqa") == "acc"
