@@ -4,7 +4,7 @@
         --out-tables paper_tables --out-figures figures
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}``, ``derived.csv``, ``prompt_lengths.{md,csv}``
-and ``decode_load.{md,csv}`` into --out-tables and
+``decode_load.{md,csv}`` and ``fp8_kv_real.{md,csv}`` into --out-tables and
 ``fig{2,3,3_gpu,4,_mqar,_mqar_gpu,_decode_load}.{png,pdf}`` into --out-figures. Missing results folders/files are
 fine: their cells read "not run: ...".
 Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
@@ -25,7 +25,7 @@ import pandas as pd
 from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
 from suite.provenance import write_csv, write_text
-from suite.report import decode_load
+from suite.report import decode_load, kv_precision
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
 from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
@@ -213,6 +213,11 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         write_text(f"# Decode under load\n\n{decode_load.NOTE}\n\n## Per context\n\n{to_markdown(limits)}\n\n"
                    f"## Per cell\n\n{to_markdown(ratios)}\n", out_t / "decode_load.md")
         written["tables"] += [out_t / "decode_load.md", out_t / "decode_load.csv"]
+        fp8 = kv_precision.fp8_real_table(m["gpu_fp8_kv_real"], f"{gpu}/fp8_kv_real.csv missing (rule fp8_kv_real)")
+        write_csv(fp8, out_t / "fp8_kv_real.csv")
+        write_text(f"# FP8 K/V on real weights\n\n{kv_precision.NOTE}\n\n{to_markdown(fp8)}\n",
+                   out_t / "fp8_kv_real.md")
+        written["tables"] += [out_t / "fp8_kv_real.md", out_t / "fp8_kv_real.csv"]
         written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
                                    invalid["lm"])
         written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])
