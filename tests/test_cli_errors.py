@@ -435,6 +435,7 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("suite.bench.multi_gpu_train", "--many"): "a run folder a failed run never wrote: its row reads 'not run'",
     ("suite.bench.prefill_gpu", "--keep-methods"): "method labels of the rows carried over",
     ("suite.bench.prefill_cpu", "--profile"): "a label (provenance column)",
+    ("suite.bench.fp8_kv_real", "--profile"): "a label (provenance column)",
     ("suite.bench.seq_parallel_gpu", "--profile"): "a label (provenance column)",
     ("suite.collect", "--variants"): "labels, one per --evals: main checks the counts (BAD_IN_MAIN)",
     ("suite.data.corpus", "--files"): "globs: build_corpus names one that matches nothing",

@@ -113,6 +113,7 @@ rule decode_load:
         f"{GPU_OUT}/decode_load.csv",
     params:
         window=STUDY["window"],
+        device=STUDY["device"],
         out=lambda w, output: folder(output[0]),
     resources:
         gpu=1,
@@ -121,8 +122,8 @@ rule decode_load:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.decode_load --window {params.window} --paths compiled --decode-attn fa2,matmul "
-        "--phases --rates {params.out}/rates.json --out-dir {params.out} > {log} 2>&1"
+        "python -m suite.bench.decode_load --device {params.device} --window {params.window} --paths compiled "
+        "--decode-attn fa2,matmul --phases --rates {params.out}/rates.json --out-dir {params.out} > {log} 2>&1"
 
 
 # FP8 K/V on real weights: the GPU profiles' pretrained base model (workflows/pretrained.smk) and its English data
