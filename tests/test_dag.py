@@ -34,10 +34,15 @@ pytestmark = pytest.mark.slow  # snakemake dry runs and DAG jobs
 
 CI_JOBS = {"corpus": 1, "tokenizer": 1, "train": 10, "conversion_cpt": 1, "conversion_orthros": 1, "lm_eval": 10,
            "conversion_lm_eval": 2, "niah": 3, "mqar": 6, "collect_quality": 1, "collect_ablation": 1,
-           "collect_conversion": 1, "collect_niah": 1, "collect_mqar": 1, "controls": 1, "prefill_cpu": 1,
-           "prefill_cpu_128k": 1, "render": 1, "all": 1, "benchmark_data": 1, "prompt_lengths": 1}
+           "collect_quality_pairs": 1, "collect_ablation_pairs": 1, "collect_conversion": 1, "collect_niah": 1,
+           "collect_mqar": 1, "controls": 1, "prefill_cpu": 1, "prefill_cpu_128k": 1, "render": 1, "all": 1,
+           "benchmark_data": 1, "prompt_lengths": 1}
 DOWNSTREAM_OF_TRAINING = {"lm_eval": 10, "conversion_lm_eval": 2, "collect_quality": 1, "collect_ablation": 1,
-                          "collect_conversion": 1, "prefill_cpu": 1, "controls": 1, "render": 1, "all": 1}
+                          "collect_quality_pairs": 1, "collect_ablation_pairs": 1, "collect_conversion": 1,
+                          "prefill_cpu": 1, "controls": 1, "render": 1, "all": 1}
+TRAINING = {"lm_eval": 10, "conversion_lm_eval": 2, "collect_quality": 1, "collect_ablation": 1,
+                          "collect_quality_pairs": 1, "collect_ablation_pairs": 1, "collect_conversion": 1,
+                          "prefill_cpu": 1, "controls": 1, "render": 1, "all": 1}
 TRAINING = {"train": 10, "conversion_cpt": 1, "conversion_orthros": 1}
 AFTER_TOKENS = {**TRAINING, **DOWNSTREAM_OF_TRAINING, "niah": 3, "collect_niah": 1, "prompt_lengths": 1}
 
@@ -51,6 +56,7 @@ EDITS = {
     # Orthros and its no-SO ablation read `window` (SWA's window is swa_window_ratio x seq_len)
     "window": ({"window": 8}, "train", {"train": 4, "conversion_orthros": 1, "niah": 1, "lm_eval": 4,
                                         "conversion_lm_eval": 1, "collect_quality": 1, "collect_ablation": 1,
+                                        "collect_quality_pairs": 1, "collect_ablation_pairs": 1,
                                         "collect_conversion": 1, "collect_niah": 1, "prefill_cpu": 1, "controls": 1,
                                         "prompt_lengths": 1, "render": 1, "all": 1}),
 }
@@ -167,8 +173,9 @@ def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
 # The benchmark data and prompt-length jobs (issue 35) added 2 to every profile with lm_eval.data. The pretrained
 # arms (issue 36) add 11 to the default profile (base model, English data, conversion, identity control, 3 benchmark
 # and 2 perplexity jobs, 2 collects) and 40 to the gpu profile (4 arms, 3 seeds for the trained ones: training,
-# benchmarks, perplexity and NIAH per run, 5 collects); ci and slurm leave conversion.pretrained off.
-TOTAL_JOBS = {"default": 64, "ci": 47, "gpu": 106, "slurm": 58}
+# benchmarks, perplexity and NIAH per run, 5 collects); ci and slurm leave conversion.pretrained off. The
+# per-document pairs files add a collect each for quality, the ablation and the pretrained arms.
+TOTAL_JOBS = {"default": 67, "ci": 49, "gpu": 109, "slurm": 60}
 SIX_ARCHS = ["orthros", "transformer", "swa", "gdn", "gla", "retnet"]
 
 

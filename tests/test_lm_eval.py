@@ -9,6 +9,7 @@ import sys
 import time
 
 import lm_eval
+import pandas as pd
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -62,7 +63,7 @@ def _mc_config(path):
 
 def test_multiple_choice_matches_direct_scoring(tiny):
     root, ckpt, model, tok, lm = tiny
-    docs, want_acc, want_norm = [], 0, 0
+    docs, want_acc, want_norm, per_doc = [], 0, 0, []
     for i, (q, choices) in enumerate(zip(QUESTIONS, CHOICES)):
         scores = [_loglik(model, tok, q, " " + c) for c in choices]
         best = max(range(3), key=lambda j: scores[j])
@@ -70,6 +71,7 @@ def test_multiple_choice_matches_direct_scoring(tiny):
         gold = best if i % 2 == 0 else (best + 1) % 3        # half the golds agree with the model's pick
         want_acc += gold == best
         want_norm += gold == best_norm
+        per_doc.append({"acc": float(gold == best), "acc_norm": float(gold == best_norm)})
         docs.append({"q": q, "choices": choices, "gold": gold})
     path = root / "mc.jsonl"
     path.write_text("\n".join(json.dumps(d) for d in docs))
@@ -87,6 +89,14 @@ def test_multiple_choice_matches_direct_scoring(tiny):
                                     batch_size=1, device="cpu", log_samples=False,
                                     task_manager=harness.get_task_manager(ckpt))
     assert stock["results"]["tiny_mc"]["acc,none"] == pytest.approx(got["acc"])
+    # each document's outcome, beside the rows: the same scoring, document by document
+    outcomes = pd.read_csv(harness.documents_path(out))
+    assert list(outcomes.columns) == harness.DOC_COLUMNS and len(outcomes) == 2 * len(docs)
+    for metric in ("acc", "acc_norm"):
+        rows = outcomes[outcomes["metric"] == metric].sort_values("doc_id")
+        assert list(rows["doc_id"]) == list(range(len(docs))) and rows["doc_hash"].str.fullmatch("[0-9a-f]{64}").all()
+        assert list(rows["value"]) == [d[metric] for d in per_doc]
+    assert set(outcomes["lm_eval_task"]) == {"tiny_mc"} and set(outcomes["arch"]) == {"llama"}
 
 
 def _greedy_line(model, tok, prompt):
@@ -128,6 +138,8 @@ def test_recall_generation_task_matches_direct_greedy(tiny):
     assert 0 < sum(expected) < len(expected)                         # the check can tell right from wrong
     row = _run_local_task(tiny, "tiny_drop", based_qa.BasedDrop, docs, "contains")
     assert row.value == pytest.approx(sum(expected) / len(expected))
+    outcomes = pd.read_csv(tiny[0] / "tiny_drop_docs.csv").sort_values("doc_id")   # each generation's own score
+    assert list(outcomes["value"]) == expected and set(outcomes["metric"]) == {"contains"}
 
 
 def test_truncate_context_windows(tiny):
@@ -272,6 +284,8 @@ def test_narrativeqa_f1_matches_direct_greedy_generation(tiny):
     row = _run_local_task(tiny, "tiny_narrativeqa", based_qa.NarrativeQA, rows, "f1")
     assert row.n_samples == len(stories)  # the rows of one id are one document
     assert row.value == pytest.approx(sum(expected) / len(expected))
+    outcomes = pd.read_csv(tiny[0] / "tiny_narrativeqa_docs.csv").sort_values("doc_id")
+    assert list(outcomes["value"]) == pytest.approx(expected)   # a generation task's per-document F1
     # token F1 by hand: {cat, sat} vs {cat, sat, down}: P = 1, R = 2/3; {tuesday, at, noon} vs 4 words: R = 3/4
     assert based_qa.token_f1("The Cat sat.", "a cat sat down") == pytest.approx(0.8)
     assert based_qa.f1_score("Tuesday, at noon", ["Friday", "at noon on Tuesday"]) == pytest.approx(6 / 7)
@@ -285,6 +299,7 @@ def test_heldout_perplexity_matches_direct_loglik(tiny):
     path = root / "val.txt"
     path.write_text("\n\n".join(paragraphs) + "\n")
     df = harness.run_tasks(ckpt, None, ["val_ppl"], root / "ppl.csv", lm=lm, ppl_data=path)
+    assert pd.read_csv(root / "ppl_docs.csv").empty   # perplexity is a corpus ratio, no per-document outcome
     total_ll = total_words = total_bytes = 0
     for text in paragraphs:
         ids = [tok.eos_token_id] + tok(text, add_special_tokens=False)["input_ids"]   # the training boundary token

@@ -274,8 +274,12 @@ def test_table2_rows_mark_at_chance_and_no_verdict_and_compare_arms():
     piqa = table[(table["variant"] == "conversion") & (table["task"] == "PIQA")].iloc[0]
     assert piqa["n_seeds"] == 3 and piqa["status"].startswith("ok (n=100")
     assert "split" not in piqa["measured_scale_conditions"] and "validation" in piqa["measured_scale_conditions"]
-    cmp = table[table["variant"] == "conversion - base_cpt"].iloc[0]
-    assert cmp["measured"] == pytest.approx(0.25) and cmp["status"].startswith(("no difference", "differs"))
+    cmp = table[table["variant"] == "conversion - base_cpt"].set_index("task")
+    assert list(cmp.index) == ["ARC-C", "PIQA", "Avg (measured tasks)"]    # per task, then over the tasks
+    assert cmp.loc["Avg (measured tasks)", "measured"] == pytest.approx(0.25)
+    assert cmp.loc["PIQA", "measured"] == pytest.approx(0.5) and cmp.loc["ARC-C", "status"].startswith("no verdict")
+    assert cmp.loc["PIQA", "status"].startswith(("no difference", "differs"))
+    assert "unpaired bound: no per-document rows" in cmp.loc["Avg (measured tasks)", "status"]
     no_controls = table2_rows(_table2_frame().assign(value=lambda d: d["chance"]), None)
     chance = table2_rows(_table2_frame().assign(value=lambda d: d["chance"]), controls)
     assert chance[(chance["task"] == "PIQA") & (chance["variant"] == "conversion")]["status"].str.startswith(

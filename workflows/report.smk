@@ -11,7 +11,9 @@ FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in FIGURE_NAMES for e
 rule render:
     input:
         f"{RES}/quality.csv",
+        f"{RES}/quality_pairs.csv",
         f"{RES}/ablation.csv",
+        f"{RES}/ablation_pairs.csv",
         f"{RES}/conversion.csv",
         f"{RES}/niah.csv",
         f"{RES}/mqar.csv",

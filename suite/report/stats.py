@@ -6,18 +6,24 @@ A comparison of two arms is an :class:`Estimate`: the measured ratio or differen
 **paired** (:func:`paired`): the per-pair ratio or difference, a one-sample t interval over the pairs. Arms with
 fewer than 2 shared pairs but 2 or more values each are compared unpaired (Welch, :func:`unpaired`); accuracies over
 held-out answers of one seed by the binomial standard error (:func:`binomial`). One value per arm gives no noise
-estimate (``se`` None). The rules that turn an estimate into a verdict: :mod:`suite.report.verdicts`.
+estimate (``se`` None). Two arms scored on the same benchmark documents are compared per document: McNemar's test
+(:func:`mcnemar`, one task of 0/1 outcomes) or a paired bootstrap over the documents (:func:`paired_bootstrap`, a mean
+over tasks, or scores that are not 0/1); their intervals are given explicitly (``Estimate.interval``). The rules that
+turn an estimate into a verdict: :mod:`suite.report.verdicts`.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
 ALPHA, POWER = 0.05, 0.80
+EXACT_BELOW = 25  # discordant documents below which McNemar's test is the exact binomial test
+BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED = 9999, 0  # a fixed seed: the same rows render the same interval
 
 
 def per_seed(rows: pd.DataFrame, column: str = "value") -> pd.Series:
@@ -50,10 +56,13 @@ class Estimate:
     df: float = math.inf
     n: int = 1
     method: str = "one value, no noise estimate"
+    interval: tuple[float, float] | None = None  # a 95% CI not of the form value +- t x se (exact, bootstrap)
 
     @property
     def ci(self) -> tuple[float, float] | None:
-        """The 95% confidence interval (None without a noise estimate)."""
+        """The 95% confidence interval (None without a noise estimate): ``interval`` where given, else t-based."""
+        if self.interval is not None:
+            return self.interval
         if self.se is None:
             return None
         half = _quantile(1 - ALPHA / 2, self.df) * self.se
@@ -134,3 +143,65 @@ def one_sample(values: pd.Series, what: str = "seeds") -> Estimate:
         return Estimate(float(values.mean()), None)
     return Estimate(float(values.mean()), None, float(values.std(ddof=1) / math.sqrt(len(values))),
                     len(values) - 1, len(values), f"t over {len(values)} {what}")
+
+
+def mcnemar(a: np.ndarray, b: np.ndarray) -> Estimate:
+    """McNemar's test of two arms' 0/1 outcomes on the same documents (``a[i]``, ``b[i]``: document i): the accuracy
+    difference ``mean(a) - mean(b)`` with a 95% CI that excludes 0 exactly when the test rejects at 5%.
+
+    Only the discordant documents count: n10 (a right, b wrong) and n01, m = n10 + n01 of n. Below ``EXACT_BELOW``
+    discordant documents the test is exact (n10 ~ Binomial(m, 1/2), ``scipy.stats.binomtest``) and the CI is the
+    Clopper-Pearson interval of n10 / m mapped to the difference (2p - 1) m / n, given m; otherwise the asymptotic
+    test, z = (n10 - n01) / sqrt(m), and the CI the difference +- z_0.975 sqrt(m) / n. ``se`` = sqrt(m) / n, so the
+    MDE is McNemar's power approximation. No discordant document: the difference is 0 with the CI [0, 0]. Raises
+    ValueError for arrays of unequal length or outcomes other than 0 and 1."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or not len(a):
+        raise ValueError(f"McNemar needs two outcome arrays over the same documents; got shapes {a.shape}, {b.shape}")
+    if not np.isin(np.concatenate([a, b]), (0.0, 1.0)).all():
+        raise ValueError("McNemar needs 0/1 outcomes; use paired_bootstrap for other scores")
+    n, n10, n01 = len(a), int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
+    m, value = n10 + n01, (n10 - n01) / n
+    se = math.sqrt(m) / n
+    if m == 0:
+        return Estimate(0.0, 0.0, 0.0, math.inf, n, f"McNemar, no discordant document of {n}", (0.0, 0.0))
+    if m < EXACT_BELOW:
+        test = sps.binomtest(n10, m, 0.5)
+        lo, hi = test.proportion_ci(1 - ALPHA, method="exact")
+        interval, kind = ((2 * lo - 1) * m / n, (2 * hi - 1) * m / n), "exact binomial"
+        p = test.pvalue
+    else:
+        z = _quantile(1 - ALPHA / 2, math.inf)
+        interval, kind = (value - z * se, value + z * se), "asymptotic"
+        p = float(sps.chi2.sf((n10 - n01) ** 2 / m, 1))
+    return Estimate(value, 0.0, se, math.inf, n,
+                    f"McNemar {kind}, {n10} vs {n01} discordant of {n} documents, p {p:.3g}", interval)
+
+
+def paired_bootstrap(samples: Sequence[np.ndarray], what: str = "documents", strata: str = "strata",
+                     n_resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:
+    """Paired bootstrap of a mean difference over documents: each of ``samples`` holds one stratum's (a task's)
+    per-document differences a - b (the arms paired by document); the value is the mean over strata of the stratum
+    means (one stratum: the mean difference). The documents are resampled with replacement within each stratum
+    (``scipy.stats.bootstrap``, which resamples several samples independently), ``n_resamples`` times with a fixed
+    seed; the CI is the 95% percentile interval, ``se`` the standard deviation of the resampled means (its MDE
+    normal). ``what`` and ``strata`` name the documents and strata in the method text. Raises ValueError for no
+    stratum or an empty one."""
+    samples = [np.asarray(s, dtype=float) for s in samples]
+    if not samples or any(s.ndim != 1 or not len(s) for s in samples):
+        raise ValueError("a paired bootstrap needs at least one stratum of per-document differences, none empty")
+    value = float(np.mean([s.mean() for s in samples]))
+    n = sum(len(s) for s in samples)
+    within = f" in {len(samples)} {strata}" if len(samples) > 1 else ""
+    method = f"paired bootstrap over {n} {what}{within}, {n_resamples} resamples"
+    if all(np.ptp(s) == 0 for s in samples):  # every resample gives the same mean
+        return Estimate(value, 0.0, 0.0, math.inf, n, method, (value, value))
+
+    def statistic(*strata_values, axis=-1):
+        return np.mean([x.mean(axis=axis) for x in strata_values], axis=0)
+
+    res = sps.bootstrap(samples, statistic, n_resamples=n_resamples, vectorized=True, paired=False,
+                        method="percentile", confidence_level=1 - ALPHA, batch=max(1, 2_000_000 // n),
+                        rng=np.random.default_rng(BOOTSTRAP_SEED))
+    interval = (float(res.confidence_interval.low), float(res.confidence_interval.high))
+    return Estimate(value, 0.0, float(res.standard_error), math.inf, n, method, interval)
