@@ -7,18 +7,6 @@ import sys
 
 import torch
 
-# the command lines' argparse types and usage_errors (torch- and model-free, for the corpus and tokenizer jobs)
-from suite.cli import (  # noqa: F401
-    check_writable,
-    int_list,
-    nonnegative_int,
-    number_list,
-    out_file,
-    out_folder,
-    positive_int,
-    usage_errors,
-)
-
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 

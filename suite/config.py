@@ -8,6 +8,10 @@ Numbers: ``load_yaml`` reads scientific notation without a decimal point (``3e-3
 where YAML 1.1 (PyYAML) reads it as a string. An ``integer`` field needs a plain integer: ``steps: 1e4``
 is a float and is rejected, naming the key (``30.0 is not of type 'integer'``).
 
+The ground floor of the suite: the command lines, the data and every job read the study config through this
+module, and it imports no module of the suite but :mod:`suite.base_source` (a local base model's config). A check
+that needs the data (a tokenizer) is the job's, made before its first step.
+
 CLI: ``python -m suite.config default`` validates a profile and prints it as JSON.
 """
 from __future__ import annotations
@@ -100,6 +104,16 @@ def warmup_problem(warmup: int, steps: int, warmup_key: str = "warmup", steps_ke
     return None
 
 
+def curriculum_problem(fracs, key: str = "curriculum", rest: str = "the final length") -> str | None:
+    """Why curriculum phases that take the shares ``fracs`` of the steps cannot run (None when they can): the shares
+    must sum to below 1, the remaining steps training at the final length. The one rule of a NIAH curriculum, in the
+    study config (``niah.curriculum``, :func:`validate`) and in the NIAH training
+    (:func:`suite.eval.niah_train.check_curriculum`), which name their own key and final length."""
+    if sum(fracs) >= 1:
+        return f"{key}: the phases' frac must sum to below 1 (the rest trains at {rest}; value {list(fracs)})"
+    return None
+
+
 def _cross_checks(config: dict) -> list[str]:
     """Constraints between fields that JSON Schema cannot express."""
     problems = []
@@ -128,9 +142,9 @@ def _cross_checks(config: dict) -> list[str]:
         problems.append(f"data.vocab_size: the bytes tokenizer has 260 tokens (value {data['vocab_size']})")
     niah = config.get("niah", {})
     phases = niah.get("curriculum", [])
-    if phases and sum(p["frac"] for p in phases) >= 1:
-        problems.append(f"niah.curriculum: the phases' frac must sum to below 1 (the rest trains at niah.train_len; "
-                        f"value {[p['frac'] for p in phases]})")
+    curriculum = curriculum_problem([p["frac"] for p in phases], "niah.curriculum", "niah.train_len")
+    if curriculum:
+        problems.append(curriculum)
     if niah.get("format") == "rare" and "value_digits" in niah:
         problems.append(f"niah.value_digits: the rare format's values are word pieces, not numbers; remove the key "
                         f"(value {niah['value_digits']})")
@@ -190,7 +204,7 @@ def _pretrained_checks(conversion: dict) -> list[str]:
                         "held-out perplexity is conversion.pretrained.ppl, by position bucket); remove it")
     spec = conversion.get("base_model") or {}
     if not problems and ("gguf" in spec or "folder" in spec):  # its config is a file read away
-        from suite.train.base_model import local_config
+        from suite.base_source import local_config
 
         kind = "gguf" if "gguf" in spec else "folder"
         try:
@@ -226,25 +240,16 @@ def base_model_problems(source_config, pretrained: dict | None) -> list[str]:
 
 def _run_time_checks(config: dict) -> list[str]:
     """Lengths a job would find too short only once it runs (after other jobs, or after some of its own cells):
-    SWA's window at each length it trains at, and a training length that cannot hold a retrieval row; and MMLU
-    settings its job would refuse (:func:`_mmlu_checks`)."""
+    SWA's window at each length it trains at; and MMLU settings its job would refuse (:func:`_mmlu_checks`). A
+    training length too short for a retrieval row needs the tokenizer: the training job refuses it before its first
+    step (:mod:`suite.train.run`)."""
     problems = []
-    ratio, train, data = config["swa_window_ratio"], config["train"], config["data"]
+    ratio, train = config["swa_window_ratio"], config["train"]
     for key, length, archs in (("train.seq_len", train["seq_len"], config["archs"]),
                                ("niah.train_len", config.get("niah", {}).get("train_len"),
                                 config.get("niah", {}).get("archs", []))):
         if "swa" in archs and length is not None and round(ratio * length) < 1:  # baselines.transformer.swa_window
             problems.append(f"swa_window_ratio: {ratio} x {key} {length} rounds to an SWA window of 0 tokens")
-    if data.get("retrieval_fraction", 0) > 0:
-        from suite.data.retrieval import shortest_seq_len
-
-        # a bound for any tokenizer: each byte is a token of the bytes tokenizer, each pre-token at least one of a BPE
-        count = (lambda text: len(text.encode())) if data["tokenizer"] == "bytes" else _pre_tokens
-        need = shortest_seq_len(count)
-        if train["seq_len"] < need:
-            problems.append(f"train.seq_len: {train['seq_len']} cannot hold a retrieval row (data.retrieval_fraction "
-                            f"{data['retrieval_fraction']}): a needle, the question and the answer take at least "
-                            f"{need - 1} tokens with the {data['tokenizer']} tokenizer")
     return problems + _mmlu_checks(config)
 
 
@@ -276,13 +281,6 @@ def _mmlu_checks(config: dict) -> list[str]:
                             f"MMLU subject ({key}.tasks has mmlu), weighting its 57 subjects equally where MMLU "
                             f"weights them by size; give null or remove mmlu from {key}.tasks{share}")
     return problems
-
-
-def _pre_tokens(text: str) -> int:
-    """Pre-tokens of the suite's byte-level BPE (``suite.data.tokenizer``): a lower bound of its tokens."""
-    from tokenizers import pre_tokenizers
-
-    return len(pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text))
 
 
 def _mqar_checks(mqar: dict) -> list[str]:
@@ -419,12 +417,15 @@ def curriculum_arg(phases: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from suite.cli import study_config
-
     parser = argparse.ArgumentParser(prog="python -m suite.config", description="Validate and print a study config.")
-    parser.add_argument("config", nargs="?", default="default", type=study_config,
-                        help="profile name or path/to/config.yaml (default: default)")
-    print(json.dumps(load_config(parser.parse_args(argv).config), indent=2))
+    given = parser.add_argument("config", nargs="?", default="default",
+                                help="profile name or path/to/config.yaml (default: default)")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:  # worded as argparse words a bad argument (suite.cli.study_config)
+        parser.error(str(argparse.ArgumentError(given, str(err))))
+    print(json.dumps(config, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Command lines refuse bad input with a message naming the argument, file or value and exit status 2 (no
 traceback): an unknown --size, a missing --checkpoint or --data-dir, a damaged CSV given to the renderer
-(suite.common.usage_errors); --no-progress also silences the Hugging Face progress bars."""
+(suite.cli.usage_errors); --no-progress also silences the Hugging Face progress bars."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.common import usage_errors
+from suite.cli import usage_errors
 from suite.train.checkpoint import checkpoint_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -460,6 +460,8 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("suite.train.run", "--override"): "the model config in main (BAD_IN_MAIN)",
     ("suite.train.run", "--profile"): "a label (provenance column)",
     ("suite.deps", "MODULE"): "module_files in main (BAD_IN_MAIN)",
+    ("suite.config", "config"): "load_config in main, worded as suite.cli.study_config (BAD_IN_MAIN; the config "
+                                "module imports no suite.cli)",
     ("suite.eval.identity", "--profile"): "a label (provenance column)",
     ("suite.eval.ppl_buckets", "--profile"): "a label (provenance column)",
     ("suite.eval.ppl_buckets", "--variant"): "a label of the rows (the arm)",

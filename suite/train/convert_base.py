@@ -17,8 +17,9 @@ from pathlib import Path
 
 import torch
 
+from suite.base_source import named_failure
 from suite.cli import in_folder, out_folder, positive_int
-from suite.train.base_model import META, named_failure, read_record, save_folder
+from suite.train.base_model import META, read_record, save_folder
 
 
 def load_base(base_dir: str | Path, dtype=torch.float32):

@@ -1,11 +1,11 @@
-"""suite.common: the CLI number-list parser every module shares."""
+"""suite.cli: the CLI number-list parser every module shares."""
 from __future__ import annotations
 
 import argparse
 
 import pytest
 
-from suite.common import int_list, number_list
+from suite.cli import int_list, number_list
 
 
 def test_number_lists_parse_and_name_what_is_wrong():
