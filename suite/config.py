@@ -270,6 +270,10 @@ def _mmlu_checks(config: dict) -> list[str]:
         sections.append(("conversion.pretrained.eval", pre,
                          "conversion.pretrained.eval.tasks has mmlu" if "mmlu" in pre["tasks"] else
                          "conversion.pretrained.eval.mmlu_share is set" if "mmlu_share" in pre else None))
+    if pre and "mmlu" in pre["tasks"] and "mmlu_share" in pre:
+        problems.append("conversion.pretrained.eval.tasks has mmlu and conversion.pretrained.eval.mmlu_share is set: "
+                        "MMLU would be scored twice (every document, and the share); remove mmlu from tasks to score "
+                        "the share, or mmlu_share to score every document")
     for key, section, why in sections:
         shots = max(section.get("num_fewshot", [0]))
         if why and shots > MMLU_SHOTS:

@@ -319,16 +319,18 @@ def _gpu():
     # the former key: a count a subject
     (lambda c: c["conversion"]["pretrained"]["eval"].update(mmlu_limit=10), r"mmlu_limit: unknown key"),
     (lambda c: c["conversion"]["pretrained"]["eval"].update(mmlu_share=2), r"mmlu_share: 2 is greater than"),
+    (lambda c: c["conversion"]["pretrained"]["eval"].update(tasks=["commonsense", "mmlu"], limit=None),
+     r"tasks has mmlu and conversion\.pretrained\.eval\.mmlu_share is set: MMLU would be scored twice"),
 ])
 def test_mmlu_settings_its_job_would_refuse_are_refused_with_the_config(edit, pattern):
     _refused_after(_gpu(), edit, pattern)
     fine = _gpu()
     fine["lm_eval"].update(num_fewshot=[0, 5], tasks=["val_ppl", "mmlu"], limit=None)
-    fine["conversion"]["pretrained"]["eval"].update(tasks=["commonsense", "mmlu"], limit=None, mmlu_share=1)
+    del fine["conversion"]["pretrained"]["eval"]["mmlu_share"]
+    fine["conversion"]["pretrained"]["eval"].update(tasks=["commonsense", "mmlu"], limit=None)  # every document
     validate(fine)
     del fine["lm_eval"]["data"]
     fine["lm_eval"].update(tasks=["val_ppl", "commonsense"], num_fewshot=[25])  # no MMLU anywhere at these shots
-    del fine["conversion"]["pretrained"]["eval"]["mmlu_share"]
     fine["conversion"]["pretrained"]["eval"].update(tasks=["commonsense"], num_fewshot=[10], limit=500)
     validate(fine)
 

@@ -1,5 +1,6 @@
-"""Decode under load (beyond the paper's batch-2 condition): the decode step of Orthros and the Transformer against
-batch size at several contexts, each cell predicted by the cost model before it is timed.
+"""Decode under load: Orthros's and the Transformer's decode step against batch size at several contexts.
+
+Beyond the paper's batch-2 condition; each cell is predicted by the cost model before it is timed.
 
 The paper measures decode at batch 2 only (Table 4). An Orthros step puts 2 rows per sequence through the weight
 GEMMs (base + output), the Transformer 1; both read the same K/V (the output row all of it, the base row its last w
@@ -22,8 +23,10 @@ and the LM head on the step's rows) and attn_alone_ms (every layer's full-contex
 cache; Orthros's windowed base-row call is not in it). A cell that does not fit reads ``not run: ...``. Targets
 (``targets.csv``): per arch, path and decode attention, the cost model within 15% on every cell.
 
-GPU: ``python -m suite.bench.decode_load --rates results/gpu/rates.json --out-dir $OUT``. CPU smoke:
-``--device cpu --dtype float32 --size 1M --contexts 64,128 --batches 1,2 --steps 2 --repeats 1``.
+GPU: ``python -m suite.bench.decode_load --rates results/gpu/rates.json --out-dir $OUT``. CPU smoke (plumbing only:
+the predictions use GPU rates): ``--device cpu --dtype float32 --size 1M --contexts 64,128 --batches 1,2 --steps 2
+--repeats 1 --paths eager --out-dir /tmp/decode_load``. ``--out-dir`` is required, so that no run overwrites the
+committed ``results/gpu`` by default.
 """
 from __future__ import annotations
 
@@ -79,11 +82,12 @@ def batch_list(text: str) -> list[int] | str:
 
 def cost_model_archs(text: str) -> list[str]:
     """argparse ``type=`` of ``--archs``: architectures the cost model knows (:data:`suite.cost_model.ARCHS`)."""
-    archs = arch_names(text)
+    archs = [a.strip() for a in text.split(",") if a.strip()]
     unknown = [a for a in archs if a not in ARCHS]
-    if unknown:
-        raise ArgumentTypeError(f"{', '.join(unknown)}: the cost model knows {', '.join(ARCHS)} only")
-    return archs
+    if unknown or not archs:
+        raise ArgumentTypeError(f"{', '.join(unknown) or 'none given'}: the decode-under-load sweep and its cost "
+                                f"model take {', '.join(ARCHS)}")
+    return arch_names(",".join(archs))
 
 
 def auto_batches(fit: int, cap: int) -> list[int]:
@@ -302,17 +306,17 @@ class Sweep:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", type=device_name, default="cuda")
+    ap.add_argument("--device", type=device_name, default="cuda", help="cuda (the measurement) or cpu (a smoke run)")
     ap.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
-    ap.add_argument("--size", type=size_name, default="qwen3_8b")
-    ap.add_argument("--archs", type=cost_model_archs, default="transformer,orthros")
+    ap.add_argument("--size", type=size_name, default="qwen3_8b", help="model shape (random weights)")
+    ap.add_argument("--archs", type=cost_model_archs, default="transformer,orthros", help="transformer and/or orthros")
     ap.add_argument("--contexts", type=positive_ints, default="2048,8192,32768,131072",
                     help="cached tokens per sequence")
     ap.add_argument("--batches", type=batch_list, default="auto", help="'auto' or a list of batch sizes")
     ap.add_argument("--max-batch", type=positive_int, default=512, help="largest batch 'auto' tries")
     ap.add_argument("--paths", type=path_names, default="compiled",
                     help="the engine's fused step: eager and/or compiled (one compilation per batch size)")
-    ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW)
+    ap.add_argument("--window", type=positive_int, default=PAPER_WINDOW, help="Orthros's window w")
     ap.add_argument("--steps", type=positive_int, default=16, help="decode steps per timed run")
     ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--bucket", type=positive_int, default=256, help="key-length bucket of the engine")
@@ -326,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="device memory kept free beyond the cache and the step's workspace")
     ap.add_argument("--rates", type=in_file, default=None,
                     help="rates.json (gemm_tflops, attn_tflops); the copy bandwidth is measured here either way")
-    ap.add_argument("--out-dir", type=out_folder, default="results/gpu")
+    ap.add_argument("--out-dir", type=out_folder, required=True,
+                    help="folder of decode_load.csv and targets.csv (results/gpu for the committed rows)")
     ap.add_argument("--budget-s", type=positive_float, default=1e9, help="skip cells after this many seconds")
     return ap
 
@@ -341,7 +346,7 @@ def main(argv=None) -> list[dict]:
     args.decode_attn = list(dict.fromkeys(auto if n == "auto" else n for n in args.decode_attn))
     hbm = copy_bandwidth(device)
     rates = dataclasses.replace(rates, hbm_bytes_per_s=hbm)
-    print(f"[decode_load] copy bandwidth {hbm / 1e12:.2f} TB/s; rates {rates}; decode attention {args.decode_attn}",
+    print(f"[decode_load] copy bandwidth {hbm / 1e9:.1f} GB/s; rates {rates}; decode attention {args.decode_attn}",
           flush=True)
     writer = RowWriter(Path(args.out_dir) / CSV, common_columns(device, args.dtype))
     sweep = Sweep(args, device, dtype, rates, writer)

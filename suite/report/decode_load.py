@@ -62,14 +62,14 @@ def cost_limits(frame: pd.DataFrame, tol: float = TOL, path: str = PATH) -> pd.D
     return pd.DataFrame(rows)
 
 
-NOTE = ("Decode step of Orthros over the Transformer's on the same engine (one H200, Qwen3-8B shape, random bf16 "
-        "weights, K/V cache of random values at each context), each arch at its faster decode-attention kernel in each "
-        "cell (FlashAttention-2 or the matmul route); predicted_ratio is the cost model's ratio for the same cells "
+NOTE = ("Decode step of Orthros over the Transformer's on the same engine and device (random weights, a K/V cache of "
+        "random values at each context; model, device and commit in the conditions column), each arch at its faster "
+        "decode-attention kernel in each cell (FlashAttention-2 or the matmul route; the audit's C30/C21 evidence uses "
+        "FlashAttention-2 for both); predicted_ratio is the cost model's ratio for the same cells "
         "(per phase max(bytes / HBM bandwidth, FLOPs / kernel rate) plus a per-kernel cost fitted to the committed "
         "batch-2 rows, before these cells were measured). free_batches: the batches at which Orthros costs at most "
         f"{TOL:.0%} more; cost_model_worst_miss: the largest |measured / predicted - 1| over both archs' cells at "
-        "that context. The paper measured batch 2 only (1x H100, SGLang): decode-only throughput 33.3 vs 33.7 tok/s "
-        "at 128K/128.")
+        "that context. The paper measured batch 2 only (1x H100, SGLang; Table 4's decode-only throughput).")
 
 
 def summary_table(frame: pd.DataFrame | None, missing: str) -> tuple[pd.DataFrame, pd.DataFrame]:

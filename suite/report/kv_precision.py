@@ -10,16 +10,34 @@ NOTE = ("The conversion experiment's pretrained model converted to Orthros (iden
         "prefill per arm with the output stream at every position, the arms differing only in the K/V store both "
         "streams read. 'path floor': the runner against the model's own forward at the same K/V precision; 'bf16 "
         "rounding': K/V stored in bf16 against the model's dtype; 'fp8 check': FP8KV against bf16-stored K/V (the "
-        "targets: top-1 agreement >= 0.99 and |perplexity change| < 1%, in results/gpu/targets.csv). lo/hi: 95% "
-        "intervals from batch means over position blocks. Conditions (model, dtype, device, tokens, commit) in the "
-        "last column.")
+        "targets: top-1 agreement >= 0.99 and |perplexity change| < 1%; 'targets' gives each one's pass/fail from "
+        "results/gpu/targets.csv; 'ok' in status only says the row was measured). ppl_rel_change is a fraction "
+        "(0.01 = +1%). lo/hi: 95% intervals from batch means over position blocks. Conditions (model, dtype, device, "
+        "tokens, commit) in the last column.")
 
 
-def fp8_real_table(frame: pd.DataFrame | None, missing: str) -> pd.DataFrame:
-    """One row per (T, comparison) with its conditions; a single ``not run`` row when there are no rows."""
+def _verdicts(targets: pd.DataFrame | None, comparison: str, T) -> str:
+    """The pass/fail rows of ``targets.csv`` that judge one (comparison, T) row: the path check judges the path floor,
+    the targets the FP8 check."""
+    method = {"path floor": "path check", "fp8 check": "target"}.get(comparison)
+    if targets is None or method is None or "seq_len" not in targets:
+        return ""
+    rows = targets[(targets.source == "fp8_kv_real.csv") & (targets.method == method)
+                   & (pd.to_numeric(targets.seq_len, errors="coerce") == float(T))]
+    def short(text: str) -> str:  # "<arms>: <metric> (<conditions>) <op> <threshold>" -> "<metric> <op> <threshold>"
+        head, _, tail = text.rpartition(") ")
+        return f"{head.split(': ', 1)[-1].split(' (T=')[0]} {tail}" if head else text
+
+    return "; ".join(f"{short(r.target)}: {r.status}" for r in rows.itertuples())
+
+
+def fp8_real_table(frame: pd.DataFrame | None, missing: str, targets: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (T, comparison) with the pass/fail of the ``targets`` rows that judge it and its conditions; a
+    single ``not run`` row when there are no rows."""
     if frame is None or frame.empty:
         return pd.DataFrame([{"status": f"not run: {missing}"}])
     out = frame[[c for c in COLUMNS if c in frame.columns]].copy()
+    out["targets"] = [_verdicts(targets, c, T) for c, T in zip(frame.comparison, frame.seq_len)]
     def conditions(r: pd.Series) -> str:
         block = f", FP8 block {int(r['fp8_block'])}" if pd.notna(r.get("fp8_block")) else ""
         return (f"{r['base_model']} ({r['quantization']}) as {r['arch']}, w={r['window']}, {r['split']} split, "

@@ -19,8 +19,8 @@ PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pret
                     "pretrained_train"]
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
                  *PRETRAINED_FILES]
-GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "niah", "mqar", "seq_parallel", "controls", "quality",
-             "ablation", *PRETRAINED_FILES]
+GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", "mqar", "seq_parallel", "controls",
+             "quality", "ablation", *PRETRAINED_FILES]
 SCALE_COLUMNS = ["shape", "n_params", "tokens", "tokens_extra", "steps", "seq_len", "window", "context_len",
                  "input_len", "output_len", "batch", "gpus", "threads", "method", "kernel", "dtype", "backend",
                  "device", "gpu_name"]

@@ -224,7 +224,8 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         write_text(f"# Decode under load\n\n{decode_load.NOTE}\n\n## Per context\n\n{to_markdown(limits)}\n\n"
                    f"## Per cell\n\n{to_markdown(ratios)}\n", out_t / "decode_load.md")
         written["tables"] += [out_t / "decode_load.md", out_t / "decode_load.csv"]
-        fp8 = kv_precision.fp8_real_table(m["gpu_fp8_kv_real"], f"{gpu}/fp8_kv_real.csv missing (rule fp8_kv_real)")
+        fp8 = kv_precision.fp8_real_table(m["gpu_fp8_kv_real"], f"{gpu}/fp8_kv_real.csv missing (rule fp8_kv_real)",
+                                          m["gpu_targets"])
         write_csv(fp8, out_t / "fp8_kv_real.csv")
         write_text(f"# FP8 K/V on real weights\n\n{kv_precision.NOTE}\n\n{to_markdown(fp8)}\n",
                    out_t / "fp8_kv_real.md")

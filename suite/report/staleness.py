@@ -93,4 +93,6 @@ def staleness(commits: list[str], archs: list[str], trained: bool) -> str:
     old = [c for c in commits if not _is_ancestor(change, known(c))]
     if not old:
         return "current"
-    return f"stale: rows at {', '.join(old)} predate {change[:7]}, the last change to {', '.join(paths)}"
+    later = [f"{p} ({c[:7]})" for p in paths if (c := last_change((p,))) and any(not _is_ancestor(c, known(o))
+                                                                                   for o in old)]
+    return f"stale: rows at {', '.join(old)} predate the last change to {', '.join(later)}"

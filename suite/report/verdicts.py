@@ -129,7 +129,8 @@ def _log_distance(params: float, scale: str) -> float:
     return abs(math.log(params) - math.log(number))
 
 
-def scale_gate(effects: dict[str, float], params: float | None, mde: float | None) -> tuple[str | None, str]:
+def scale_gate(effects: dict[str, float], params: float | None, mde: float | None,
+               unit: str = "accuracy points") -> tuple[str | None, str]:
     """(not-testable reason or None, text): the paper's own effect at its reported scale (``effects``: scale name ->
     effect in the claim's unit) nearest the measured ``params``, against ``mde``, the smallest effect this suite's
     measurement on the paper's metric can detect (same unit)."""
@@ -137,12 +138,13 @@ def scale_gate(effects: dict[str, float], params: float | None, mde: float | Non
         return None, ""
     nearest = min(effects, key=lambda s: _log_distance(params, s))
     listed = "paper: " + ", ".join(f"{s} {v:+.3g}" for s, v in effects.items())
-    effect = f"the paper's own effect at its reported scale nearest this one ({nearest}) is {effects[nearest]:+.3g}"
+    effect = (f"the paper's own effect at its reported scale nearest this one ({nearest}) is {effects[nearest]:+.3g} "
+              f"{unit}")
     if mde is None:
         return None, f"{effect} ({listed}); no measurement on the paper's metric to compare it with"
     below = abs(effects[nearest]) < mde
-    text = (f"{effect}, {'below' if below else 'above'} the {mde:.3g} this suite's measurement on the paper's metric "
-            f"can detect ({listed})")
+    text = (f"{effect}, {'below' if below else 'above'} the {mde:.3g} {unit} that this suite's benchmark measurement "
+            f"of the same claim (the paper's metric) can detect ({listed})")
     return (text if below else None), text
 
 

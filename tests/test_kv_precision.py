@@ -1,0 +1,29 @@
+"""suite.report.kv_precision: the FP8-on-real-weights table carries the pass/fail of the targets that judge each row."""
+import pandas as pd
+
+from suite.report.kv_precision import fp8_real_table
+
+
+def test_fp8_rows_show_their_targets_not_only_that_they_were_measured():
+    rows = pd.DataFrame([dict(seq_len=T, n_seqs=1, comparison=c, test="t", reference="r", top1_agreement=0.9,
+                              ppl_ref=10.0, ppl_test=10.2, status="ok", base_model="m", quantization="q",
+                              arch="orthros", window=128, split="test", tokens=64, dtype="float32", fp8_block=b,
+                              device="cpu",
+                              commit="abc") for T in (32, 64) for c, b in (("path floor", None), ("fp8 check", 16))])
+    targets = pd.DataFrame([
+        dict(source="fp8_kv_real.csv", method="path check", seq_len=32.0, threshold=0.99, status="pass",
+             target="runner vs forward: top-1 agreement (T=32, ...) >= 0.99"),
+        dict(source="fp8_kv_real.csv", method="target", seq_len=32.0, threshold=0.99, status="fail",
+             target="fp8 K/V (block 16) vs bf16 K/V: top-1 agreement (T=32, ...) >= 0.99"),
+        dict(source="fp8_kv_real.csv", method="target", seq_len=32.0, threshold=0.01, status="fail",
+             target="fp8 K/V (block 16) vs bf16 K/V: |perplexity change| (T=32, ...) < 0.01"),
+        dict(source="other.csv", method="target", seq_len=64.0, threshold=1, status="pass", target="x (T=64) >= 1"),
+    ])
+    table = fp8_real_table(rows, "missing", targets).set_index(["seq_len", "comparison"])
+    assert table.loc[(32, "path floor"), "targets"] == "top-1 agreement >= 0.99: pass"
+    assert table.loc[(32, "fp8 check"), "targets"] == ("top-1 agreement >= 0.99: fail; "
+                                                      "|perplexity change| < 0.01: fail")
+    assert table.loc[(64, "fp8 check"), "targets"] == ""  # another source's row judges nothing here
+    assert "FP8 block 16" in table.loc[(32, "fp8 check"), "conditions"]
+    assert "FP8 block" not in table.loc[(32, "path floor"), "conditions"]
+    assert fp8_real_table(None, "x.csv missing").status.tolist() == ["not run: x.csv missing"]
