@@ -96,7 +96,7 @@ def test_a_model_near_unigram_is_not_testable_at_this_scale(tmp_path):
 def test_an_underpowered_experiment_is_not_testable_at_this_scale():
     effects = {"160M": 0.12, "1.3B": 1.16, "6.8B": 2.87}
     reason, text = verdicts.scale_gate(effects, 1e6, mde=10.0)        # nearest reported scale to 1M: 160M
-    assert reason and "(160M) is +0.12, below the 10" in reason
+    assert reason and "(160M) is +0.12 accuracy points, below the 10 accuracy points" in reason
     assert verdicts.scale_gate(effects, 1e6, mde=0.05)[0] is None      # detectable: the gate lets it through
     assert verdicts.scale_gate(effects, 2e9, mde=1.0)[0] is None       # nearest 1.3B: +1.16 >= 1
     assert verdicts.scale_gate(effects, 1e6, mde=None)[0] is None and "no measurement" in \
