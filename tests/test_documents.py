@@ -53,6 +53,14 @@ def test_mcnemar_asymptotic_interval_is_the_test():
         assert est.beyond() is bool(p < 0.05)
     same = stats.mcnemar(np.ones(5), np.ones(5))
     assert same.ci == (0.0, 0.0) and "no discordant document of 5" in same.method
+    # no discordant document says nothing about the power: the MDE is the smallest difference McNemar finds when
+    # every discordant document favours one arm, (z_0.975 + z_0.80)^2 / n, never 0
+    k = sps.norm.ppf(0.975) + sps.norm.ppf(0.80)
+    assert same.mde == pytest.approx(k * k / 5)
+    few = stats.mcnemar(np.r_[1.0, np.zeros(99)], np.zeros(100))
+    assert few.mde == pytest.approx(k * k / 100) and few.beyond() is False
+    flat = stats.paired_bootstrap([np.zeros(30), np.zeros(20)])  # the same floor for the bootstrap
+    assert flat.mde == pytest.approx(k * k / 50) and flat.ci == (0.0, 0.0)
     with pytest.raises(ValueError, match="0/1 outcomes"):
         stats.mcnemar(np.array([0.5, 1]), np.array([1, 1]))
     with pytest.raises(ValueError, match="same documents"):

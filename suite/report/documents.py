@@ -120,7 +120,7 @@ def difference(pairs: pd.DataFrame | None, a: pd.DataFrame, b: pd.DataFrame,
             only[["sum_a", "sum_b"]].isin([0, 1]).all(axis=None):  # one task of 0/1 outcomes, one seed each
         outcomes = [np.repeat(only[c].to_numpy(), only["count"].to_numpy()) for c in ("sum_a", "sum_b")]
         return _points(mcnemar(*outcomes)), ""
-    return paired_bootstrap(list(diffs.values()), strata="tasks"), ""
+    return paired_bootstrap(list(diffs.values()), strata="tasks", span=100.0), ""  # differences in points
 
 
 def _points(est: Estimate) -> Estimate:

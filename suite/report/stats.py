@@ -152,9 +152,11 @@ def mcnemar(a: np.ndarray, b: np.ndarray) -> Estimate:
     Only the discordant documents count: n10 (a right, b wrong) and n01, m = n10 + n01 of n. Below ``EXACT_BELOW``
     discordant documents the test is exact (n10 ~ Binomial(m, 1/2), ``scipy.stats.binomtest``) and the CI is the
     Clopper-Pearson interval of n10 / m mapped to the difference (2p - 1) m / n, given m; otherwise the asymptotic
-    test, z = (n10 - n01) / sqrt(m), and the CI the difference +- z_0.975 sqrt(m) / n. ``se`` = sqrt(m) / n, so the
-    MDE is McNemar's power approximation. No discordant document: the difference is 0 with the CI [0, 0]. Raises
-    ValueError for arrays of unequal length or outcomes other than 0 and 1."""
+    test, z = (n10 - n01) / sqrt(m), and the CI the difference +- z_0.975 sqrt(m) / n. ``se`` = sqrt(max(m, k^2)) / n
+    with k = z_0.975 + z_0.80, so the MDE is McNemar's power approximation, but never below k^2 / n: the smallest
+    difference the test finds even when every discordant document favours one arm (with few or no discordant
+    documents the observed spread says nothing about the power). No discordant document: the difference is 0 with
+    the CI [0, 0]. Raises ValueError for arrays of unequal length or outcomes other than 0 and 1."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.shape != b.shape or a.ndim != 1 or not len(a):
         raise ValueError(f"McNemar needs two outcome arrays over the same documents; got shapes {a.shape}, {b.shape}")
@@ -162,9 +164,10 @@ def mcnemar(a: np.ndarray, b: np.ndarray) -> Estimate:
         raise ValueError("McNemar needs 0/1 outcomes; use paired_bootstrap for other scores")
     n, n10, n01 = len(a), int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
     m, value = n10 + n01, (n10 - n01) / n
-    se = math.sqrt(m) / n
+    k = _quantile(1 - ALPHA / 2, math.inf) + _quantile(POWER, math.inf)
+    se = math.sqrt(max(m, k * k)) / n
     if m == 0:
-        return Estimate(0.0, 0.0, 0.0, math.inf, n, f"McNemar, no discordant document of {n}", (0.0, 0.0))
+        return Estimate(0.0, 0.0, se, math.inf, n, f"McNemar, no discordant document of {n}", (0.0, 0.0))
     if m < EXACT_BELOW:
         test = sps.binomtest(n10, m, 0.5)
         lo, hi = test.proportion_ci(1 - ALPHA, method="exact")
@@ -172,21 +175,24 @@ def mcnemar(a: np.ndarray, b: np.ndarray) -> Estimate:
         p = test.pvalue
     else:
         z = _quantile(1 - ALPHA / 2, math.inf)
-        interval, kind = (value - z * se, value + z * se), "asymptotic"
+        half = z * math.sqrt(m) / n
+        interval, kind = (value - half, value + half), "asymptotic"
         p = float(sps.chi2.sf((n10 - n01) ** 2 / m, 1))
     return Estimate(value, 0.0, se, math.inf, n,
                     f"McNemar {kind}, {n10} vs {n01} discordant of {n} documents, p {p:.3g}", interval)
 
 
 def paired_bootstrap(samples: Sequence[np.ndarray], what: str = "documents", strata: str = "strata",
-                     n_resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:
+                     n_resamples: int = BOOTSTRAP_RESAMPLES, span: float = 1.0) -> Estimate:
     """Paired bootstrap of a mean difference over documents: each of ``samples`` holds one stratum's (a task's)
     per-document differences a - b (the arms paired by document); the value is the mean over strata of the stratum
     means (one stratum: the mean difference). The documents are resampled with replacement within each stratum
     (``scipy.stats.bootstrap``, which resamples several samples independently), ``n_resamples`` times with a fixed
     seed; the CI is the 95% percentile interval, ``se`` the standard deviation of the resampled means (its MDE
-    normal). ``what`` and ``strata`` name the documents and strata in the method text. Raises ValueError for no
-    stratum or an empty one."""
+    normal), never below k x ``span`` / n (k = z_0.975 + z_0.80, n documents, ``span`` the most one document's
+    difference can be: 1 for 0/1 outcomes, 100 for them in points): with 0/1 outcomes no paired test finds a
+    difference smaller than k^2 / n (:func:`mcnemar`), however little the resamples spread. ``what`` and ``strata``
+    name the documents and strata in the method text. Raises ValueError for no stratum or an empty one."""
     samples = [np.asarray(s, dtype=float) for s in samples]
     if not samples or any(s.ndim != 1 or not len(s) for s in samples):
         raise ValueError("a paired bootstrap needs at least one stratum of per-document differences, none empty")
@@ -194,8 +200,9 @@ def paired_bootstrap(samples: Sequence[np.ndarray], what: str = "documents", str
     n = sum(len(s) for s in samples)
     within = f" in {len(samples)} {strata}" if len(samples) > 1 else ""
     method = f"paired bootstrap over {n} {what}{within}, {n_resamples} resamples"
+    floor = (_quantile(1 - ALPHA / 2, math.inf) + _quantile(POWER, math.inf)) * span / n
     if all(np.ptp(s) == 0 for s in samples):  # every resample gives the same mean
-        return Estimate(value, 0.0, 0.0, math.inf, n, method, (value, value))
+        return Estimate(value, 0.0, floor, math.inf, n, method, (value, value))
 
     def statistic(*strata_values, axis=-1):
         return np.mean([x.mean(axis=axis) for x in strata_values], axis=0)
@@ -204,4 +211,4 @@ def paired_bootstrap(samples: Sequence[np.ndarray], what: str = "documents", str
                         method="percentile", confidence_level=1 - ALPHA, batch=max(1, 2_000_000 // n),
                         rng=np.random.default_rng(BOOTSTRAP_SEED))
     interval = (float(res.confidence_interval.low), float(res.confidence_interval.high))
-    return Estimate(value, 0.0, float(res.standard_error), math.inf, n, method, interval)
+    return Estimate(value, 0.0, max(float(res.standard_error), floor), math.inf, n, method, interval)
