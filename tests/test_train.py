@@ -324,3 +324,38 @@ def test_restart_if_changed_trains_afresh_when_settings_code_or_base_differ(data
     with pytest.raises(ValueError, match=r"'base_sha256'"):
         rerun(False, val_batches=3)
     assert rerun(True, val_batches=3) == 1
+
+
+def test_eval_points_write_the_held_out_curve_and_resume_whole(data_dir, tmp_path):
+    """eval_points: evenly spaced held-out losses on the metrics row's windows, the last at the final step; the
+    training losses are those of a run without them; a resumed run ends with the uninterrupted run's curve."""
+    from suite.train.loop import eval_steps
+
+    assert eval_steps(12, 3) == [4, 8, 12] and eval_steps(10, 4) == [2, 5, 8, 10] and eval_steps(5, 0) == []
+    settings = dict(steps=12, save_every=4, order="epoch", **HP)
+    plain = train(tiny_llama, data_dir, tmp_path / "plain", **settings)
+    full = train(tiny_llama, data_dir, tmp_path / "full", eval_points=3, **settings)
+    curve = pd.read_csv(tmp_path / "full" / "evals.csv")
+    assert curve["step"].tolist() == [4, 8, 12] and list(curve.columns) == ["step", "tokens", "val_loss"]
+    assert curve["val_loss"].iloc[-1] == full["val_loss"] == plain["val_loss"]
+    assert losses(tmp_path / "full") == losses(tmp_path / "plain")
+    assert full["order"] == "epoch" and full["epochs"] > 0 and full["mfu"] is None  # no matmul rate on a CPU
+    assert full["step_flops"] > 0
+    with pytest.raises(Interrupt):
+        train(interrupting(10, Interrupt), data_dir, tmp_path / "cut", eval_points=3, **settings)
+    train(tiny_llama, data_dir, tmp_path / "cut", eval_points=3, **settings)
+    assert pd.read_csv(tmp_path / "cut" / "evals.csv").equals(curve)
+
+
+def test_epoch_order_and_compile_are_checked(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="order must be one of"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, order="shuffled", **HP)
+    with pytest.raises(ValueError, match="takes no retrieval rows"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, order="epoch", retrieval_fraction=0.5, **HP)
+    with pytest.raises(ValueError, match=r"eval_points must be an integer in \[0, steps=2\]"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, eval_points=3, **HP)
+    from models.registry import build
+
+    with pytest.raises(ValueError, match="the orthros training forward is not compiled"):
+        train(lambda: build("orthros", "0.5M", vocab_size=VOCAB, window_size=8), data_dir, tmp_path / "o", steps=2,
+              compile=True, **HP)

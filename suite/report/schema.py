@@ -57,9 +57,13 @@ SCHEMAS |= {
     "pretrained_niah": {"arch": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION},
     "pretrained_loss": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "loss": NONNEG},
     "pretrained_train": {"arch": TEXT, "seed": NUMBER, "tokens": NONNEG, "val_loss": NONNEG},
+    "pretrained_evals": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "val_loss": NONNEG},
+    "pretrained_lr": {"arch": TEXT, "lr": NONNEG, "val_loss": NONNEG, "tokens": NONNEG, "steps": NONNEG,
+                      "seed": NUMBER, "picked": TEXT, "rule": TEXT},
 }
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
-                                                      "pretrained_niah", "pretrained_loss", "pretrained_train")}
+                                                      "pretrained_niah", "pretrained_loss", "pretrained_train",
+                                                      "pretrained_evals", "pretrained_lr")}
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from suite.cli import (
     device_name,
     fraction,
+    in_file,
     int_list,
     nonnegative_float,
     nonnegative_int,
@@ -36,6 +37,7 @@ from suite.cli import (
     usage_errors,
 )
 from suite.common import DTYPES, arch_name, quiet_hf_progress_bars, size_name
+from suite.data.batches import ORDERS
 from suite.train import distributed
 from suite.train.loop import TrainingDivergedError, train
 from suite.train.model import window_overrides
@@ -89,6 +91,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--parallel", choices=distributed.PARALLEL, default="fsdp",
                     help="under torchrun: FSDP2 sharding (default) or DDP replication; ignored in one process")
+    ap.add_argument("--order", choices=ORDERS, default="random",
+                    help="data order: random crops (default) or epoch (non-overlapping windows, each read once an "
+                         "epoch)")
+    ap.add_argument("--eval-points", type=nonnegative_int, default=0,
+                    help="held-out evaluations along the run, evenly spaced (evals.csv); 0: the final one only")
+    ap.add_argument("--compile", action="store_true", help="run the training step through torch.compile")
+    ap.add_argument("--lr-from", type=in_file,
+                    help="a learning-rate pick (suite.train.lr_pick): the rate it picked for --arch, instead of --lr")
     args = ap.parse_args(argv)
     if not (args.arch or args.model):
         ap.error("give --arch (build a model) or --model (continue a checkpoint)")
@@ -99,6 +109,13 @@ def main(argv: list[str] | None = None) -> None:
             arch_name(args.arch)
     if args.no_progress:
         quiet_hf_progress_bars()
+    if args.lr_from:
+        if args.lr is not None:
+            ap.error("give --lr or --lr-from, not both")
+        from suite.train.lr_pick import picked_lr
+
+        with usage_errors(ap):
+            args.lr = picked_lr(args.lr_from, args.arch)
 
     cfg: dict = {}
     if args.config:
@@ -248,7 +265,8 @@ def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, see
                 save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=init_from,
                 arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), overrides=overrides,
                 data_offset=data_offset, overwrite=args.overwrite, restart_if_changed=args.restart_if_changed,
-                progress=not args.no_progress, threads=cfg.get("threads"), parallel=args.parallel)
+                progress=not args.no_progress, threads=cfg.get("threads"), parallel=args.parallel,
+                order=args.order, eval_points=args.eval_points, compile=args.compile)
     keys = ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl", "tok_s", "wall_s")
     if ctx.main:
         print(json.dumps({k: row.get(k) for k in keys + (("world_size",) if ctx.active else ())}, default=str))
