@@ -359,3 +359,17 @@ def test_epoch_order_and_compile_are_checked(data_dir, tmp_path):
     with pytest.raises(ValueError, match="the orthros training forward is not compiled"):
         train(lambda: build("orthros", "0.5M", vocab_size=VOCAB, window_size=8), data_dir, tmp_path / "o", steps=2,
               compile=True, **HP)
+
+
+def test_the_suite_keeps_hub_kernels_off_unless_asked():
+    """transformers would swap a loaded model's layers for kernels from the Hub (a download; other code than on a
+    CPU): importing suite turns that off, and USE_HUB_KERNELS in the environment still wins."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import suite; from transformers.integrations.hub_kernels import _kernels_enabled; print(_kernels_enabled())"
+    env = {k: v for k, v in os.environ.items() if k != "USE_HUB_KERNELS"}
+    out = [subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True).stdout
+           for e in (env, {**env, "USE_HUB_KERNELS": "1"})]
+    assert [o.strip() for o in out] == ["False", "True"]

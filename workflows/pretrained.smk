@@ -139,7 +139,8 @@ if SWEEP and TRAINED_ARMS:
 
     rule pretrained_lr_sweep:
         """One swept rate of one trained arm: lr_sweep.steps steps at lr_sweep.lrs[i], the data-order seed
-        lr_sweep.seed (every rate and both arms read the same batches)."""
+        lr_sweep.seed (every rate and both arms read the same batches); a run that diverges is recorded as such (it
+        bounds the range from above) rather than failing the job."""
         input:
             start=lambda w: f"{MODELS}/{START[w.arm]}/base_model.json",
             tokens=rules.english_data.output.train,
@@ -170,7 +171,7 @@ if SWEEP and TRAINED_ARMS:
         shell:
             "python -m suite.train.run --model {params.start} --arch {wildcards.arm} --data-dir {params.data} "
             "--out-dir {params.out} {params.recipe} --device {params.device} --profile {params.profile} "
-            "--restart-if-changed --no-progress > {log} 2>&1 && "
+            "--restart-if-changed --record-divergence --no-progress > {log} 2>&1 && "
             "cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
 
     rule pretrained_lr_pick:
