@@ -188,7 +188,7 @@ def _check_rope(params: dict) -> None:
     if kind not in ROPE_TYPES:
         raise ValueError(f"rope_parameters['rope_type']={kind!r} is not supported; supported: {', '.join(ROPE_TYPES)}")
     required, optional = ROPE_TYPES[kind]
-    for key in sorted(required - params.keys()):
+    for key in sorted(required - set(params)):
         raise ValueError(f"rope_parameters[{key!r}] is required for rope_type {kind!r}")
     for key, value in params.items():
         if key == "partial_rotary_factor":
