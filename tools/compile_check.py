@@ -8,7 +8,11 @@ weights and trains on the same random batches: bf16 autocast, fp32 master weight
 illegal memory access) surfaces at the step that caused it, and checks that the loss and the gradient norm are finite.
 A variant that raises is reported, not fatal: the variants before it keep their numbers, and the table comes last.
 
-  python tools/compile_check.py                      # one CUDA GPU, about 2-3 minutes (Inductor's first compile)
+Measured on one H100 80GB (torch 2.11.0+cu130, Triton 3.6.0, transformers 5.25.0), the default command: eager 71.5K
+tokens/s (458 ms a step, 71.0 GiB peak), Inductor 124.9K (262 ms, 53.0 GiB), losses within 4.6e-6 of eager's over 10
+steps; HF Llama of the same shape (--llama): eager 128.8K (47.8 GiB), Inductor 212.0K (31.1 GiB).
+
+  python tools/compile_check.py                      # one CUDA GPU: 114 s on an H100 (96 s of it Inductor's compile)
   python tools/compile_check.py --backends aot_eager,inductor --llama   # more variants; HF Llama as a baseline
   python tools/compile_check.py --device cpu --shape tiny --batch 2 --seq-len 64 --steps 2 --warmup 1   # smoke
 
@@ -97,7 +101,7 @@ def run_variant(model_cpu, name: str, backend: str | None, args, batches) -> dic
             opt.step()
             opt.zero_grad(set_to_none=True)
             sync(device)  # an asynchronous CUDA error surfaces here, at the step that caused it
-            value, norm = float(loss), float(norm)
+            value, norm = float(loss.detach()), float(norm)
             row["losses"].append(value)
             if step == 0:
                 row["first_step_s"] = time.perf_counter() - start
