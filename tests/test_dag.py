@@ -488,7 +488,7 @@ def test_files_named_by_path_rerun_their_rules_when_replaced_in_place(tmp_path):
 
 
 def test_benchmarks_target_checks_fp8_kv_on_the_pretrained_model():
-    """The gpu profile's `benchmarks` target runs suite.bench.fp8_kv_real on the conversion experiment's base model
+    """The gpu profile's `benchmarks` target runs benchmarks.fp8_kv_real on the conversion experiment's base model
     and English data at conversion.pretrained.window, on one GPU; the CPU default profile's target has no such job."""
     jobs = [j for j in dry_run("-F", "--config", "profile=gpu", "--", "benchmarks") if j.rule == "fp8_kv_real"]
     (job,) = jobs

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_MARKERS = ("--device cuda", "suite.train.run", "gpu_all.sh", "suite.bench.fla_vs_naive", "torch.distributed.run",
-               "suite.bench.seq_parallel_gpu", "multi_gpu")  # in a cuda profile, training uses the GPU too
+GPU_MARKERS = ("--device cuda", "suite.train.run", "gpu_all.sh", "benchmarks.fla_vs_naive", "torch.distributed.run",
+               "benchmarks.seq_parallel_gpu", "multi_gpu")  # in a cuda profile, training uses the GPU too
 
 
 def dry_run_jobs(*args: str) -> list[dict]:

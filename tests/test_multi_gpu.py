@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from benchmarks.multi_gpu_train import summarize
+from benchmarks.seq_parallel_gpu import LAYER_WISE, parse_layer_wise
 from suite import cost_model as cm
-from suite.bench.multi_gpu_train import summarize
-from suite.bench.seq_parallel_gpu import LAYER_WISE, parse_layer_wise
 from suite.provenance import write_csv
 
 ROOT = Path(__file__).resolve().parents[1]

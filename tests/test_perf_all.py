@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.bench.merge_results import merge
+from benchmarks.merge_results import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,7 +125,7 @@ def test_perf_all_refuses_an_archive_inside_its_output_folder(tmp_path):
 
 
 def test_merge_results_refuses_a_source_that_is_neither_folder_nor_archive(tmp_path, capsys):
-    from suite.bench import merge_results
+    from benchmarks import merge_results
     (tmp_path / "x.csv").write_text("a\n1\n")
     with pytest.raises(SystemExit) as err:
         merge_results.main(["--into", str(tmp_path / "m"), str(tmp_path / "x.csv")])
@@ -134,7 +134,7 @@ def test_merge_results_refuses_a_source_that_is_neither_folder_nor_archive(tmp_p
 
 def test_merge_results_keeps_the_rows_of_the_into_folder(tmp_path):
     """``--into results/gpu OUT`` adds OUT's rows to what results/gpu holds: rows of other archs stay."""
-    from suite.bench import merge_results
+    from benchmarks import merge_results
     into, out = tmp_path / "res", tmp_path / "out"
     into.mkdir(), out.mkdir()
     pd.DataFrame({"arch": ["orthros_h", "orthros"], "ttft_s": [7.0, 6.0]}).to_csv(into / "e2e.csv", index=False)
@@ -179,7 +179,7 @@ def test_merge_results_reads_an_archive_like_a_folder(tmp_path):
     (a / "rates.json").write_text('{"matmul_tflops": 1}')
     with tarfile.open(tmp_path / "a.tar.gz", "w:gz") as tar:
         tar.add(a, arcname=".")
-    from suite.bench import merge_results
+    from benchmarks import merge_results
     merge_results.main(["--into", str(tmp_path / "m"), str(tmp_path / "a.tar.gz")])
     assert pd.read_csv(tmp_path / "m" / "e2e.csv")["ttft_s"].tolist() == [7.5]
     assert (tmp_path / "m" / "rates.json").read_text() == '{"matmul_tflops": 1}'

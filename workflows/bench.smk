@@ -5,7 +5,7 @@
 # `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks). With a
 # pretrained base model (conversion.pretrained) the target also runs the FP8 K/V check on its real weights.
 
-PREFILL_CODE = sources("suite.bench.prefill_cpu")
+PREFILL_CODE = sources("benchmarks.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
 
 
@@ -36,7 +36,7 @@ rule prefill_cpu:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.prefill_cpu --mode sweep --profile {params.profile} --archs {params.archs} "
+        "python -m benchmarks.prefill_cpu --mode sweep --profile {params.profile} --archs {params.archs} "
         "--size {params.size} {params.checkpoints} --lengths {params.lengths} --repeats {params.repeats} "
         "--threads {threads} --out {output} > {log} 2>&1"
 
@@ -56,7 +56,7 @@ rule prefill_cpu_128k:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.prefill_cpu --mode 128k --profile {params.profile} --threads {threads} --out {output} "
+        "python -m benchmarks.prefill_cpu --mode 128k --profile {params.profile} --threads {threads} --out {output} "
         "> {log} 2>&1"
 
 
@@ -64,7 +64,7 @@ rule gpu_benchmarks:
     """Qwen3-8B shape, random bf16 weights, one GPU: prefill sweep (Fig. 4), E2E (Table 4), cost model."""
     input:
         code("tools/gpu_bench/gpu_all.sh"),
-        sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.cost_model"),
+        sources("benchmarks.prefill_gpu", "benchmarks.e2e_gpu", "suite.cost_model"),
     output:
         prefill=f"{GPU_OUT}/prefill.csv",
         e2e=f"{GPU_OUT}/e2e.csv",
@@ -87,7 +87,7 @@ rule fla_crosscheck:
     throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang
     (docs/gpu.md)."""
     input:
-        sources("suite.bench.fla_vs_naive"),
+        sources("benchmarks.fla_vs_naive"),
     output:
         crosscheck=f"{GPU_OUT}/fla_crosscheck.csv",
         throughput=f"{GPU_OUT}/baseline_throughput.csv",
@@ -100,14 +100,14 @@ rule fla_crosscheck:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.fla_vs_naive --out-dir {params.out} > {log} 2>&1"
+        "python -m benchmarks.fla_vs_naive --out-dir {params.out} > {log} 2>&1"
 
 
 rule decode_load:
     """Decode under load: Orthros vs Transformer decode step against batch at 2K-128K contexts, one GPU, each cell
     predicted by the cost model first (after gpu_benchmarks, whose rates.json it reads)."""
     input:
-        sources("suite.bench.decode_load", "suite.cost_model"),
+        sources("benchmarks.decode_load", "suite.cost_model"),
         rates=rules.gpu_benchmarks.output.prefill,
     output:
         f"{GPU_OUT}/decode_load.csv",
@@ -122,7 +122,7 @@ rule decode_load:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.decode_load --device {params.device} --window {params.window} --paths compiled "
+        "python -m benchmarks.decode_load --device {params.device} --window {params.window} --paths compiled "
         "--decode-attn fa2,matmul --phases --rates {params.out}/rates.json --out-dir {params.out} > {log} 2>&1"
 
 
@@ -136,7 +136,7 @@ if FP8_REAL:
         input:
             base=rules.base_model.output.base,
             test=rules.english_data.output.test,
-            code=sources("suite.bench.fp8_kv_real"),
+            code=sources("benchmarks.fp8_kv_real"),
         output:
             f"{GPU_OUT}/fp8_kv_real.csv",
         params:
@@ -154,7 +154,7 @@ if FP8_REAL:
         conda:
             CONDA_ENV
         shell:
-            "python -m suite.bench.fp8_kv_real --base {params.base} --data-dir {params.data} --window {params.window} "
+            "python -m benchmarks.fp8_kv_real --base {params.base} --data-dir {params.data} --window {params.window} "
             "--device {params.device} --profile {params.profile} --out-dir {params.out} > {log} 2>&1"
 
 
@@ -174,7 +174,7 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
         """Sequence-parallel prefill of Orthros and the Transformer on 1 vs resources.gpu GPUs of one host (torchrun),
         128K..1M, with the cost model's predictions (issue 13). In the slurm profile the executor's srun wraps it."""
         input:
-            sources("suite.bench.seq_parallel_gpu"),
+            sources("benchmarks.seq_parallel_gpu"),
         output:
             f"{GPU_OUT}/seq_parallel.csv",
         params:
@@ -188,4 +188,4 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
         shell:
             "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
             "python -m torch.distributed.run --standalone --nproc_per_node {resources.gpu} "
-            "-m suite.bench.seq_parallel_gpu --window {params.window} --out {output} > {log} 2>&1"
+            "-m benchmarks.seq_parallel_gpu --window {params.window} --out {output} > {log} 2>&1"

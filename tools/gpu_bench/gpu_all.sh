@@ -42,11 +42,11 @@ WIN=()
 
 if [[ "$PART" != hybrids ]]; then
 echo "== prefill_gpu ($(left)s left)"
-timeout "$(cap 290)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" "${WIN[@]}" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
+timeout "$(cap 290)" python3 -m benchmarks.prefill_gpu --out-dir "$RES" "${WIN[@]}" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
 
 echo "== e2e_gpu ($(left)s left)"
 [[ -f "$RES/rates.json" ]] && RATES=(--rates "$RES/rates.json")
-timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
+timeout "$(cap 250)" python3 -m benchmarks.e2e_gpu --out-dir "$RES" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
 
 echo "== cost_model ($(left)s left)"
 python3 -m suite.cost_model --out "$RES/cost_model.csv" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
@@ -55,11 +55,11 @@ fi
 
 if [[ "$PART" != main ]] && (( $(left) > 60 )) && python3 -c "import fla" 2>/dev/null; then
   echo "== prefill_gpu hybrids ($(left)s left; GDN kernels JIT-compile on first use)"
-  timeout "$(cap 200)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
+  timeout "$(cap 200)" python3 -m benchmarks.prefill_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
     --archs linear_hybrid,orthros_h --lengths 8192,32768,131072 --layer-lengths "" --budget-s 60 \
     2>&1 | tee "$OUT/prefill_hybrid.log"
   echo "== e2e_gpu hybrids ($(left)s left)"
-  timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
+  timeout "$(cap 250)" python3 -m benchmarks.e2e_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
     --archs linear_hybrid,orthros_h 2>&1 | tee "$OUT/e2e_hybrid.log"
 else
   echo "== hybrids skipped ($(left)s left or FLA absent)"

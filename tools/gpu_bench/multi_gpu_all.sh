@@ -55,7 +55,7 @@ fi
 
 echo "== seq_parallel_gpu on 1 and $NPROC ranks ($(left)s left)"
 SP_CAP=$(cap 300)
-timeout "$SP_CAP" "${RUN[@]}" -m suite.bench.seq_parallel_gpu --out "$OUT/seq_parallel.csv" \
+timeout "$SP_CAP" "${RUN[@]}" -m benchmarks.seq_parallel_gpu --out "$OUT/seq_parallel.csv" \
   --budget-s $(( SP_CAP - 90 > 30 ? SP_CAP - 90 : 30 )) "${SP[@]}" 2>&1 | tee "$OUT/seq_parallel.log"
 
 if [[ -n "${DATA_PID:-}" ]]; then
@@ -69,7 +69,7 @@ timeout "$(cap 130)" "$PY" -m suite.train.run "${COMMON[@]}" --out-dir "$WORK/tr
 echo "== train $ARCH on $NPROC GPUs, FSDP2 ($(left)s left)"
 timeout "$(cap 130)" "${RUN[@]}" -m suite.train.run "${COMMON[@]}" --out-dir "$WORK/train$NPROC" --parallel fsdp \
   2>&1 | tee "$OUT/train_${NPROC}gpu.log"
-"$PY" -m suite.bench.multi_gpu_train --one "$WORK/train1" --many "$WORK/train$NPROC" --skip "$SKIP" \
+"$PY" -m benchmarks.multi_gpu_train --one "$WORK/train1" --many "$WORK/train$NPROC" --skip "$SKIP" \
   --out "$OUT/multi_gpu_train.csv" 2>&1 | tee "$OUT/multi_gpu_train.log"
 for run in train1 "train$NPROC"; do  # the curves, without the checkpoints
   [[ -f "$WORK/$run/loss.csv" ]] && cp "$WORK/$run/loss.csv" "$OUT/${run}_loss.csv"

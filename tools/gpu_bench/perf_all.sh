@@ -37,14 +37,14 @@
 #   PART=hybrids Table 4 for Orthros-H and Linear Hybrid (FLA's GDN JIT ~65 s once; the cap may cut Linear Hybrid)
 #   PART=load    decode under load: Orthros vs Transformer decode step against batch at 2K..128K contexts (compiled
 #                fused step, FA2 and matmul decode attention, each phase also timed alone), each cell predicted by
-#                the cost model first (suite.bench.decode_load; rates from results/gpu/rates.json unless this OUT
+#                the cost model first (benchmarks.decode_load; rates from results/gpu/rates.json unless this OUT
 #                holds one; ~7 min) -> decode_load.csv
 #   PART=all     everything in one go (the CPU smoke test; ~30 GPU minutes, so for a host without a time cap)
-# Then, locally: python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
+# Then, locally: python -m benchmarks.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
 # Usage: SUITE_COMMIT=<sha> OUT=/tmp/perf_all ARCHIVE=/tmp/perf_all.tar.gz bash tools/gpu_bench/perf_all.sh
 #   ARCHIVE: when set, everything the command wrote to OUT is packed into this one .tar.gz at exit, whatever
-#   happened, for copying back (it must lie outside OUT); python -m suite.bench.merge_results reads the archive as
+#   happened, for copying back (it must lie outside OUT); python -m benchmarks.merge_results reads the archive as
 #   it reads a folder. SUITE_COMMIT: the commit the rows record, where the host's copy has no .git.
 #   SMOKE=1: the same steps on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter;
 #   TOTAL_S: the whole command's cap in seconds; ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check.
@@ -146,7 +146,7 @@ FA2_FLAGS=(--decode-attn auto)
 [[ "$SMOKE" == 1 ]] && FA2_FLAGS=(--decode-attn fa2)  # the CPU runs decode_attention's reference path
 
 kernel_check() {  # $1: cap in seconds; the rest: extra arguments of attn_kernels
-  step attn_kernels "$1" 0 20 $PY -m suite.bench.attn_kernels "${DEV[@]}" "${AK[@]}" --out-dir "$OUT" "${@:2}"
+  step attn_kernels "$1" 0 20 $PY -m benchmarks.attn_kernels "${DEV[@]}" "${AK[@]}" --out-dir "$OUT" "${@:2}"
   local rc=$?
   if (( rc == 3 )); then
     echo "== KERNEL CHECK FAILED (see $OUT/attn_kernels.log and attention_kernels.csv)."
@@ -173,16 +173,16 @@ budget() { echo $(( $(cap "$1" "${2:-0}") - 30 )); }  # a step's own --budget-s:
 
 if [[ "$PART" == main || "$PART" == all ]]; then
   kernel_check 90
-  step prefill_gpu 230 0 60 $PY -m suite.bench.prefill_gpu "${DEV[@]}" "${PG[@]}" --paths eager,compiled \
+  step prefill_gpu 230 0 60 $PY -m benchmarks.prefill_gpu "${DEV[@]}" "${PG[@]}" --paths eager,compiled \
     "${CHOICE_ARG[@]}" --keep-from results/gpu/prefill.csv --out-dir "$OUT" --budget-s "$(budget 230)"
   rates
-  step decode_step 150 0 40 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${DECODE[@]}" --archs orthros,transformer \
+  step decode_step 150 0 40 $PY -m benchmarks.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${DECODE[@]}" --archs orthros,transformer \
     --ttft-repeats 1 --fused on "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" --out-dir "$OUT" \
     --budget-s "$(budget 150)"
   # 60 s stay reserved for the 1M prefill while the two short steps run
-  step train_step 45 60 15 $PY -m suite.bench.train_step "${DEV[@]}" "${TS[@]}" --out-dir "$OUT"
+  step train_step 45 60 15 $PY -m benchmarks.train_step "${DEV[@]}" "${TS[@]}" --out-dir "$OUT"
   step cost_model 45 60 5 $PY -m suite.cost_model --out "$OUT/cost_model.csv" "${RATES[@]}"
-  step prefill_1m 600 5 45 $PY -m suite.bench.prefill_1m "${DEV[@]}" "${P1[@]}" "${CHOICE_ARG[@]}" \
+  step prefill_1m 600 5 45 $PY -m benchmarks.prefill_1m "${DEV[@]}" "${P1[@]}" "${CHOICE_ARG[@]}" \
     --prefill-csv "$OUT/prefill.csv" "${RATES[@]}" --out-dir "$OUT"
 fi
 
@@ -193,24 +193,24 @@ if [[ "$PART" == table4 || "$PART" == hybrids ]]; then  # this machine's kernels
 fi
 if [[ "$PART" == table4 || "$PART" == all ]]; then
   rates
-  step e2e_table4 600 0 60 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${TABLE4[@]}" --archs orthros,transformer \
+  step e2e_table4 600 0 60 $PY -m benchmarks.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${TABLE4[@]}" --archs orthros,transformer \
     --fused on "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" --out-dir "$OUT" --append \
     --budget-s "$(budget 600 45)"
 fi
 if [[ "$PART" == hybrids || "$PART" == all ]]; then
   rates
-  step e2e_hybrids 600 0 60 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${HYB[@]}" \
+  step e2e_hybrids 600 0 60 $PY -m benchmarks.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${HYB[@]}" \
     --archs orthros_h,linear_hybrid --fused off "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" \
     --out-dir "$OUT" --append --budget-s "$(budget 600 5)"
 fi
 
 if [[ "$PART" == load || "$PART" == all ]]; then
   committed_rates
-  step decode_load 600 5 60 $PY -m suite.bench.decode_load "${DEV[@]}" "${DL[@]}" "${RATES[@]}" --out-dir "$OUT" \
+  step decode_load 600 5 60 $PY -m benchmarks.decode_load "${DEV[@]}" "${DL[@]}" "${RATES[@]}" --out-dir "$OUT" \
     --budget-s "$(budget 600 5)"
 fi
 
 echo "== done in ${SECONDS}s; CSVs in $OUT:"
 ls -la "$OUT"
 cat "$STEPS"
-$PY -m suite.bench.targets "$OUT" || true
+$PY -m benchmarks.targets "$OUT" || true

@@ -15,7 +15,7 @@ A source is a folder or a ``.tar.gz`` archive of one (``perf_all.sh`` with ``ARC
 The ``--into`` folder's own CSVs are the first source (its rows are kept unless a source replaces them), unless
 it is listed among the sources, where it then takes its listed place.
 
-Usage: ``python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]``
+Usage: ``python -m benchmarks.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]``
 """
 from __future__ import annotations
 
