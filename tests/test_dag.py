@@ -113,10 +113,11 @@ def parse_only(module: str, argv: list[str]) -> argparse.Namespace:
 
 
 def suite_commands(shell: str) -> list[tuple[str, list[str]]]:
-    """The ``python -m suite.<module> ARGS`` calls of a rendered shell command: [(module, argv)]."""
+    """The ``python -m suite.<module> ARGS`` (or ``benchmarks.<module>``) calls of a rendered shell command:
+    [(module, argv)]."""
     tokens, calls = shlex.split(shell), []
     for i, token in enumerate(tokens[:-1]):
-        if token == "-m" and tokens[i + 1].startswith("suite."):
+        if token == "-m" and tokens[i + 1].startswith(("suite.", "benchmarks.")):
             argv = []
             for arg in tokens[i + 2:]:
                 if arg in ("&&", "||", ";", "|") or arg.startswith((">", "2>")):
@@ -140,9 +141,9 @@ def all_jobs(profile: str) -> tuple:
 
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
-    """Every job's `python -m suite....` call, as the profile renders it, passes its module's argument parser (an
-    invalid CLI such as `--limit None` fails here; as on the job's host, :func:`parse_only`), and the threads a
-    command asks for are the job's threads."""
+    """Every job's `python -m suite....` (or `benchmarks....`) call, as the profile renders it, passes its module's
+    argument parser (an invalid CLI such as `--limit None` fails here; as on the job's host, :func:`parse_only`), and
+    the threads a command asks for are the job's threads."""
     jobs = all_jobs(profile)
     if profile == "ci":
         assert rule_counts(jobs) == CI_JOBS

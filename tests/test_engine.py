@@ -131,8 +131,8 @@ def test_engine_refuses_non_attention_mixer():
         Engine(tiny("retnet"), batch=1, max_len=16)
 
 
-def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
-    """The H200 scripts, end to end on CPU at tiny size: CSV columns, target rows (targets.csv), definitions."""
+def test_the_prefill_and_e2e_benchmarks_run_on_cpu_at_tiny_size(tmp_path):
+    """The H200 benchmarks, end to end on CPU at tiny size: CSV columns, target rows (targets.csv), definitions."""
     from benchmarks import e2e_gpu, prefill_cpu, prefill_gpu
 
     prefill_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--lengths", "32,64",
