@@ -1,9 +1,10 @@
-# Benchmarks: the CPU prefill-latency sweep of the small models (trained, or random weights: prefill_cpu.weights),
-# a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose
-# committed CSVs in results/gpu/ feed the renderers in every profile. The system benchmarks are not part of `all`
-# (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: docs/performance.md): name the
-# `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks). With a
-# pretrained base model (conversion.pretrained) the target also runs the FP8 K/V check on its real weights.
+# Benchmarks (benchmarks/): the CPU prefill-latency sweep of the small models (trained, or random weights:
+# prefill_cpu.weights), a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system
+# benchmarks whose committed CSVs in results/gpu/ feed the renderers in every profile. The system benchmarks are not
+# part of `all` (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: docs/performance.md):
+# name the `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks). With
+# a pretrained base model (conversion.pretrained) the target also runs the FP8 K/V check on its real weights. The
+# time-capped sequence (rule perf) and the multi-GPU benchmarks (rule multi_gpu) are targets of their own, below.
 
 PREFILL_CODE = sources("benchmarks.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
@@ -63,7 +64,7 @@ rule prefill_cpu_128k:
 rule gpu_benchmarks:
     """Qwen3-8B shape, random bf16 weights, one GPU: prefill sweep (Fig. 4), E2E (Table 4), cost model."""
     input:
-        code("tools/gpu_bench/gpu_all.sh"),
+        code("benchmarks/gpu_all.sh"),
         sources("benchmarks.prefill_gpu", "benchmarks.e2e_gpu", "suite.cost_model"),
     output:
         prefill=f"{GPU_OUT}/prefill.csv",
@@ -79,7 +80,7 @@ rule gpu_benchmarks:
     conda:
         CONDA_ENV
     shell:
-        "OUT={params.out} WINDOW={params.window} TOTAL_S=1500 bash tools/gpu_bench/gpu_all.sh > {log} 2>&1"
+        "OUT={params.out} WINDOW={params.window} TOTAL_S=1500 bash benchmarks/gpu_all.sh > {log} 2>&1"
 
 
 rule fla_crosscheck:
@@ -166,6 +167,69 @@ rule benchmarks:
         rules.fla_crosscheck.output,
         rules.decode_load.output,
         rules.fp8_kv_real.output if FP8_REAL else [],
+
+
+# The time-capped system benchmarks: each part one command of under 10 minutes on one H200 (benchmarks/perf_all.sh
+# says its steps, their caps and what each writes) into <results>/perf/<part>/, which `python -m
+# benchmarks.merge_results --into results/gpu ...` merges into the committed CSVs afterwards. Parts: main (kernel
+# checks, prefill sweep, decode step, training step, cost model, 1M-token FP8 prefill), table4, hybrids, load, and all
+# (every step in one command). In a CPU profile every step runs at tiny size on the CPU (the plumbing check of
+# tests/test_perf_all.py). Not part of `all` or `benchmarks`: name the folder, e.g. `snakemake --cores all
+# --resources gpu=1 --config profile=gpu -- results/gpu/perf/main`; on an offline host whose commands are limited in
+# time, tools/offline_gpu/run.sh with TARGETS=results/gpu/perf/main (the part stops before run.sh's TIME_CAP).
+PERF_PARTS = ("main", "table4", "hybrids", "load", "all")
+PERF_SMOKE = int(STUDY["device"] != "cuda")  # the CPU profiles: the same steps at tiny size
+JOB_PYTHON = "$(python -c 'import sys; print(sys.executable)')"  # the job's interpreter, for the scripts' PYTHON
+
+
+rule perf:
+    """One part of the time-capped system benchmarks (above) on one GPU (alone on it with --resources gpu=1): a
+    folder of CSVs and logs with steps.tsv (each step's exit status) and targets.csv (the pass/fail rows)."""
+    input:
+        code("benchmarks/perf_all.sh"),
+        sources("benchmarks.attn_kernels", "benchmarks.prefill_gpu", "benchmarks.e2e_gpu", "benchmarks.train_step",
+                "benchmarks.prefill_1m", "benchmarks.decode_load", "benchmarks.targets", "suite.cost_model"),
+    output:
+        directory(f"{RES}/perf/{{part}}"),
+    wildcard_constraints:
+        part="|".join(PERF_PARTS),
+    params:
+        smoke=PERF_SMOKE,
+    resources:
+        gpu=1 - PERF_SMOKE,
+    log:
+        f"{WORK}/logs/perf_{{part}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        f"PYTHON={JOB_PYTHON} OUT={{output}} PART={{wildcards.part}} SMOKE={{params.smoke}} "
+        "bash benchmarks/perf_all.sh > {log} 2>&1"
+
+
+rule multi_gpu:
+    """Multi-GPU benchmarks on one host (benchmarks/multi_gpu_all.sh, about 6 minutes on 2 GPUs): sequence-parallel
+    prefill at 1 and N GPUs (seq_parallel.csv) and data-parallel training, 1 vs N GPUs (multi_gpu_train.csv), with
+    their targets.csv; data and checkpoints under the work folder. In a CPU profile a CPU/gloo miniature on 2
+    processes (tests/test_multi_gpu.py). Not part of `all`: name the folder (<results>/perf/multi_gpu)."""
+    input:
+        code("benchmarks/multi_gpu_all.sh"),
+        sources("benchmarks.seq_parallel_gpu", "benchmarks.multi_gpu_train", "suite.train.run", "suite.data.corpus",
+                "suite.data.tokenizer"),
+    output:
+        directory(f"{RES}/perf/multi_gpu"),
+    params:
+        smoke=PERF_SMOKE,
+        nproc=2,
+        work=lambda w: f"{WORK}/multi_gpu",
+    resources:
+        gpu=2 * (1 - PERF_SMOKE),
+    log:
+        f"{WORK}/logs/multi_gpu.log",
+    conda:
+        CONDA_ENV
+    shell:
+        f"PYTHON={JOB_PYTHON} OUT={{output}} WORK={{params.work}} NPROC={{params.nproc}} SMOKE={{params.smoke}} "
+        "bash benchmarks/multi_gpu_all.sh > {log} 2>&1"
 
 
 if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one host with >= 2 GPUs): name the CSV

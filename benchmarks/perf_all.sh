@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The system benchmarks on one H200 in ONE command of < 10 minutes (TOTAL_S, default 540 s,
-# caps it), for a host whose commands are limited in time; on a host without internet access FLA and transformers
-# come from the wheels built elsewhere (.whl.tar, tools/offline_gpu/). Every step writes its CSV row by row straight
-# into $OUT, logs to $OUT/<step>.log and its exit status to $OUT/steps.tsv, so a step cut by its cap (or a command
-# killed at the wall) keeps what it measured; its pass/fail rows go to $OUT/targets.csv. Rows carry the provenance
-# columns (commit = $SUITE_COMMIT, profile, device, backend, dtype, seed, wall_s) and the software / GPU columns
-# (gpu_name, driver, torch, triton, transformers, fla).
+# The system benchmarks on one H200 in ONE command of < 10 minutes (TOTAL_S, default 540 s, caps it), for a host
+# whose commands are limited in time: the command of the DAG's rule perf (workflows/bench.smk), which runs it with
+# OUT=<results>/perf/<PART>, PART, SMOKE (1 in a CPU profile) and PYTHON; on a host without internet access
+# tools/offline_gpu/run.sh runs that rule (TARGETS=results/gpu/perf/main) with the wheels built elsewhere and packs
+# what it wrote for copying back. Every step writes its CSV row by row straight into $OUT, logs to $OUT/<step>.log
+# and its exit status to $OUT/steps.tsv, so a step cut by its cap (or a command killed at the wall) keeps what it
+# measured; its pass/fail rows go to $OUT/targets.csv. Rows carry the provenance columns (commit = $SUITE_COMMIT,
+# profile, device, backend, dtype, seed, wall_s) and the software / GPU columns (gpu_name, driver, torch, triton,
+# transformers, fla).
 #
 # Steps of PART=main (the default), most valuable first; GPU seconds estimated from the committed H200 numbers
 # (results/gpu/) and the predictions in docs/performance.md, compile and autotune included:
-#   0. setup         ~15 s  wheels -> /tmp/site, env.log
+#   0. setup          ~5 s  env.log
 #   1. attn_kernels  ~55 s  (cap 90) every attention kernel vs the blocked reference (fp32) at 4K and 64K: key lengths
 #                           past 65,536, chunked T_q != T_k with/without window (bottom-right), one query, the decode
 #                           step over a token-major cache, and two engine checks (chunked prefill; FA2 decode); then
@@ -42,14 +44,12 @@
 #   PART=all     everything in one go (the CPU smoke test; ~30 GPU minutes, so for a host without a time cap)
 # Then, locally: python -m benchmarks.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
-# Usage: SUITE_COMMIT=<sha> OUT=/tmp/perf_all ARCHIVE=/tmp/perf_all.tar.gz bash tools/gpu_bench/perf_all.sh
-#   ARCHIVE: when set, everything the command wrote to OUT is packed into this one .tar.gz at exit, whatever
-#   happened, for copying back (it must lie outside OUT); python -m benchmarks.merge_results reads the archive as
-#   it reads a folder. SUITE_COMMIT: the commit the rows record, where the host's copy has no .git.
-#   SMOKE=1: the same steps on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter;
-#   TOTAL_S: the whole command's cap in seconds; ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check.
+# Environment: SUITE_COMMIT: the commit the rows record, where the host's copy has no .git. SMOKE=1: the same steps
+#   on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter; TOTAL_S: the whole command's cap
+#   in seconds, lowered to what is left before SUITE_DEADLINE (seconds since the epoch by which the command must be
+#   done; run.sh sets it under its TIME_CAP); ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
@@ -60,21 +60,10 @@ TOTAL_S=${TOTAL_S:-540}
 ON_KERNEL_FAIL=${ON_KERNEL_FAIL:-continue}
 [[ "$PART" =~ ^(main|table4|hybrids|load|all)$ ]] \
   || { echo "PART must be main, table4, hybrids, load or all, got '$PART'" >&2; exit 2; }
-mkdir -p "$OUT"
-ARCHIVE=${ARCHIVE:-}
-if [[ -n "$ARCHIVE" ]]; then
-  case "$(realpath -m "$ARCHIVE")/" in
-    "$(realpath -m "$OUT")"/*) echo "ARCHIVE ($ARCHIVE) must lie outside OUT ($OUT)" >&2; exit 2 ;;
-  esac
-  mkdir -p "$(dirname "$ARCHIVE")"
-  pack() {  # at exit, whatever happened: OUT -> one archive (written whole, then renamed)
-    local rc=$?
-    tar -czf "$ARCHIVE.part" -C "$OUT" . && mv "$ARCHIVE.part" "$ARCHIVE" \
-      && echo "== packed $(tar -tzf "$ARCHIVE" | grep -vc '/$') files of $OUT into $ARCHIVE"
-    exit "$rc"
-  }
-  trap pack EXIT
+if [[ -n "${SUITE_DEADLINE:-}" ]] && (( SUITE_DEADLINE - $(date +%s) < TOTAL_S )); then
+  TOTAL_S=$(( SUITE_DEADLINE - $(date +%s) ))  # the caller's own cap (run.sh's TIME_CAP) comes first
 fi
+mkdir -p "$OUT"
 STEPS="$OUT/steps.tsv"
 [[ -f "$STEPS" ]] || printf 'step\texit\tseconds\n' > "$STEPS"
 if [[ -z "${SUITE_COMMIT:-}" ]]; then  # a copy of the tree without .git: the caller must say
@@ -82,9 +71,6 @@ if [[ -z "${SUITE_COMMIT:-}" ]]; then  # a copy of the tree without .git: the ca
   echo "== SUITE_COMMIT not set: rows record commit '$SUITE_COMMIT'" | tee -a "$OUT/env.log"
 fi
 export SUITE_COMMIT
-
-# on a host without internet access: the wheels built elsewhere (.whl.tar: FLA, transformers, ...)
-[[ "$SMOKE" != 1 ]] && PYTHON=$PY source tools/offline_gpu/site.sh
 
 left() { echo $(( TOTAL_S - SECONDS )); }
 # cap WANT [RESERVE]: WANT seconds, at most what is left after RESERVE seconds kept for later steps
