@@ -7,7 +7,7 @@ and the provenance columns. The benchmarks write it as they go (:meth:`benchmark
 :func:`write_targets`); their measurement CSVs hold no pass/fail columns.
 
 CLI: ``python -m benchmarks.targets DIR`` prints a folder's targets and its attention-kernel check tally
-(``tools/gpu_bench/perf_all.sh`` runs it last).
+(``benchmarks/perf_all.sh``, the rule perf's command, runs it last).
 """
 from __future__ import annotations
 
