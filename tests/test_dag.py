@@ -388,7 +388,7 @@ def test_tokenizer_job_reruns_after_an_edit_of_its_code(resume_studies, tmp_path
     before = tokenizer_json.read_bytes()
     copy = tmp_path / "repo"
     copy.mkdir()
-    for part in ("Snakefile", "workflows", "suite", "models", "baselines", "profiles"):
+    for part in ("Snakefile", "workflows", "suite", "models", "baselines", "benchmarks", "profiles"):
         if (ROOT / part).is_dir():
             shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
         else:
