@@ -47,7 +47,8 @@
 # Environment: SUITE_COMMIT: the commit the rows record, where the host's copy has no .git. SMOKE=1: the same steps
 #   on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter; TOTAL_S: the whole command's cap
 #   in seconds, lowered to what is left before SUITE_DEADLINE (seconds since the epoch by which the command must be
-#   done; run.sh sets it under its TIME_CAP); ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check.
+#   done; run.sh sets it under its TIME_CAP); ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check (the job
+#   fails then, and snakemake deletes the part's folder unless run with --keep-incomplete; its log keeps the output).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
