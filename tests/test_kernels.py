@@ -99,7 +99,7 @@ def test_fla_is_imported_below_its_layer_api_only_behind_the_version_check():
     root = Path(__file__).resolve().parents[1]
     doors = {"models/fla_check.py", "baselines/fla_internals.py"}
     found = set()
-    for package in ("models", "baselines", "suite", "scripts"):
+    for package in ("models", "baselines", "benchmarks", "suite", "scripts"):
         for path in (root / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else \

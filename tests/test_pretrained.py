@@ -461,12 +461,12 @@ def test_lengths_past_the_base_models_positions_are_refused_naming_the_key(tiny,
 
 
 def test_fp8_kv_check_on_the_converted_base_model(tiny, tmp_path, capsys):
-    """suite.bench.fp8_kv_real on the tiny GGUF base model converted at w=16: a row per (T, comparison) over every
+    """benchmarks.fp8_kv_real on the tiny GGUF base model converted at w=16: a row per (T, comparison) over every
     position of the packed held-out sequences (the perplexity is the converted model's own, each sequence's last
     target the token after it); float32 runner and forward agree exactly, bf16 K/V moves the logits less than fp8;
     the path check and both FP8 targets per T go into targets.csv; bad lengths are refused by option."""
+    from benchmarks import fp8_kv_real
     from models.convert import transformer_to_orthros
-    from suite.bench import fp8_kv_real
     from suite.data.tokenizer import load_tokens
     from suite.train.convert_base import load_base
 

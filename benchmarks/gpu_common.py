@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from benchmarks.targets import TARGETS
 from models import kernels
-from suite.bench.targets import TARGETS
 from suite.common import kernels_summary
 from suite.provenance import provenance, read_csv, software_versions, write_csv
 

@@ -15,8 +15,8 @@ Then a short training run per architecture (AdamW, bf16 autocast on GPU) writes
 ``baseline_throughput.csv``: arch, size, n_params, batch, seq_len, steps, ms_per_step, tokens_per_s
 (tok/s, timed steps only, after warm-up steps that include Triton JIT compilation), status.
 
-Usage (GPU): ``python -m suite.bench.fla_vs_naive`` (writes results/gpu/).
-CPU plumbing check: ``python -m suite.bench.fla_vs_naive --dry-run`` (1M size, T=32, fp32). With no
+Usage (GPU): ``python -m benchmarks.fla_vs_naive`` (writes results/gpu/).
+CPU plumbing check: ``python -m benchmarks.fla_vs_naive --dry-run`` (1M size, T=32, fp32). With no
 Triton on CPU, the forward rows there compare the full-sequence CPU route with the token-by-token
 cached route, the backward rows compare the CPU route with itself; the status column says so.
 """

@@ -23,7 +23,7 @@ Rows of ``prefill_1m_fp8.csv`` (row by row; ``method`` says what each is):
   RMS(bf16 logits) (the stated bound: e4m3 rounds each element with ~3.6% RMS relative error; the max over ~78M
   logits of a roughly Gaussian error is ~6 sigma), and "1M single-GPU Orthros prefill completes".
 
-GPU: ``python -m suite.bench.prefill_1m --out-dir $OUT``. CPU smoke: ``--device cpu --smoke``.
+GPU: ``python -m benchmarks.prefill_1m --out-dir $OUT``. CPU smoke: ``--device cpu --smoke``.
 """
 from __future__ import annotations
 
@@ -34,11 +34,11 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.bench_models import build_bench_model
+from benchmarks.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed
 from models.runtime.prefill import PrefillRunner
 from suite import cost_model as cm
 from suite.archs import PAPER_WINDOW
-from suite.bench.bench_models import build_bench_model
-from suite.bench.gpu_common import RowWriter, common_columns, errors, free, peak_gib, reset_peak, timed
 from suite.cli import device_name, in_file, out_folder, positive_int, usage_errors
 from suite.common import kernel_names, size_name
 from suite.provenance import read_csv
@@ -72,7 +72,7 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--prefer-window", type=kernel_names, default="",
                     help="attention kernels to try first (window calls)")
     ap.add_argument("--attn-choice", type=in_file, default=None,
-                    help="attn_choice.json of suite.bench.attn_kernels (preferences)")
+                    help="attn_choice.json of benchmarks.attn_kernels (preferences)")
     ap.add_argument("--rates", type=in_file, default=None, help="rates.json (matmul_tflops for MFU)")
     ap.add_argument("--prefill-csv", default=None, help="prefill.csv holding the Transformer's one-layer 1M row (an "
                     "earlier step writes it; without it that row reads 'not run')")

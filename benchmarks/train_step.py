@@ -3,11 +3,11 @@
 Regime PT (every position carries an output-stream token, T_out = T): Orthros runs 2T rows per sequence
 (window attention for the base stream, full causal attention for the output stream), so its step costs
 about twice the Transformer's; the target is <= 2.1x at T = 4096. Uses
-:func:`suite.bench.fla_vs_naive.throughput` (AdamW, bf16 autocast on CUDA, warm-up steps first) at each
+:func:`benchmarks.fla_vs_naive.throughput` (AdamW, bf16 autocast on CUDA, warm-up steps first) at each
 ``--sizes`` entry. Writes ``train_step.csv`` (one row per (arch, size)) and a target row per size into
 ``targets.csv`` beside it.
 
-GPU: ``python -m suite.bench.train_step --out-dir $OUT``. CPU smoke: ``--device cpu --sizes 1M --seq-len 64
+GPU: ``python -m benchmarks.train_step --out-dir $OUT``. CPU smoke: ``--device cpu --sizes 1M --seq-len 64
 --batch 1 --steps 1 --warmup 1``.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import argparse
 import time
 from pathlib import Path
 
-from suite.bench.fla_vs_naive import throughput
-from suite.bench.gpu_common import RowWriter, common_columns
+from benchmarks.fla_vs_naive import throughput
+from benchmarks.gpu_common import RowWriter, common_columns
 from suite.cli import device_name, nonnegative_int, out_folder, positive_int
 from suite.common import size_names
 

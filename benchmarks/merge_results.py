@@ -1,7 +1,8 @@
 """Merge the CSVs that several GPU commands wrote (each into its own ``$OUT``) into one results folder.
 
-``perf_all.sh`` runs its main command (``PART=main``: prefill, decode step, ...) and, optionally, Table 4 as
-further commands (``PART=table4``, ``PART=hybrids``); each writes an ``e2e.csv`` and a ``targets.csv``. For
+The DAG's rule perf (``benchmarks/perf_all.sh``) runs its main part (``results/gpu/perf/main``: prefill, decode
+step, ...) and, optionally, Table 4 as further parts (``results/gpu/perf/table4``, ``.../hybrids``), each a command
+of its own into its own folder; each writes an ``e2e.csv`` and a ``targets.csv``. For
 every CSV name found in the sources, rows are merged in source order: a later source's rows replace the
 earlier rows of the same key (``e2e.csv``: ``(arch, batch, input_len, output_len)``; ``prefill.csv``:
 ``(arch, gpus, seq_len, method)``, so a re-measured length replaces the older row whatever path either ran on;
@@ -10,12 +11,13 @@ path, decode_attn)``;
 other files: the later file replaces the earlier one whole).
 ``rates.json`` and ``attn_choice.json`` are copied from the last source that has them.
 
-A source is a folder or a ``.tar.gz`` archive of one (``perf_all.sh`` with ``ARCHIVE`` set).
+A source is a folder or a ``.tar.gz`` archive of one.
 
 The ``--into`` folder's own CSVs are the first source (its rows are kept unless a source replaces them), unless
 it is listed among the sources, where it then takes its listed place.
 
-Usage: ``python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]``
+Usage: ``python -m benchmarks.merge_results --into results/gpu results/gpu/perf/main [results/gpu/perf/table4
+[results/gpu/perf/hybrids]]``
 """
 from __future__ import annotations
 

@@ -3,11 +3,11 @@ the checks a benchmark makes before it times anything).
 
 One row per target or check: ``source`` (the benchmark CSV it belongs to), ``arch``, ``method`` (``target``, or the
 kind of check), ``target`` (the rule in words), ``value``, ``threshold``, ``status`` (pass / fail / not run: ...)
-and the provenance columns. The benchmarks write it as they go (:meth:`suite.bench.gpu_common.RowWriter.target`,
+and the provenance columns. The benchmarks write it as they go (:meth:`benchmarks.gpu_common.RowWriter.target`,
 :func:`write_targets`); their measurement CSVs hold no pass/fail columns.
 
-CLI: ``python -m suite.bench.targets DIR`` prints a folder's targets and its attention-kernel check tally
-(``tools/gpu_bench/perf_all.sh`` runs it last).
+CLI: ``python -m benchmarks.targets DIR`` prints a folder's targets and its attention-kernel check tally
+(``benchmarks/perf_all.sh``, the rule perf's command, runs it last).
 """
 from __future__ import annotations
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The system benchmarks on one H200 in ONE command of < 10 minutes (TOTAL_S, default 540 s,
-# caps it), for a host whose commands are limited in time; on a host without internet access FLA and transformers
-# come from the wheels built elsewhere (.whl.tar, tools/offline_gpu/). Every step writes its CSV row by row straight
-# into $OUT, logs to $OUT/<step>.log and its exit status to $OUT/steps.tsv, so a step cut by its cap (or a command
-# killed at the wall) keeps what it measured; its pass/fail rows go to $OUT/targets.csv. Rows carry the provenance
-# columns (commit = $SUITE_COMMIT, profile, device, backend, dtype, seed, wall_s) and the software / GPU columns
-# (gpu_name, driver, torch, triton, transformers, fla).
+# The system benchmarks on one H200 in ONE command of < 10 minutes (TOTAL_S, default 540 s, caps it), for a host
+# whose commands are limited in time: the command of the DAG's rule perf (workflows/bench.smk), which runs it with
+# OUT=<results>/perf/<PART>, PART, SMOKE (1 in a CPU profile) and PYTHON; on a host without internet access
+# tools/offline_gpu/run.sh runs that rule (TARGETS=results/gpu/perf/main) with the wheels built elsewhere and packs
+# what it wrote for copying back. Every step writes its CSV row by row straight into $OUT, logs to $OUT/<step>.log
+# and its exit status to $OUT/steps.tsv, so a step cut by its cap (or a command killed at the wall) keeps what it
+# measured; its pass/fail rows go to $OUT/targets.csv. Rows carry the provenance columns (commit = $SUITE_COMMIT,
+# profile, device, backend, dtype, seed, wall_s) and the software / GPU columns (gpu_name, driver, torch, triton,
+# transformers, fla).
 #
 # Steps of PART=main (the default), most valuable first; GPU seconds estimated from the committed H200 numbers
 # (results/gpu/) and the predictions in docs/performance.md, compile and autotune included:
-#   0. setup         ~15 s  wheels -> /tmp/site, env.log
+#   0. setup          ~5 s  env.log
 #   1. attn_kernels  ~55 s  (cap 90) every attention kernel vs the blocked reference (fp32) at 4K and 64K: key lengths
 #                           past 65,536, chunked T_q != T_k with/without window (bottom-right), one query, the decode
 #                           step over a token-major cache, and two engine checks (chunked prefill; FA2 decode); then
@@ -37,19 +39,18 @@
 #   PART=hybrids Table 4 for Orthros-H and Linear Hybrid (FLA's GDN JIT ~65 s once; the cap may cut Linear Hybrid)
 #   PART=load    decode under load: Orthros vs Transformer decode step against batch at 2K..128K contexts (compiled
 #                fused step, FA2 and matmul decode attention, each phase also timed alone), each cell predicted by
-#                the cost model first (suite.bench.decode_load; rates from results/gpu/rates.json unless this OUT
+#                the cost model first (benchmarks.decode_load; rates from results/gpu/rates.json unless this OUT
 #                holds one; ~7 min) -> decode_load.csv
 #   PART=all     everything in one go (the CPU smoke test; ~30 GPU minutes, so for a host without a time cap)
-# Then, locally: python -m suite.bench.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
+# Then, locally: python -m benchmarks.merge_results --into results/gpu OUT_MAIN [OUT_TABLE4 [OUT_HYBRIDS]]
 #
-# Usage: SUITE_COMMIT=<sha> OUT=/tmp/perf_all ARCHIVE=/tmp/perf_all.tar.gz bash tools/gpu_bench/perf_all.sh
-#   ARCHIVE: when set, everything the command wrote to OUT is packed into this one .tar.gz at exit, whatever
-#   happened, for copying back (it must lie outside OUT); python -m suite.bench.merge_results reads the archive as
-#   it reads a folder. SUITE_COMMIT: the commit the rows record, where the host's copy has no .git.
-#   SMOKE=1: the same steps on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter;
-#   TOTAL_S: the whole command's cap in seconds; ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check.
+# Environment: SUITE_COMMIT: the commit the rows record, where the host's copy has no .git. SMOKE=1: the same steps
+#   on the CPU at tiny size (tests/test_perf_all.py); PYTHON picks the interpreter; TOTAL_S: the whole command's cap
+#   in seconds, lowered to what is left before SUITE_DEADLINE (seconds since the epoch by which the command must be
+#   done; run.sh sets it under its TIME_CAP); ON_KERNEL_FAIL=stop: exit 3 after a failed kernel check (the job
+#   fails then, and snakemake deletes the part's folder unless run with --keep-incomplete; its log keeps the output).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
@@ -60,21 +61,10 @@ TOTAL_S=${TOTAL_S:-540}
 ON_KERNEL_FAIL=${ON_KERNEL_FAIL:-continue}
 [[ "$PART" =~ ^(main|table4|hybrids|load|all)$ ]] \
   || { echo "PART must be main, table4, hybrids, load or all, got '$PART'" >&2; exit 2; }
-mkdir -p "$OUT"
-ARCHIVE=${ARCHIVE:-}
-if [[ -n "$ARCHIVE" ]]; then
-  case "$(realpath -m "$ARCHIVE")/" in
-    "$(realpath -m "$OUT")"/*) echo "ARCHIVE ($ARCHIVE) must lie outside OUT ($OUT)" >&2; exit 2 ;;
-  esac
-  mkdir -p "$(dirname "$ARCHIVE")"
-  pack() {  # at exit, whatever happened: OUT -> one archive (written whole, then renamed)
-    local rc=$?
-    tar -czf "$ARCHIVE.part" -C "$OUT" . && mv "$ARCHIVE.part" "$ARCHIVE" \
-      && echo "== packed $(tar -tzf "$ARCHIVE" | grep -vc '/$') files of $OUT into $ARCHIVE"
-    exit "$rc"
-  }
-  trap pack EXIT
+if [[ -n "${SUITE_DEADLINE:-}" ]] && (( SUITE_DEADLINE - $(date +%s) < TOTAL_S )); then
+  TOTAL_S=$(( SUITE_DEADLINE - $(date +%s) ))  # the caller's own cap (run.sh's TIME_CAP) comes first
 fi
+mkdir -p "$OUT"
 STEPS="$OUT/steps.tsv"
 [[ -f "$STEPS" ]] || printf 'step\texit\tseconds\n' > "$STEPS"
 if [[ -z "${SUITE_COMMIT:-}" ]]; then  # a copy of the tree without .git: the caller must say
@@ -82,9 +72,6 @@ if [[ -z "${SUITE_COMMIT:-}" ]]; then  # a copy of the tree without .git: the ca
   echo "== SUITE_COMMIT not set: rows record commit '$SUITE_COMMIT'" | tee -a "$OUT/env.log"
 fi
 export SUITE_COMMIT
-
-# on a host without internet access: the wheels built elsewhere (.whl.tar: FLA, transformers, ...)
-[[ "$SMOKE" != 1 ]] && PYTHON=$PY source tools/offline_gpu/site.sh
 
 left() { echo $(( TOTAL_S - SECONDS )); }
 # cap WANT [RESERVE]: WANT seconds, at most what is left after RESERVE seconds kept for later steps
@@ -146,7 +133,7 @@ FA2_FLAGS=(--decode-attn auto)
 [[ "$SMOKE" == 1 ]] && FA2_FLAGS=(--decode-attn fa2)  # the CPU runs decode_attention's reference path
 
 kernel_check() {  # $1: cap in seconds; the rest: extra arguments of attn_kernels
-  step attn_kernels "$1" 0 20 $PY -m suite.bench.attn_kernels "${DEV[@]}" "${AK[@]}" --out-dir "$OUT" "${@:2}"
+  step attn_kernels "$1" 0 20 $PY -m benchmarks.attn_kernels "${DEV[@]}" "${AK[@]}" --out-dir "$OUT" "${@:2}"
   local rc=$?
   if (( rc == 3 )); then
     echo "== KERNEL CHECK FAILED (see $OUT/attn_kernels.log and attention_kernels.csv)."
@@ -173,16 +160,16 @@ budget() { echo $(( $(cap "$1" "${2:-0}") - 30 )); }  # a step's own --budget-s:
 
 if [[ "$PART" == main || "$PART" == all ]]; then
   kernel_check 90
-  step prefill_gpu 230 0 60 $PY -m suite.bench.prefill_gpu "${DEV[@]}" "${PG[@]}" --paths eager,compiled \
+  step prefill_gpu 230 0 60 $PY -m benchmarks.prefill_gpu "${DEV[@]}" "${PG[@]}" --paths eager,compiled \
     "${CHOICE_ARG[@]}" --keep-from results/gpu/prefill.csv --out-dir "$OUT" --budget-s "$(budget 230)"
   rates
-  step decode_step 150 0 40 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${DECODE[@]}" --archs orthros,transformer \
+  step decode_step 150 0 40 $PY -m benchmarks.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${DECODE[@]}" --archs orthros,transformer \
     --ttft-repeats 1 --fused on "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" --out-dir "$OUT" \
     --budget-s "$(budget 150)"
   # 60 s stay reserved for the 1M prefill while the two short steps run
-  step train_step 45 60 15 $PY -m suite.bench.train_step "${DEV[@]}" "${TS[@]}" --out-dir "$OUT"
+  step train_step 45 60 15 $PY -m benchmarks.train_step "${DEV[@]}" "${TS[@]}" --out-dir "$OUT"
   step cost_model 45 60 5 $PY -m suite.cost_model --out "$OUT/cost_model.csv" "${RATES[@]}"
-  step prefill_1m 600 5 45 $PY -m suite.bench.prefill_1m "${DEV[@]}" "${P1[@]}" "${CHOICE_ARG[@]}" \
+  step prefill_1m 600 5 45 $PY -m benchmarks.prefill_1m "${DEV[@]}" "${P1[@]}" "${CHOICE_ARG[@]}" \
     --prefill-csv "$OUT/prefill.csv" "${RATES[@]}" --out-dir "$OUT"
 fi
 
@@ -193,24 +180,24 @@ if [[ "$PART" == table4 || "$PART" == hybrids ]]; then  # this machine's kernels
 fi
 if [[ "$PART" == table4 || "$PART" == all ]]; then
   rates
-  step e2e_table4 600 0 60 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${TABLE4[@]}" --archs orthros,transformer \
+  step e2e_table4 600 0 60 $PY -m benchmarks.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${TABLE4[@]}" --archs orthros,transformer \
     --fused on "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" --out-dir "$OUT" --append \
     --budget-s "$(budget 600 45)"
 fi
 if [[ "$PART" == hybrids || "$PART" == all ]]; then
   rates
-  step e2e_hybrids 600 0 60 $PY -m suite.bench.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${HYB[@]}" \
+  step e2e_hybrids 600 0 60 $PY -m benchmarks.e2e_gpu "${DEV[@]}" "${E2E[@]}" "${HYB[@]}" \
     --archs orthros_h,linear_hybrid --fused off "${FA2_FLAGS[@]}" "${CHOICE_ARG[@]}" "${RATES[@]}" \
     --out-dir "$OUT" --append --budget-s "$(budget 600 5)"
 fi
 
 if [[ "$PART" == load || "$PART" == all ]]; then
   committed_rates
-  step decode_load 600 5 60 $PY -m suite.bench.decode_load "${DEV[@]}" "${DL[@]}" "${RATES[@]}" --out-dir "$OUT" \
+  step decode_load 600 5 60 $PY -m benchmarks.decode_load "${DEV[@]}" "${DL[@]}" "${RATES[@]}" --out-dir "$OUT" \
     --budget-s "$(budget 600 5)"
 fi
 
 echo "== done in ${SECONDS}s; CSVs in $OUT:"
 ls -la "$OUT"
 cat "$STEPS"
-$PY -m suite.bench.targets "$OUT" || true
+$PY -m benchmarks.targets "$OUT" || true

@@ -11,9 +11,9 @@ Two modes:
 
 Examples::
 
-    python -m suite.bench.prefill_cpu --profile ci --archs orthros,transformer --size 1M --lengths 256,1024
-    python -m suite.bench.prefill_cpu --profile ci --checkpoint orthros=work_dirs/ci/train/orthros/1M/seed42/checkpoint
-    python -m suite.bench.prefill_cpu --mode 128k --profile ci --size 1M
+    python -m benchmarks.prefill_cpu --profile ci --archs orthros,transformer --size 1M --lengths 256,1024
+    python -m benchmarks.prefill_cpu --profile ci --checkpoint orthros=work_dirs/ci/train/orthros/1M/seed42/checkpoint
+    python -m benchmarks.prefill_cpu --mode 128k --profile ci --size 1M
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ and the LM head on the step's rows) and attn_alone_ms (every layer's full-contex
 cache; Orthros's windowed base-row call is not in it). A cell that does not fit reads ``not run: ...``. Targets
 (``targets.csv``): per arch, path and decode attention, the cost model within 15% on every cell.
 
-GPU: ``python -m suite.bench.decode_load --rates results/gpu/rates.json --out-dir $OUT``. CPU smoke (plumbing only:
+GPU: ``python -m benchmarks.decode_load --rates results/gpu/rates.json --out-dir $OUT``. CPU smoke (plumbing only:
 the predictions use GPU rates): ``--device cpu --dtype float32 --size 1M --contexts 64,128 --batches 1,2 --steps 2
 --repeats 1 --paths eager --out-dir /tmp/decode_load``. ``--out-dir`` is required, so that no run overwrites the
 committed ``results/gpu`` by default.
@@ -42,12 +42,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from models import kernels
-from models.runtime.decode import Engine
-from suite import cost_model as cm
-from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
-from suite.bench.bench_models import build_bench_model
-from suite.bench.gpu_common import (
+from benchmarks.bench_models import build_bench_model
+from benchmarks.gpu_common import (
     RowWriter,
     common_columns,
     copy_bandwidth,
@@ -57,6 +53,10 @@ from suite.bench.gpu_common import (
     sync,
     time_ms,
 )
+from models import kernels
+from models.runtime.decode import Engine
+from suite import cost_model as cm
+from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.cli import (
     device_name,
     in_file,

@@ -1,4 +1,4 @@
-"""The paper's benchmarks as lm-eval tasks over local data (a folder prepared by ``suite.data.benchmarks``).
+"""The paper's benchmarks as lm-eval tasks over local data (a folder prepared by ``suite.data.lm_eval_data``).
 
 Each commonsense task and MMLU is lm-eval 0.4.13's own stock task: its YAML is loaded
 (``lm_eval.tasks._yaml_loader.load_yaml``) and only the dataset fields are replaced, so the prompt, ``process_docs``,
@@ -41,7 +41,7 @@ import lm_eval.tasks
 import yaml
 
 from suite.cli import in_folder, nonnegative_int, out_folder
-from suite.data import benchmarks as data
+from suite.data import lm_eval_data as data
 
 STOCK_DIR = Path(lm_eval.tasks.__file__).parent
 PREFIX = "local_"          # names of the local tasks, so that they never shadow lm-eval's stock (Hub) tasks
@@ -187,7 +187,7 @@ def fewshot_pool(name: str, root: str | Path) -> tuple[int, str]:
             sizes.append(len(datasets.Dataset.from_file(str(path))))
         except Exception as err:  # a truncated or foreign arrow file
             raise ValueError(f"{path}: unreadable ({type(err).__name__}: {err}); prepare the folder again "
-                             "(python -m suite.data.benchmarks)") from err
+                             "(python -m suite.data.lm_eval_data)") from err
     size = min(sizes)
     if local.fewshot == local.split:
         return size - 1, f"its {local.split} split ({size} documents) less the scored one"
@@ -241,7 +241,7 @@ def lm_eval_name(name: str) -> str:
 
 
 def data_root(folder: str | Path) -> Path:
-    """The folder the tasks read, from a folder prepared by ``suite.data.benchmarks``: the folder itself for an
+    """The folder the tasks read, from a folder prepared by ``suite.data.lm_eval_data``: the folder itself for an
     unpacked package, the named folder for ``lm_eval.data: {folder: PATH}``. FileNotFoundError naming the folder
     when it was never prepared (no ``source.json``)."""
     record = data.source(folder)
@@ -276,7 +276,7 @@ def write_yamls(root: str | Path, out: str | Path, num_fewshot: int = 0) -> list
     naming the missing MMLU subjects of a damaged folder, before anything is written."""
     root, out = Path(root).resolve(), Path(out)
     if gap := data.mmlu_gap(root):
-        raise ValueError(f"{root}: {gap}; prepare the folder again (python -m suite.data.benchmarks)")
+        raise ValueError(f"{root}: {gap}; prepare the folder again (python -m suite.data.lm_eval_data)")
     out.mkdir(parents=True, exist_ok=True)
     written = []
 
@@ -305,7 +305,7 @@ def write_yamls(root: str | Path, out: str | Path, num_fewshot: int = 0) -> list
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Write the local benchmark tasks as lm-eval YAMLs.")
-    p.add_argument("--benchmark-data", required=True, type=in_folder, help="folder prepared by suite.data.benchmarks")
+    p.add_argument("--benchmark-data", required=True, type=in_folder, help="folder prepared by suite.data.lm_eval_data")
     p.add_argument("--out", required=True, type=out_folder, help="folder for the YAMLs (lm_eval --include_path OUT)")
     p.add_argument("--num-fewshot", type=nonnegative_int, default=0)
     a = p.parse_args(argv)

@@ -21,10 +21,10 @@ includes seconds of Triton compilation (the Orthros-H 127K/1K "outlier" of the c
 config whose bucket an earlier run had compiled). ``--fused`` runs the engine with the fused per-layer
 functions (:mod:`models.runtime.layer`, compiled on CUDA), ``--decode-attn fa2`` with FlashAttention-2 decode
 attention (:func:`models.kernels.decode_attention`); ``--attn-choice`` reads both defaults and the prefill
-kernel preferences from :mod:`suite.bench.attn_kernels`' ``attn_choice.json``. Each model row records the
+kernel preferences from :mod:`benchmarks.attn_kernels`' ``attn_choice.json``. Each model row records the
 kernels one decode step launches (``decode_kernels_per_step``, counted with torch.profiler).
 
-Run on the H200: ``python -m suite.bench.e2e_gpu --out-dir results/gpu``. CPU smoke run:
+Run on the H200: ``python -m benchmarks.e2e_gpu --out-dir results/gpu``. CPU smoke run:
 ``--device cpu --dtype float32 --size 1M --configs 96/4,80/20 --bucket 16 --chunk 8 --full-decode-max 8``.
 """
 from __future__ import annotations
@@ -39,12 +39,8 @@ from pathlib import Path
 
 import torch
 
-from models import kernels
-from models.runtime.decode import Engine
-from suite import cost_model as cm
-from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
-from suite.bench.bench_models import build_bench_model
-from suite.bench.gpu_common import (
+from benchmarks.bench_models import build_bench_model
+from benchmarks.gpu_common import (
     PAIRS,
     RowWriter,
     common_columns,
@@ -56,6 +52,10 @@ from suite.bench.gpu_common import (
     reset_peak,
     timed,
 )
+from models import kernels
+from models.runtime.decode import Engine
+from suite import cost_model as cm
+from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.cli import (
     device_name,
     in_file,
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="torch.compile the fused functions (auto: on CUDA)")
     ap.add_argument("--decode-attn", choices=("matmul", "fa2", "auto"), default="matmul",
                     help="decode attention (auto: fa2 when attn_choice.json says it verified)")
-    ap.add_argument("--attn-choice", type=in_file, default=None, help="attn_choice.json of suite.bench.attn_kernels")
+    ap.add_argument("--attn-choice", type=in_file, default=None, help="attn_choice.json of benchmarks.attn_kernels")
     ap.add_argument("--prefill-chunk", type=nonnegative_int, default=0, help="chunked prefill (0: one pass)")
     ap.add_argument("--budget-s", type=positive_float, default=1e9, help="skip models/configs after this many seconds")
     ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the fused functions")

@@ -14,7 +14,7 @@ one process vs ``torchrun --nproc_per_node N`` (FSDP2). Rows (column ``kind``):
 Provenance columns come from each run's ``metrics.csv`` (the N-GPU run's for loss and target rows).
 A run that did not finish gives a ``run`` row with status "not run: ..." and targets "not run".
 
-``python -m suite.bench.multi_gpu_train --one RUN_DIR --many RUN_DIR --out results/gpu/multi_gpu_train.csv``
+``python -m benchmarks.multi_gpu_train --one RUN_DIR --many RUN_DIR --out results/gpu/multi_gpu_train.csv``
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.bench.targets import write_targets
+from benchmarks.targets import write_targets
 from suite.cli import nonnegative_int, out_file, positive_float, usage_errors
 from suite.provenance import PROVENANCE_COLUMNS, read_csv, write_csv
 

@@ -6,21 +6,19 @@
 #   3. cost_model: predictions with the measured rates                           -> results/gpu/cost_model.csv
 #   4. (time left, FLA importable) linear_hybrid vs orthros_h prefill and E2E, appended to prefill.csv / e2e.csv
 # Every step writes its CSV row by row, so a step cut by its time limit keeps what it measured.
-# Usage (repository root or anywhere): OUT=/path/to/out bash tools/gpu_bench/gpu_all.sh
-#   TOTAL_S (default 470) caps the whole command; PART=main runs steps 1-3, PART=hybrids step 4 (GDN kernels
-#   JIT-compile for minutes, so under a 10-minute cap a command of its own), PART=all (default) both. WINDOW (the
-#   study config's `window`, which the gpu_benchmarks rule passes) is the Orthros window w; unset, each step's default.
+# The command of the DAG's rule gpu_benchmarks (workflows/bench.smk; `snakemake --cores all benchmarks --config
+# profile=gpu`, on an offline host tools/offline_gpu/run.sh with TARGETS=benchmarks), which passes OUT, WINDOW (the
+# study config's `window`, the Orthros window w; unset, each step's default) and TOTAL_S (470 unset: the whole
+# command's cap). PART=main runs steps 1-3, PART=hybrids step 4 (GDN kernels JIT-compile for minutes), PART=all
+# (default) both.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-results/gpu}
 RES=results/gpu
 TOTAL_S=${TOTAL_S:-470}
 mkdir -p "$OUT" "$RES"
-
-source tools/offline_gpu/site.sh  # on a host without internet access: the wheels built elsewhere (.whl.tar)
-
 
 left() { echo $(( TOTAL_S - SECONDS )); }
 cap() { local want=$1 l; l=$(left); (( l < want )) && want=$l; (( want < 1 )) && want=1; echo "$want"; }
@@ -42,11 +40,11 @@ WIN=()
 
 if [[ "$PART" != hybrids ]]; then
 echo "== prefill_gpu ($(left)s left)"
-timeout "$(cap 290)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" "${WIN[@]}" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
+timeout "$(cap 290)" python3 -m benchmarks.prefill_gpu --out-dir "$RES" "${WIN[@]}" --budget-s 200 2>&1 | tee "$OUT/prefill_gpu.log"
 
 echo "== e2e_gpu ($(left)s left)"
 [[ -f "$RES/rates.json" ]] && RATES=(--rates "$RES/rates.json")
-timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
+timeout "$(cap 250)" python3 -m benchmarks.e2e_gpu --out-dir "$RES" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/e2e_gpu.log"
 
 echo "== cost_model ($(left)s left)"
 python3 -m suite.cost_model --out "$RES/cost_model.csv" "${WIN[@]}" "${RATES[@]}" 2>&1 | tee "$OUT/cost_model.log"
@@ -55,11 +53,11 @@ fi
 
 if [[ "$PART" != main ]] && (( $(left) > 60 )) && python3 -c "import fla" 2>/dev/null; then
   echo "== prefill_gpu hybrids ($(left)s left; GDN kernels JIT-compile on first use)"
-  timeout "$(cap 200)" python3 -m suite.bench.prefill_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
+  timeout "$(cap 200)" python3 -m benchmarks.prefill_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
     --archs linear_hybrid,orthros_h --lengths 8192,32768,131072 --layer-lengths "" --budget-s 60 \
     2>&1 | tee "$OUT/prefill_hybrid.log"
   echo "== e2e_gpu hybrids ($(left)s left)"
-  timeout "$(cap 250)" python3 -m suite.bench.e2e_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
+  timeout "$(cap 250)" python3 -m benchmarks.e2e_gpu --out-dir "$RES" --append "${WIN[@]}" "${RATES[@]}" \
     --archs linear_hybrid,orthros_h 2>&1 | tee "$OUT/e2e_hybrid.log"
 else
   echo "== hybrids skipped ($(left)s left or FLA absent)"

@@ -23,10 +23,10 @@ gate/up GEMMs, one pass for norms/RoPE/scale-offset/SwiGLU). With both, each att
 both at ``--select-len`` (method "path selection"), the faster path runs the sweep (method "full-model"),
 and the other path is timed again at ``--compare-lens`` (method "full-model (<path>, comparison)").
 Every architecture gets the same choice procedure, so the ratio stays fair. ``--prefer-full`` /
-``--prefer-window`` (or ``--attn-choice attn_choice.json`` from :mod:`suite.bench.attn_kernels`) put the
+``--prefer-window`` (or ``--attn-choice attn_choice.json`` from :mod:`benchmarks.attn_kernels`) put the
 fastest verified attention kernels first (:func:`models.kernels.prefer_kernels`).
 
-Run on the H200: ``python -m suite.bench.prefill_gpu --out-dir results/gpu``. CPU smoke run:
+Run on the H200: ``python -m benchmarks.prefill_gpu --out-dir results/gpu``. CPU smoke run:
 ``--device cpu --dtype float32 --size 1M --lengths 64,128 --layer-lengths 256 --matmul-n 128``.
 """
 from __future__ import annotations
@@ -40,13 +40,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from models import kernels
-from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
-from models.runtime.prefill import PrefillRunner
-from suite import cost_model as cm
-from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
-from suite.bench.bench_models import build_bench_model
-from suite.bench.gpu_common import (
+from benchmarks.bench_models import build_bench_model
+from benchmarks.gpu_common import (
     PAIRS,
     RowWriter,
     common_columns,
@@ -58,6 +53,11 @@ from suite.bench.gpu_common import (
     reset_peak,
     time_ms,
 )
+from models import kernels
+from models.backbone import MixerContext, rope_cos_sin, rope_frequencies
+from models.runtime.prefill import PrefillRunner
+from suite import cost_model as cm
+from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
 from suite.cli import device_name, in_file, int_list, out_folder, positive_float, positive_int, usage_errors
 from suite.common import DTYPES, arch_names, kernel_names, kernels_summary, size_name
 
@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="kernels to try first for full causal / one-query calls")
     ap.add_argument("--prefer-window", type=kernel_names, default="",
                     help="kernels to try first for sliding-window calls")
-    ap.add_argument("--attn-choice", type=in_file, default=None, help="attn_choice.json of suite.bench.attn_kernels")
+    ap.add_argument("--attn-choice", type=in_file, default=None, help="attn_choice.json of benchmarks.attn_kernels")
     ap.add_argument("--compile-backend", default="inductor", help="torch.compile backend of the compiled path")
     ap.add_argument("--keep-from", type=in_file, default=None, help="an earlier prefill.csv whose rows of "
                     "--keep-methods at lengths not measured now are carried over (with their own provenance columns)")

