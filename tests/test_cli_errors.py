@@ -427,6 +427,9 @@ PASS_THROUGH = {"suite.eval.lm_eval_cli"}  # lm-eval's own command line: its arg
 
 FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("benchmarks.e2e_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("benchmarks.compile_check", "--backends"): "torch.compile's backend names: torch names a wrong one, the variant's "
+                                                "row says so",
+    ("benchmarks.compile_check", "--mode"): "torch.compile's mode: torch names a wrong one, the variant's row says so",
     ("benchmarks.decode_load", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
     ("benchmarks.prefill_1m", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
     ("benchmarks.prefill_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",

@@ -347,18 +347,36 @@ def test_eval_points_write_the_held_out_curve_and_resume_whole(data_dir, tmp_pat
     assert pd.read_csv(tmp_path / "cut" / "evals.csv").equals(curve)
 
 
-def test_epoch_order_and_compile_are_checked(data_dir, tmp_path):
+def test_epoch_order_and_eval_points_are_checked(data_dir, tmp_path):
     with pytest.raises(ValueError, match="order must be one of"):
         train(tiny_llama, data_dir, tmp_path, steps=2, order="shuffled", **HP)
     with pytest.raises(ValueError, match="takes no retrieval rows"):
         train(tiny_llama, data_dir, tmp_path, steps=2, order="epoch", retrieval_fraction=0.5, **HP)
     with pytest.raises(ValueError, match=r"eval_points must be an integer in \[0, steps=2\]"):
         train(tiny_llama, data_dir, tmp_path, steps=2, eval_points=3, **HP)
+
+
+def test_compile_trains_the_compiled_step_and_saves_the_eager_model(data_dir, tmp_path, monkeypatch):
+    """compile=True: the training step runs through torch.compile (here its tracing-only "eager" backend, for time)
+    with eager's losses; the saved checkpoint is the plain model."""
+    calls = []
+    compile_ = torch.compile
+
+    def tracing(model, **kw):
+        calls.append(type(model).__name__)
+        return compile_(model, backend="eager", **kw)
+
+    monkeypatch.setattr(torch, "compile", tracing)
     from models.registry import build
 
-    with pytest.raises(ValueError, match="the orthros training forward is not compiled"):
-        train(lambda: build("orthros", "0.5M", vocab_size=VOCAB, window_size=8), data_dir, tmp_path / "o", steps=2,
-              compile=True, **HP)
+    def orthros():
+        return build("orthros", "0.5M", vocab_size=VOCAB, window_size=8)
+
+    compiled = train(orthros, data_dir, tmp_path / "c", steps=3, compile=True, **HP)
+    eager = train(orthros, data_dir, tmp_path / "e", steps=3, **HP)
+    assert calls == ["OrthrosForCausalLM"] and compiled["compile"] and not eager["compile"]
+    assert losses(tmp_path / "c") == pytest.approx(losses(tmp_path / "e"), rel=1e-5)
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "c" / "checkpoint").config.model_type == "orthros"
 
 
 def test_the_suite_keeps_hub_kernels_off_unless_asked():

@@ -104,7 +104,7 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     ``order``: ``"random"`` crops or ``"epoch"`` (non-overlapping windows read once an epoch;
     :class:`suite.data.batches.TokenBatches`). ``eval_points``: held-out evaluations along the run (``evals.csv``),
     0 for the final one only. ``compile``: the training forward and backward run through ``torch.compile`` (the
-    evaluations and the saved model stay eager); refused for a model type in ``NO_COMPILE``.
+    evaluations and the saved model stay eager).
 
     ``backend`` (provenance column) defaults to the attention kernels ``models.kernels`` used, else "torch".
     ``arch``, ``size`` and ``overrides`` (the model-config overrides the factory applies) label the run; with
@@ -343,21 +343,9 @@ def eval_steps(steps: int, points: int) -> list[int]:
     return sorted({max(1, round(k * steps / points)) for k in range(1, points + 1)}) if points else []
 
 
-# model types whose training forward is not compiled (suite.train.loop's ``compile``): torch.compile of the Orthros
-# forward gave a NaN loss and an illegal memory access on a GPU (torch 2.11), and its graph breaks at the kernels'
-# data-dependent window trimming
-NO_COMPILE = frozenset({"orthros"})
-
-
 def _compiled(net, compile: bool):
-    """The module the training step calls: ``net``, or ``torch.compile(net)``; ValueError for a ``NO_COMPILE`` type."""
-    if not compile:
-        return net
-    kind = getattr(distributed.unwrap(net).config, "model_type", None)
-    if kind in NO_COMPILE:
-        raise ValueError(f"compile: the {kind} training forward is not compiled (NO_COMPILE in suite.train.loop: "
-                         f"it failed on a GPU under torch.compile); train it without compile")
-    return torch.compile(net)
+    """The module the training step calls: ``net``, or ``torch.compile(net)``."""
+    return torch.compile(net) if compile else net
 
 
 def _mfu(flops: int | None, frame: pd.DataFrame, peak: float | None) -> float | None:

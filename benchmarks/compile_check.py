@@ -8,13 +8,9 @@ weights and trains on the same random batches: bf16 autocast, fp32 master weight
 illegal memory access) surfaces at the step that caused it, and checks that the loss and the gradient norm are finite.
 A variant that raises is reported, not fatal: the variants before it keep their numbers, and the table comes last.
 
-Measured on one H100 80GB (torch 2.11.0+cu130, Triton 3.6.0, transformers 5.25.0), the default command: eager 71.5K
-tokens/s (458 ms a step, 71.0 GiB peak), Inductor 124.9K (262 ms, 53.0 GiB), losses within 4.6e-6 of eager's over 10
-steps; HF Llama of the same shape (--llama): eager 128.8K (47.8 GiB), Inductor 212.0K (31.1 GiB).
-
-  python tools/compile_check.py                      # one CUDA GPU: 114 s on an H100 (96 s of it Inductor's compile)
-  python tools/compile_check.py --backends aot_eager,inductor --llama   # more variants; HF Llama as a baseline
-  python tools/compile_check.py --device cpu --shape tiny --batch 2 --seq-len 64 --steps 2 --warmup 1   # smoke
+  python -m benchmarks.compile_check                 # one CUDA GPU: about 2 minutes, most of it Inductor's compile
+  python -m benchmarks.compile_check --backends aot_eager,inductor --llama   # more variants; HF Llama as a baseline
+  python -m benchmarks.compile_check --device cpu --shape tiny --batch 2 --seq-len 64 --steps 2 --warmup 1  # smoke
 
 Set CUDA_LAUNCH_BLOCKING=1 to have a CUDA error name the kernel that raised it (slower). Exit status 0 when every
 variant ran with finite losses that agree with eager's within --loss-rtol, 1 otherwise.
@@ -26,14 +22,12 @@ import math
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repo's models package
-
-from models import kernels  # noqa: E402
-from models.convert import transformer_to_orthros  # noqa: E402
+from models import kernels
+from models.convert import transformer_to_orthros
+from suite.cli import device_name, nonnegative_int, positive_float, positive_int
 
 SHAPES = {  # LlamaConfig keywords
     "smollm2": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
@@ -43,13 +37,6 @@ SHAPES = {  # LlamaConfig keywords
                  num_key_value_heads=2, head_dim=16, max_position_embeddings=4096, rope_theta=100000.0,
                  rms_norm_eps=1e-5, tie_word_embeddings=True),
 }
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
 
 
 def llama(shape: str, seed: int):
@@ -159,13 +146,14 @@ def table(rows: list[dict], eager_losses: list[float], rtol: float) -> tuple[str
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", type=device_name, default="cuda")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="smollm2")
     ap.add_argument("--window", type=positive_int, default=128)
     ap.add_argument("--batch", type=positive_int, default=16)
     ap.add_argument("--seq-len", type=positive_int, default=2048)
     ap.add_argument("--steps", type=positive_int, default=8, help="timed steps per variant (default 8)")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps first; the compile happens in the first")
+    ap.add_argument("--warmup", type=nonnegative_int, default=2,
+                    help="untimed steps first; the compile happens in the first")
     ap.add_argument("--backends", default="inductor", help="comma list of torch.compile backends, each a variant "
                     "after eager (default inductor; '' for eager only)")
     ap.add_argument("--mode", default=None, help="torch.compile mode (default: none, e.g. max-autotune-no-cudagraphs)")
@@ -173,13 +161,11 @@ def main(argv=None) -> int:
                     help="allow graph breaks (default: fullgraph=True, a graph break is an error)")
     ap.add_argument("--llama", action="store_true", help="also train the HF Llama source (eager and compiled)")
     ap.add_argument("--fp32", action="store_true", help="no bf16 autocast")
-    ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--loss-rtol", type=float, default=2e-2,
+    ap.add_argument("--lr", type=positive_float, default=3e-4)
+    ap.add_argument("--loss-rtol", type=positive_float, default=2e-2,
                     help="largest relative difference of a compiled step's loss from eager's (default 0.02)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
     args = ap.parse_args(argv)
-    if args.warmup < 0:
-        ap.error("--warmup must be >= 0")
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     device = args.device
     if device.startswith("cuda") and not torch.cuda.is_available():
