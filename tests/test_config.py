@@ -314,7 +314,7 @@ def _gpu():
     (lambda c: c["lm_eval"].update(tasks=["mmlu"], limit=20, data={"folder": "/x"}),
      r"lm_eval\.limit: 20 documents a task would score 20 of each MMLU subject \(lm_eval\.tasks has mmlu\), "
      r"weighting its 57 subjects equally"),
-    (lambda c: c["conversion"]["pretrained"]["eval"].update(tasks=["commonsense", "mmlu"]),
+    (lambda c: c["conversion"]["pretrained"]["eval"].update(tasks=["commonsense", "mmlu"], limit=500),
      r"conversion\.pretrained\.eval\.limit: 500 .* \(conversion\.pretrained\.eval\.mmlu_share takes a share"),
     # the former key: a count a subject
     (lambda c: c["conversion"]["pretrained"]["eval"].update(mmlu_limit=10), r"mmlu_limit: unknown key"),
