@@ -57,9 +57,14 @@ SCHEMAS |= {
     "pretrained_niah": {"arch": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION},
     "pretrained_loss": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "loss": NONNEG},
     "pretrained_train": {"arch": TEXT, "seed": NUMBER, "tokens": NONNEG, "val_loss": NONNEG},
+    "pretrained_corpus": {"source": TEXT, "licence": TEXT, "members": NONNEG, "docs": NONNEG,
+                          **{f"dropped_{why}": NONNEG for why in ("language", "short", "dup")},
+                          **{f"{what}_{split}": NONNEG for what in ("docs", "bytes", "tokens")
+                             for split in ("train", "val", "test")}},
 }
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
-                                                      "pretrained_niah", "pretrained_loss", "pretrained_train")}
+                                                      "pretrained_niah", "pretrained_loss", "pretrained_train",
+                                                      "pretrained_corpus")}
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]
