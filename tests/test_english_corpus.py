@@ -95,9 +95,9 @@ def test_verdict_drops_short_and_non_english_documents():
     assert prose.verdict(PROSE) == "short"
     german = ("Der schnelle braune Fuchs springt über den faulen Hund, und er tut dies mit einer Anmut, die schwer "
               "zu beschreiben ist. Wenn der Hund aufwacht, sieht er den Fuchs an. ") * 6
-    assert prose.verdict(german) == "language"
+    assert prose.verdict(german) == "stopwords"
     code_words = "int main void return struct static const char size_t buffer length " * 20
-    assert prose.verdict(code_words) == "language"
+    assert prose.verdict(code_words) == "stopwords"
 
 
 def test_dedup_key_ignores_case_layout_and_punctuation():
@@ -172,7 +172,7 @@ def test_sources_are_read_checked_deduplicated_and_recorded_per_split(tmp_path, 
     assert (demo["source"], demo["version"], demo["licence"]) == ("demo-doc", "1:1.0-1", "CC-BY-4.0")
     assert demo["archive_sha256"] == sources[0]["sha256"]
     assert demo["members"] == 43 and demo["docs"] == 40  # 40 pages + copy + stub + German page (genindex excluded)
-    assert (demo["dropped_language"], demo["dropped_dup"], demo["dropped_short"]) == (1, 1, 1)
+    assert [demo[f"dropped_{why}"] for why in ("language", "dup", "short", "stopwords")] == [1, 1, 1, 0]
     assert (local["source"], local["licence"], local["docs"]) == ("files", "CC0-1.0", 1)
     for split in ("train", "val", "test"):
         assert sum(row[f"tokens_{split}"] for row in summary["sources"]) == summary["tokens"][split]

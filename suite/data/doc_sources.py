@@ -41,7 +41,8 @@ class SourceLog:
     sha256: str = ""
     licence: str = ""
     members: int = 0  # members chosen by prefix, include and exclude
-    dropped: dict = field(default_factory=lambda: {"language": 0, "short": 0, "dup": 0})
+    # language: in another language's folder; stopwords: too few English stopwords (another language, or not prose)
+    dropped: dict = field(default_factory=lambda: {"language": 0, "stopwords": 0, "short": 0, "dup": 0})
 
 
 def label_of(spec: dict) -> str:

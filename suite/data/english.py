@@ -121,11 +121,13 @@ def _legacy(corpus: dict, data_dir: Path, cache, val_fraction, test_fraction):
     return meta, record, label, [log]
 
 
-def build_key(corpus, val_fraction: float, test_fraction: float, tokenizer_json: Path) -> dict:
-    """What a prepared folder was built from: the corpus spec, the split fractions and the tokenizer's sha256 (a
-    packed folder is used in place of a build only when its key equals the study's)."""
+def build_key(corpus, val_fraction: float, test_fraction: float, tok) -> dict:
+    """What a prepared folder was built from: the corpus spec, the split fractions and the sha256 of the tokenizer's
+    vocabulary (token -> id; not of its file, which another transformers version may write differently). A packed
+    folder is used in place of a build only when its key equals the study's."""
+    vocab = json.dumps(tok.get_vocab(with_added_tokens=True), sort_keys=True).encode()
     return {"corpus": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction,
-            "tokenizer_sha256": hashlib.sha256(tokenizer_json.read_bytes()).hexdigest()}
+            "vocab_sha256": hashlib.sha256(vocab).hexdigest()}
 
 
 def prepare(corpus: dict | list, base_model: str | Path, data_dir: str | Path, cache: str | Path,
@@ -143,7 +145,7 @@ def prepare(corpus: dict | list, base_model: str | Path, data_dir: str | Path, c
     eos = tok.token_to_id(EOS_TOKEN)
     if eos is None:
         raise ValueError(f"{base_model}/tokenizer.json has no {EOS_TOKEN} token to separate documents with")
-    key = build_key(corpus, val_fraction, test_fraction, base_model / "tokenizer.json")
+    key = build_key(corpus, val_fraction, test_fraction, tok)
     packed = shards.find(cache, {"english": key})
     if packed is not None:
         for split in SPLITS:  # the train text is not packed: no stale copy of another corpus may stay

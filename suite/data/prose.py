@@ -27,13 +27,13 @@ def words(text: str) -> list[str]:
 
 
 def verdict(text: str) -> str | None:
-    """None for an English prose document; else why not: ``short`` (fewer than ``MIN_WORDS`` words) or ``language``
-    (stopword share below ``MIN_STOPWORD_SHARE``)."""
+    """None for an English prose document; else why not: ``short`` (fewer than ``MIN_WORDS`` words) or ``stopwords``
+    (stopword share below ``MIN_STOPWORD_SHARE``: another language, or a page of names and code)."""
     found = words(text)
     if len(found) < MIN_WORDS:
         return "short"
     if sum(w in STOPWORDS for w in found) / len(found) < MIN_STOPWORD_SHARE:
-        return "language"
+        return "stopwords"
     return None
 
 

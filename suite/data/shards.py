@@ -1,14 +1,15 @@
 """A prepared data folder packed into checked shards of at most N MiB, for a host without a package index.
 
 ``pack`` writes the folder's files (all but ``DEFAULT_EXCLUDE``: the unpacked archives and the train text, which
-``tokens/train.npy`` holds encoded) as one tar stream, compressed with xz (``lzma``, preset 9), cut into
+``tokens/train.npy`` holds encoded) as one tar stream, compressed with xz (``lzma``, preset 6), cut into
 ``shard-NNN.xz`` files of at most ``--max-mib`` MiB, and ``manifest.json``: every shard's name, size and sha256, every
 file's path, size and sha256, and what the folder was built from (``about``: the ``key`` of its ``english.json``).
 ``unpack`` checks every shard against the manifest first (a missing or corrupt shard is refused by name, before
 anything is written), then writes each file through a temporary name and checks it too.
 
 Why xz: on the token ids of the gpu profile's English corpus (uint16) it gave the smallest shards of the standard
-library's compressors (gzip, bz2, xz), in about a minute a 100 MB (tools/offline_gpu/README.md has the numbers).
+library's compressors, 35% of the array against bz2's 42% and gzip's 46%, at about 1 MB/s; a higher preset gave no
+smaller shards, splitting the ids into byte planes larger ones (tools/offline_gpu/README.md has the numbers).
 
 CLI: ``python -m suite.data.shards pack DATA_DIR SHARD_DIR [--max-mib 40]``; ``python -m suite.data.shards unpack
 SHARD_DIR DATA_DIR``; ``python -m suite.data.shards verify SHARD_DIR``.
@@ -92,7 +93,7 @@ def pack(folder: str | Path, out: str | Path, max_mib: float = 40, exclude=DEFAU
     if any(out.glob("shard-*")) or (out / MANIFEST).exists():
         raise ShardError(f"{out} already holds shards: pack into an empty folder")
     writer = _ShardWriter(out, int(max_mib * MiB))
-    with lzma.open(writer, "wb", preset=9) as xz, tarfile.open(fileobj=xz, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+    with lzma.open(writer, "wb", preset=6) as xz, tarfile.open(fileobj=xz, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for rel in files:
             info = tar.gettarinfo(str(folder / rel), arcname=rel)
             info.uid = info.gid = 0

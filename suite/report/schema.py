@@ -58,7 +58,7 @@ SCHEMAS |= {
     "pretrained_loss": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "loss": NONNEG},
     "pretrained_train": {"arch": TEXT, "seed": NUMBER, "tokens": NONNEG, "val_loss": NONNEG},
     "pretrained_corpus": {"source": TEXT, "licence": TEXT, "members": NONNEG, "docs": NONNEG,
-                          **{f"dropped_{why}": NONNEG for why in ("language", "short", "dup")},
+                          **{f"dropped_{why}": NONNEG for why in ("language", "stopwords", "short", "dup")},
                           **{f"{what}_{split}": NONNEG for what in ("docs", "bytes", "tokens")
                              for split in ("train", "val", "test")}},
 }
