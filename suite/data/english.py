@@ -43,6 +43,7 @@ from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer
 
 RAW = "raw"
 SUMMARY = "english.json"
+TEXT_CODE = ("markup.py", "prose.py", "doc_sources.py", "corpus.py")  # in suite/data: what makes the documents
 
 
 def collect(sources: list[dict], cache: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], list]:
@@ -122,12 +123,14 @@ def _legacy(corpus: dict, data_dir: Path, cache, val_fraction, test_fraction):
 
 
 def build_key(corpus, val_fraction: float, test_fraction: float, tok) -> dict:
-    """What a prepared folder was built from: the corpus spec, the split fractions and the sha256 of the tokenizer's
-    vocabulary (token -> id; not of its file, which another transformers version may write differently). A packed
-    folder is used in place of a build only when its key equals the study's."""
+    """What a prepared folder was built from: the corpus spec, the split fractions, the sha256 of the code that
+    turns pages into documents (``TEXT_CODE``) and of the tokenizer's vocabulary (token -> id; not of its file, which
+    another transformers version may write differently). A packed folder is used in place of a build only when its
+    key equals the study's."""
+    code = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes() for name in TEXT_CODE))
     vocab = json.dumps(tok.get_vocab(with_added_tokens=True), sort_keys=True).encode()
     return {"corpus": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction,
-            "vocab_sha256": hashlib.sha256(vocab).hexdigest()}
+            "code_sha256": code.hexdigest(), "vocab_sha256": hashlib.sha256(vocab).hexdigest()}
 
 
 def prepare(corpus: dict | list, base_model: str | Path, data_dir: str | Path, cache: str | Path,
