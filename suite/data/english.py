@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from suite.cli import in_folder, out_folder, study_config
+from suite.cli import in_folder, out_file, out_folder, study_config
 from suite.data import doc_sources, packages, prose, shards
 from suite.data.corpus import EOS_TOKEN, SPLITS, build_corpus, split_documents, write_corpus
 from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer
@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data-dir", required=True, type=out_folder, help="output data folder")
     ap.add_argument("--cache", type=out_folder,
                     help="where fetched archives (and packed data folders) are kept (default: <data-dir>/../archives)")
-    ap.add_argument("--results", help="the per-source CSV to write (e.g. results/gpu/pretrained_corpus.csv)")
+    ap.add_argument("--results", type=out_file,
+                    help="the per-source CSV to write (e.g. results/gpu/pretrained_corpus.csv)")
     args = ap.parse_args(argv)
     from suite.config import load_config
 

@@ -28,6 +28,8 @@ import tarfile
 from pathlib import Path
 from typing import Iterator
 
+from suite.cli import in_folder, out_folder, positive_float
+
 MANIFEST = "manifest.json"
 DEFAULT_EXCLUDE = ("raw/*", "train.txt")
 ABOUT = {"english": "english.json"}  # a folder's build record: its "key" goes into the manifest's "about"
@@ -218,19 +220,17 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="pack DATA_DIR into SHARD_DIR")
-    p.add_argument("data_dir", type=Path)
-    p.add_argument("shard_dir", type=Path)
-    p.add_argument("--max-mib", type=float, default=40, help="the largest shard, in MiB (default 40)")
+    p.add_argument("data_dir", type=in_folder)
+    p.add_argument("shard_dir", type=out_folder)
+    p.add_argument("--max-mib", type=positive_float, default=40, help="the largest shard, in MiB (default 40)")
     p = sub.add_parser("unpack", help="check the shards of SHARD_DIR and unpack them into DATA_DIR")
-    p.add_argument("shard_dir", type=Path)
-    p.add_argument("data_dir", type=Path)
+    p.add_argument("shard_dir", type=in_folder)
+    p.add_argument("data_dir", type=out_folder)
     p = sub.add_parser("verify", help="check the shards of SHARD_DIR against its manifest")
-    p.add_argument("shard_dir", type=Path)
+    p.add_argument("shard_dir", type=in_folder)
     args = ap.parse_args(argv)
     try:
         if args.command == "pack":
-            if args.max_mib <= 0:
-                ap.error(f"--max-mib must be > 0, got {args.max_mib}")
             manifest = pack(args.data_dir, args.shard_dir, args.max_mib)
         elif args.command == "unpack":
             manifest = unpack(args.shard_dir, args.data_dir)
