@@ -22,7 +22,7 @@ from its Triton kernels and also from its Triton norms, short convolution and ro
 (platform facts). :func:`install` swaps, at the op level, the functions the layers call for
 wrappers that run the reference whenever the input tensors live on the CPU and call the original
 Triton function otherwise. CUDA runs are untouched unless :func:`force_naive` is active (the GPU
-cross-check in ``suite/bench/fla_vs_naive.py`` uses it to run the references on the GPU).
+cross-check in ``benchmarks/fla_vs_naive.py`` uses it to run the references on the GPU).
 
 Routes (FLA's references, ``fla/ops/*/naive.py``):
 

@@ -148,7 +148,7 @@ class Attention(nn.Module):
         return q_base.transpose(1, 2), q_out.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
     def attend(self, q_base: torch.Tensor, q_out: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               rope: tuple[torch.Tensor, torch.Tensor], q_index: torch.Tensor, out_index,
+               rope: tuple[torch.Tensor, torch.Tensor], q_index: torch.Tensor | int, out_index,
                key_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Both streams' attention over the layer's K/V (Sec. 3.1), RoPE applied to the queries here.
 
@@ -156,8 +156,11 @@ class Attention(nn.Module):
             q_base, q_out: ``[B, H, T, d]``, ``[B, H, T_out, d]`` from :meth:`project` (not rotated).
             k, v: ``[B, Hkv, L, d]`` the layer's keys (rotated) and values, cached past ones first, then the T new.
             rope: ``(cos, sin)``, each ``[B, T, d]``, of the T new base tokens.
-            q_index: ``[T]`` int64 key index of the new base tokens (``past + arange(T)``).
-            out_index: the new tokens (rows of the T) that carry the output rows: ``[T_out]`` int64, or a slice.
+            q_index: ``[T]`` int64 key index of the new base tokens (``past + arange(T)``), or the int ``past``
+                (:func:`models.kernels.attention`'s host-known form: no value is read from the device).
+            out_index: the new tokens (rows of the T) that carry the output rows: ``[T_out]`` int64, or a slice
+                (with an int ``q_index`` and a slice of step 1, the output queries' key indices are known on the host
+                too).
             key_mask: ``[B, L]`` bool, False = padding key, or None.
 
         Base query t attends keys ``q_index[t] - w < j <= q_index[t]`` (w = ``window_size``; None: every earlier key).
@@ -171,7 +174,8 @@ class Attention(nn.Module):
         outs = [kernels.attention(apply_rope(q_base, cos, sin), k, v, q_index, self.window, key_mask)]
         if q_out.shape[2]:
             q_out = apply_rope(q_out, cos[:, out_index], sin[:, out_index])
-            outs.append(kernels.attention(q_out, k, v, q_index[out_index], None, key_mask))
+            outs.append(kernels.attention(q_out, k, v, _output_keys(q_index, out_index, q_base.shape[2], k.device),
+                                          None, key_mask))
         return torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
 
     def output(self, o: torch.Tensor) -> torch.Tensor:
@@ -193,5 +197,19 @@ class Attention(nn.Module):
                 k = torch.cat([slot["k"], k], dim=2)
                 v = torch.cat([slot["v"], v], dim=2)
             slot["k"], slot["v"] = k, v
-        o = self.attend(q_base, q_out, k, v, ctx.rope, ctx.q_index, ctx.out_index, ctx.key_mask)
+        q_index = ctx.q_index if ctx.q_start is None else ctx.q_start
+        out_index = ctx.out_index if ctx.out_start is None else slice(ctx.out_start, None)
+        o = self.attend(q_base, q_out, k, v, ctx.rope, q_index, out_index, ctx.key_mask)
         return self.output(o)
+
+
+def _output_keys(q_index: torch.Tensor | int, out_index, T: int, device) -> torch.Tensor | int:
+    """The key indices of the base tokens ``out_index`` selects (``q_index[out_index]``), as an int s (keys
+    ``s, s + 1, ..``) where an int ``q_index`` and a step-1 slice give them on the host, else as a tensor."""
+    if not isinstance(q_index, int):
+        return q_index[out_index]
+    if isinstance(out_index, slice):
+        rows = range(T)[out_index]
+        if rows.step == 1:
+            return q_index + rows.start
+    return torch.arange(q_index, q_index + T, device=device)[out_index]

@@ -51,6 +51,9 @@ ATTENTION_BIAS = (False, True, "qkv")  # the projections with a bias: none, q/k/
 
 NOTHING_TO_SCORE = ("nothing to score: output_mask / labels select no position with a next-token target "
                     "(an all-False output_mask, or labels that are all -100 at the output positions)")
+COMPILED_OUTPUT_MASK = ("output_mask chooses the output positions by value, which torch.compile cannot trace "
+                        "without a graph break: run this call eagerly, or pass labels with -100 at the positions "
+                        "not to score (compiled, every position then carries an output token; the loss is the same)")
 
 
 class SuiteConfig(PreTrainedConfig):
@@ -185,7 +188,7 @@ def _check_rope(params: dict) -> None:
     if kind not in ROPE_TYPES:
         raise ValueError(f"rope_parameters['rope_type']={kind!r} is not supported; supported: {', '.join(ROPE_TYPES)}")
     required, optional = ROPE_TYPES[kind]
-    for key in sorted(required - params.keys()):
+    for key in sorted(required - set(params)):
         raise ValueError(f"rope_parameters[{key!r}] is required for rope_type {kind!r}")
     for key, value in params.items():
         if key == "partial_rotary_factor":
@@ -328,6 +331,10 @@ class MixerContext:
     rope: (cos, sin), each [B, T, head_dim].
     out_is_last: True when out_index is known (on the host) to be just the last new token, T_out = 1
         (prefill and decode); lets a mixer skip work without reading out_index from the device.
+    q_start: the cache length as a host int, when known: q_index is ``q_start + arange(T)``. None: only q_index.
+    out_start: s when out_index is known on the host to be ``arange(s, T)`` (PT: 0, ``logits_to_keep=k``: T - k);
+        None when values chose it (output_mask, labels with -100). With q_start, the attention mixer then reads no
+        index from the device (no host synchronisation; ``torch.compile`` traces it without a graph break).
     """
 
     positions: torch.Tensor
@@ -338,6 +345,8 @@ class MixerContext:
     cache: SuiteCache | None
     rope: tuple[torch.Tensor, torch.Tensor] = field(default=None)
     out_is_last: bool = False
+    q_start: int | None = None
+    out_start: int | None = None
 
     @property
     def n_base(self) -> int:
@@ -384,6 +393,11 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
     * Decode: with a ``cache``, each new token is a base token and an output token.
 
     ``logits`` are ``[B, T_out, vocab]`` for the output positions in ascending order.
+
+    Under ``torch.compile`` (``fullgraph=True``, static shapes) forward reads no tensor value on the host, so a
+    training step (PT) is one graph: labels do not narrow the output positions (every position carries an output
+    token; the loss is the same), ``output_mask`` is refused with a ValueError, an ``attention_mask`` is kept even
+    when it is all ones, and empty supervision gives a NaN loss instead of the ``NOTHING_TO_SCORE`` ValueError.
     """
 
     config_class = SuiteConfig
@@ -431,23 +445,34 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def _output_index(self, T, labels, output_mask, logits_to_keep, device) -> torch.Tensor:
+    def _output_index(self, T, labels, output_mask, logits_to_keep, device) -> tuple[torch.Tensor, int | None]:
+        """The output positions ``[T_out]`` int64 (ascending), and s where they are known on the host to be
+        ``s .. T - 1`` (None where values chose them: ``output_mask``, labels with -100).
+
+        Under ``torch.compile`` nothing here reads a value: labels do not narrow the positions (every position
+        carries an output token, which gives the same loss, as the output rows are independent and a target of -100
+        adds nothing to it; the logits then cover all T positions), and ``output_mask``, which chooses positions by
+        value, is refused (ValueError ``COMPILED_OUTPUT_MASK``)."""
+        compiling = torch.compiler.is_compiling()
         if output_mask is not None:
+            if compiling:
+                raise ValueError(COMPILED_OUTPUT_MASK)
             mask = torch.as_tensor(output_mask, device=device).bool()
             if mask.shape[-1] != T:
                 raise ValueError(f"output_mask has length {mask.shape[-1]} but the input has {T} tokens")
             mask = mask.reshape(-1, T).any(0)
             if not mask.any():
                 raise ValueError(NOTHING_TO_SCORE)
-            return mask.nonzero().flatten()
+            return mask.nonzero().flatten(), None
         if isinstance(logits_to_keep, int) and logits_to_keep > 0:
-            return torch.arange(max(0, T - logits_to_keep), T, device=device)
-        if labels is not None and (labels[:, 1:] == -100).any():
+            start = max(0, T - logits_to_keep)
+            return torch.arange(start, T, device=device), start
+        if labels is not None and not compiling and (labels[:, 1:] == -100).any():
             index = (labels[:, 1:] != -100).any(0).nonzero().flatten()
             if not len(index):
                 raise ValueError(NOTHING_TO_SCORE)
-            return index
-        return torch.arange(T, device=device)
+            return index, None
+        return torch.arange(T, device=device), 0
 
     def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.LongTensor | None = None, cache: SuiteCache | None = None,
@@ -504,7 +529,8 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
             raise ValueError(f"position_ids must have length {T}, got {tuple(position_ids.shape)}")
         position_ids = position_ids.expand(B, T)
 
-        out_index = self._output_index(T, labels, output_mask, logits_to_keep, device)
+        out_index, out_start = self._output_index(T, labels, output_mask, logits_to_keep, device)
+        out_rows = out_index if out_start is None else slice(out_start, None)  # a view where the host knows them
         if use_cache and cache is None:
             cache = SuiteCache(self.config.num_hidden_layers)
         ctx = MixerContext(positions=position_ids, q_index=torch.arange(past, past + T, device=device),
@@ -513,21 +539,25 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
                            cache=cache if use_cache else None,
                            rope=rope_cos_sin(position_ids, rope_frequencies(self.config, device), h.dtype),
                            out_is_last=T == 1 or (output_mask is None and isinstance(logits_to_keep, int)
-                                                  and logits_to_keep == 1))
+                                                  and logits_to_keep == 1),
+                           q_start=past, out_start=out_start)
         if self.two_stream:
-            h = torch.cat([h, h[:, out_index]], dim=1)  # output stream starts from the same embedding
+            h = torch.cat([h, h[:, out_rows]], dim=1)  # output stream starts from the same embedding
         for layer in self.model.layers:
             h = layer(h, ctx)
-        h = h[:, T:] if self.two_stream else h[:, out_index]
+        h = h[:, T:] if self.two_stream else h[:, out_rows]
         logits = self.lm_head(self.model.norm(h))
 
         loss = None
         if labels is not None:
-            scored = out_index < T - 1
-            targets = labels[:, out_index[scored] + 1]
-            if not (targets != -100).any():
+            if out_start is None:
+                scored = out_index < T - 1
+                targets, scored_logits = labels[:, out_index[scored] + 1], logits[:, scored]
+            else:  # positions out_start .. T - 2 have a next token
+                targets, scored_logits = labels[:, out_start + 1:], logits[:, :T - 1 - out_start]
+            if not torch.compiler.is_compiling() and not (targets != -100).any():
                 raise ValueError(NOTHING_TO_SCORE)
-            loss = F.cross_entropy(logits[:, scored].flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+            loss = F.cross_entropy(scored_logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
         if use_cache:
             cache.seq_len = past + T
             cache.key_mask = key_mask
@@ -549,4 +579,6 @@ class SuiteForCausalLM(PreTrainedModel, GenerationMixin):
         else:
             raise ValueError(f"attention_mask must have shape {(B, past + T)} (or {(B, T)}), "
                              f"got {tuple(attention_mask.shape)}")
+        if torch.compiler.is_compiling():  # kept even when all True (the same attention), as it is not read
+            return mask
         return None if bool(mask.all()) else mask

@@ -11,8 +11,8 @@ Two modules reach below FLA's public layers, and both go through :func:`check_fl
 Neither is a promise of FLA's: a release may rename, re-sign or re-layout them, and a patch or a limit that no longer
 matches fails silently (the original kernel runs, a wrong tensor is read, an overflowing length is let through).
 So an FLA version not in :data:`CHECKED_FLA_VERSIONS` is refused with a RuntimeError naming both. To move to a new
-release, run tests/test_baselines.py, tests/test_kernels.py and the GPU checks (``suite/bench/fla_vs_naive.py``,
-``suite/bench/attn_kernels.py``) on it, then add its version here and pin it in pyproject.toml.
+release, run tests/test_baselines.py, tests/test_kernels.py and the GPU checks (``benchmarks/fla_vs_naive.py``,
+``benchmarks/attn_kernels.py``) on it, then add its version here and pin it in pyproject.toml.
 
 This module sits in ``models/`` (the bottom package) so that both users can import it; it imports FLA only when
 called.
@@ -20,7 +20,7 @@ called.
 from __future__ import annotations
 
 # FLA releases the suite's uses of FLA internals were checked against (tests/test_baselines.py and tests/test_kernels.py
-# on CPU, suite/bench/fla_vs_naive.py and suite/bench/attn_kernels.py on an H200); pyproject.toml pins the same release.
+# on CPU, benchmarks/fla_vs_naive.py and benchmarks/attn_kernels.py on an H200); pyproject.toml pins the same release.
 CHECKED_FLA_VERSIONS = ("0.6.0",)
 
 

@@ -35,6 +35,10 @@ kernel is still used only for calls it computes exactly. The environment variabl
 Alignment trap: SDPA's ``is_causal`` with T_q != T_k aligns top-left. Queries here are given by
 their absolute key index (``q_index``), never by their row in the query tensor, which is what the
 output stream needs (Eq. 5: it attends keys j <= t at its *original* position t).
+
+torch.compile: :func:`attention` traces without a graph break when ``q_index`` is an int (queries at consecutive
+keys, known on the host: the model's base stream, and its output stream when the output positions are known on the
+host, as in pretraining); the kernel choice and its usage count run while Dynamo traces (:func:`_select`).
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ import functools
 import math
 import os
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -141,8 +146,11 @@ def fa2_window_args(window: int | None, Tk: int) -> dict:
 def fa2_shape_problem(q: torch.Tensor, k: torch.Tensor) -> str:
     """Why FlashAttention-2 cannot take q [B, Hq, Tq, d] and k (= v's shape and dtype) [B, Hkv, Tk, d]:
     "" when it can (one dtype for q and k, head dim a multiple of 8 up to 256)."""
-    d = q.shape[-1]
-    if d % 8 or d > 256 or k.dtype != q.dtype:
+    return _fa2_shape_problem(q.shape[-1], q.dtype, k.dtype)
+
+
+def _fa2_shape_problem(d: int, q_dtype: torch.dtype, k_dtype: torch.dtype) -> str:
+    if d % 8 or d > 256 or k_dtype != q_dtype:
         return "FlashAttention-2 needs one fp16/bf16 dtype and a head dim that is a multiple of 8, at most 256"
     return ""
 
@@ -175,7 +183,10 @@ def reset_usage() -> None:
 
 
 def kernels_used() -> dict[str, int]:
-    """How many attention calls each kernel served since the last :func:`reset_usage`."""
+    """How many attention calls each kernel served since the last :func:`reset_usage`.
+
+    Under ``torch.compile`` a call of :func:`attention` is counted when Dynamo traces it, where its kernel is chosen;
+    the compiled graph then runs that kernel on every call without counting it again (:func:`_select`)."""
     return dict(_USED)
 
 
@@ -199,7 +210,11 @@ def _check(q, k, v, q_index, window, key_mask):
     B, Hq, Tq, d = q.shape
     if k.shape[0] != B or k.shape[3] != d or Hq % k.shape[1]:
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} disagree in batch, head_dim or GQA grouping")
-    if q_index.shape != (Tq,):
+    if isinstance(q_index, int):
+        if not 0 <= q_index <= k.shape[2] - Tq:
+            raise ValueError(f"q_index={q_index} puts the {Tq} queries at keys {q_index}..{q_index + Tq - 1}, "
+                             f"outside the {k.shape[2]} keys")
+    elif q_index.shape != (Tq,):
         raise ValueError(f"q_index must have shape ({Tq},), got {tuple(q_index.shape)}")
     if window is not None and window < 1:
         raise ValueError(f"window must be >= 1 or None, got {window}")
@@ -207,7 +222,7 @@ def _check(q, k, v, q_index, window, key_mask):
         raise ValueError(f"key_mask must have shape ({B}, {k.shape[2]}), got {tuple(key_mask.shape)}")
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.Tensor,
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.Tensor | int,
               window: int | None = None, key_mask: torch.Tensor | None = None,
               scale: float | None = None) -> torch.Tensor:
     """Causal (optionally sliding-window) attention by absolute key index; Eqs. (4)-(5) of the paper.
@@ -218,7 +233,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
     Args:
         q: ``[B, Hq, Tq, d]`` queries (fp32/bf16/fp16).
         k, v: ``[B, Hkv, Tk, d]`` keys and values; ``Hq`` a multiple of ``Hkv`` (GQA).
-        q_index: ``[Tq]`` int64, ascending, each in ``[0, Tk)``.
+        q_index: ``[Tq]`` int64, ascending, each in ``[0, Tk)``; or an int s, for queries known on the host to sit
+            at keys ``s .. s + Tq - 1`` (a training step, a prefill chunk). The int form reads nothing from the
+            device: no host synchronisation, and ``torch.compile`` traces the call without a graph break. The
+            tensor form reads its first and last entries on the host.
         window: window length w (the token itself included), or None for full causal.
         key_mask: ``[B, Tk]`` bool, False for padding keys that nobody may read.
         scale: softmax scale, default ``1/sqrt(d)``.
@@ -227,25 +245,29 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
         ``[B, Hq, Tq, d]`` in the dtype of ``q``.
 
     Raises:
-        ValueError: on inconsistent shapes, ``window < 1``, or a kernel forced by :func:`force_kernel`
-        that cannot compute this call.
+        ValueError: on inconsistent shapes, an int ``q_index`` that puts a query past the keys, ``window < 1``, or a
+        kernel forced by :func:`force_kernel` that cannot compute this call.
+
+    The kernel is chosen from host values only (devices, dtypes, shapes, the first and last query index, window,
+    key_mask or not) by :func:`_select`; under ``torch.compile`` that choice is made once, when Dynamo traces the
+    call, and holds for the compiled graph (:func:`force_kernel`, :func:`prefer_kernels` and
+    ``SUITE_DISABLE_KERNELS`` apply to calls traced after them: ``torch._dynamo.reset()`` re-traces). The choice
+    needs concrete sizes: compile with ``dynamic=False`` where shapes change between calls (a symbolic size makes
+    Dynamo refuse :func:`_select`: "assume_constant_result argument conversion failed").
     """
     _check(q, k, v, q_index, window, key_mask)
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    lo = window_start(int(q_index[0]), window)
-    if lo > 0:  # keys no query can reach (e.g. decode with a window): drop them before any kernel runs
-        k, v, q_index = k[:, :, lo:], v[:, :, lo:], q_index - lo
-        key_mask = None if key_mask is None else key_mask[:, lo:]
-    if _FORCE is None:
-        kernel = _pick(q, k, q_index, window, key_mask)
-    else:
-        kernel = _FORCE
-        why = _cannot_serve(kernel, q, k, q_index, window, key_mask)
-        if why:
-            raise ValueError(f"forced kernel {kernel!r} cannot serve q {tuple(q.shape)}, k {tuple(k.shape)}, "
-                             f"q_index {int(q_index[0])}..{int(q_index[-1])}, window {window}: {why}")
     Tq = q.shape[2]
-    _USED[kernel] += 1
+    if isinstance(q_index, int):  # the first and last query's key index, on the host
+        first, last = q_index, q_index + Tq - 1
+    else:
+        first, last = int(q_index[0]), int(q_index[-1])
+    lo = window_start(first, window)
+    if lo > 0:  # keys no query can reach (e.g. decode with a window): drop them before any kernel runs
+        k, v, key_mask = k[:, :, lo:], v[:, :, lo:], None if key_mask is None else key_mask[:, lo:]
+        q_index, first, last = q_index - lo, first - lo, last - lo  # an int stays an int
+    kernel = _select(q.device.type, q.dtype, k.dtype, tuple(q.shape), tuple(k.shape), first, last, window,
+                     key_mask is not None)
     if kernel == "flash-attn":
         out = _flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale,
                                causal=True, window_size=(window - 1 if window else -1, 0))
@@ -270,23 +292,64 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
     return _blocked(q, k, v, q_index, window, key_mask, scale)
 
 
+@dataclass(frozen=True)
+class _Call:
+    """What decides which kernel may serve an :func:`attention` call: the device, q's and k's dtypes and shapes
+    (``[B, Hq, Tq, d]``, ``[B, Hkv, Tk, d]``), the first and last query's key index, the window, and whether a key
+    mask is given."""
+
+    device_type: str
+    q_dtype: torch.dtype
+    k_dtype: torch.dtype
+    q_shape: tuple[int, int, int, int]
+    k_shape: tuple[int, int, int, int]
+    first: int
+    last: int
+    window: int | None
+    masked: bool
+
+
+@torch.compiler.assume_constant_result
+def _select(device_type: str, q_dtype: torch.dtype, k_dtype: torch.dtype, q_shape: tuple, k_shape: tuple, first: int,
+            last: int, window: int | None, masked: bool) -> str:
+    """The kernel of one :func:`attention` call (after trimming unreachable keys), recorded in :func:`kernels_used`:
+    the forced one (:func:`force_kernel`; ValueError when it cannot serve the call) or the first of the current
+    order that serves it (:func:`_pick`). ``first``, ``last``: the first and last query's key index.
+
+    A host decision on host values only: eager, it runs on every call; under ``torch.compile`` Dynamo runs it while
+    tracing (``assume_constant_result``) and keeps its answer as a constant of the graph, so neither the choice nor
+    the usage count (a mutation of a module global) is traced, and nothing here becomes a guard."""
+    call = _Call(device_type, q_dtype, k_dtype, q_shape, k_shape, first, last, window, masked)
+    if _FORCE is None:
+        kernel = _pick(call)
+    else:
+        kernel = _FORCE
+        why = _cannot_serve(kernel, call)
+        if why:
+            raise ValueError(f"forced kernel {kernel!r} cannot serve q {call.q_shape}, k {call.k_shape}, "
+                             f"q_index {first}..{last}, window {window}: {why}")
+    _USED[kernel] += 1
+    return kernel
+
+
 def disabled_kernels() -> set[str]:
     """Kernels listed in the environment variable ``SUITE_DISABLE_KERNELS`` (never ``blocked``)."""
     return {k.strip() for k in os.environ.get("SUITE_DISABLE_KERNELS", "").split(",") if k.strip()} - {"blocked"}
 
 
-def _cannot_serve(kernel, q, k, q_index, window, key_mask) -> str:
+def _cannot_serve(kernel: str, call: _Call) -> str:
     """Why ``kernel`` cannot compute this call exactly ("" when it can)."""
     if kernel == "blocked":
         return ""
     if kernel in disabled_kernels():
         return "it is disabled by SUITE_DISABLE_KERNELS"
-    Tq, Tk = q.shape[2], k.shape[2]
-    if key_mask is not None:
+    Tq, Tk, window = call.q_shape[2], call.k_shape[2], call.window
+    if call.masked:
         return "it takes no key_mask (padding)"
-    if int(q_index[-1]) != Tk - 1 or int(q_index[0]) != Tk - Tq:
+    if call.last != Tk - 1 or call.first != Tk - Tq:
         return "its causal mask is aligned for queries at the last Tq keys only"
-    half = q.dtype in (torch.float16, torch.bfloat16)
+    half = call.q_dtype in (torch.float16, torch.bfloat16)
+    cuda = call.device_type == "cuda"
     if kernel in ("sdpa-flash", "sdpa-cudnn"):
         if window is not None and window < Tk:
             return "SDPA's is_causal has no sliding window"
@@ -297,33 +360,35 @@ def _cannot_serve(kernel, q, k, q_index, window, key_mask) -> str:
     if kernel == "sdpa-flash-lse":
         if window is not None and window < Tk:
             return "it computes full causal attention only (no window)"
-        return "" if q.device.type != "cuda" or half else "PyTorch's CUDA flash kernel needs fp16/bf16"
-    if q.device.type != "cuda" or not half:
+        return "" if not cuda or half else "PyTorch's CUDA flash kernel needs fp16/bf16"
+    if not cuda or not half:
         return "it needs CUDA fp16/bf16 tensors"
     if kernel == "sdpa-cudnn":
         return ""
     if kernel == "flash-attn":
         return "" if _flash_attn_func is not None else "flash_attn is not importable"
     if kernel == "torch-fa2":
-        return fa2_shape_problem(q, k) or \
+        return _fa2_shape_problem(call.q_shape[3], call.q_dtype, call.k_dtype) or \
             ("" if _fa2_available() else "this torch has no aten::_flash_attention_forward with window arguments")
     if Tq != Tk:
         return "FLA's parallel_attn needs Tq == Tk"
-    if fla_offsets_overflow(Tq, q.shape[1], q.shape[-1]):
+    if fla_offsets_overflow(Tq, call.q_shape[1], call.q_shape[3]):
         return "FLA's parallel_attn indexes queries with int32 offsets (T * Hq * d >= 2^31)"
     return "" if _fla_window() is not None else "FLA is not importable"
 
 
-def _pick(q, k, q_index, window, key_mask) -> str:
-    """The first kernel of ``KERNELS`` that serves the call exactly; always "blocked" off CUDA."""
-    if q.device.type != "cuda":
+def _pick(call: _Call) -> str:
+    """The first kernel of the current order that serves the call exactly; always "blocked" off CUDA."""
+    if call.device_type != "cuda":
         return "blocked"
-    order = _ORDER_WINDOW if window is not None and window < k.shape[2] else _ORDER
-    return next(name for name in order if not _cannot_serve(name, q, k, q_index, window, key_mask))
+    order = _ORDER_WINDOW if call.window is not None and call.window < call.k_shape[2] else _ORDER
+    return next(name for name in order if not _cannot_serve(name, call))
 
 
 def _blocked(q, k, v, q_index, window, key_mask, scale):
-    """Reference-grade path: query blocks over the key span they can reach; works on any device."""
+    """Reference-grade path: query blocks over the key span they can reach; works on any device. ``q_index``: a
+    ``[Tq]`` tensor (each block's key span read from it on the host) or an int s (queries at keys s .. s + Tq - 1,
+    the spans computed on the host)."""
     B, Hq, Tq, d = q.shape
     Hkv = k.shape[1]
     if Hq != Hkv:
@@ -335,9 +400,14 @@ def _blocked(q, k, v, q_index, window, key_mask, scale):
     neg = torch.finfo(q.dtype).min / 2
     outs = []
     for start in range(0, Tq, block):
-        idx = q_index[start:start + block]
-        lo = window_start(int(idx[0]), window)
-        hi = int(idx[-1]) + 1
+        if isinstance(q_index, int):
+            first, stop = q_index + start, q_index + min(start + block, Tq)
+            idx = torch.arange(first, stop, device=q.device)
+            lo, hi = window_start(first, window), stop
+        else:
+            idx = q_index[start:start + block]
+            lo = window_start(int(idx[0]), window)
+            hi = int(idx[-1]) + 1
         keys = torch.arange(lo, hi, device=q.device)
         allowed = keys[None, :] <= idx[:, None]
         if window is not None:

@@ -172,7 +172,8 @@ def _cross_checks(config: dict) -> list[str]:
 
 TRAINED_ARMS = ("base_cpt", "conversion")  # the conversion.pretrained arms that continue training
 # conversion.pretrained keys only a continued-training arm reads (workflows/pretrained.smk, rule pretrained_train)
-TRAINING_KEYS = ("seq_len", "steps", "batch_size", "lr", "warmup", "min_lr_ratio", "weight_decay", "dtype", "seeds")
+TRAINING_KEYS = ("seq_len", "steps", "batch_size", "lr", "lr_sweep", "warmup", "min_lr_ratio", "weight_decay", "dtype",
+                 "seeds", "order", "eval_points", "compile")
 IDENTITY_LEN = 2048  # conversion.pretrained.identity_len where the config gives none
 
 
@@ -190,12 +191,28 @@ def _pretrained_checks(conversion: dict) -> list[str]:
         problems.append(f"conversion.pretrained: {', '.join(unused)} set the continued training of the arms "
                         f"{list(TRAINED_ARMS)}, and conversion.pretrained.arms {pretrained['arms']} has neither: "
                         "remove them or add an arm that trains")
-    missing = [key for key in ("seq_len", "steps", "batch_size", "lr", "seeds") if trains and key not in pretrained]
+    missing = [key for key in ("seq_len", "steps", "batch_size", "seeds") if trains and key not in pretrained]
+    if trains and "lr" not in pretrained and "lr_sweep" not in pretrained:
+        missing.append("lr (or lr_sweep)")
     if missing:
         problems.append(f"conversion.pretrained: the arms {trains} train; give {', '.join(missing)}")
     elif trains:
         problems += [p for p in [warmup_problem(pretrained.get("warmup", 0), pretrained["steps"],
                                                 "conversion.pretrained.warmup", "conversion.pretrained.steps")] if p]
+    if "lr" in pretrained and "lr_sweep" in pretrained:
+        problems.append("conversion.pretrained: lr and lr_sweep both set; the long runs take the sweep's pick, so "
+                        "give one of them")
+    sweep = pretrained.get("lr_sweep")
+    if sweep:
+        key = "conversion.pretrained.lr_sweep"
+        problems += [p for p in [warmup_problem(sweep["warmup"], sweep["steps"], f"{key}.warmup", f"{key}.steps")] if p]
+    stray = [arm for arm in pretrained.get("compile", []) if arm not in pretrained["arms"]]
+    if stray:
+        problems.append(f"conversion.pretrained.compile: {stray} not in conversion.pretrained.arms "
+                        f"{pretrained['arms']}")
+    if "eval_points" in pretrained and "steps" in pretrained and pretrained["eval_points"] > pretrained["steps"]:
+        problems.append(f"conversion.pretrained.eval_points: {pretrained['eval_points']} exceeds "
+                        f"conversion.pretrained.steps {pretrained['steps']}")
     if trains and not missing and pretrained["window"] >= pretrained["seq_len"]:
         problems.append(f"conversion.pretrained.window: {pretrained['window']} must be below "
                         f"conversion.pretrained.seq_len {pretrained['seq_len']} (else no token sees past the window)")

@@ -172,6 +172,20 @@ def prefill_flops(shape: Shape, T: int, arch: str, window: int | None = PAPER_WI
     return out
 
 
+def train_flops(shape: Shape, T: int, arch: str, window: int | None = None, batch: int = 1) -> int:
+    """FLOPs of one training step (forward + backward, 3x the forward) on ``batch`` sequences of T tokens with the
+    next-token loss at every position (the PT regime). A Transformer (``window``: SWA) runs each layer's projections,
+    FFN and attention on T rows; Orthros runs Q, O and FFN on both streams (2T rows), K and V on the base stream, the
+    base stream's window attention and the output stream's full causal attention. Raises ValueError as
+    :func:`prefill_flops`."""
+    _check(T, arch, window, batch)
+    if arch == "transformer":
+        layer = dense_flops(shape, T, T) + attn_flops(shape, causal_pairs(T, window))
+    else:
+        layer = dense_flops(shape, 2 * T, T) + attn_flops(shape, causal_pairs(T, window) + causal_pairs(T))
+    return 3 * batch * (shape.layers * layer + T * 2 * shape.hidden * shape.vocab)
+
+
 def elementwise_bytes(shape: Shape, rows: int, arch: str, fused: bool = False) -> float:
     """Rough bytes moved by element-wise kernels of one layer over ``rows`` rows (bf16).
 

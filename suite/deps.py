@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("suite", "models", "baselines")
+PACKAGES = ("suite", "models", "baselines", "benchmarks")
 NOT_FOLLOWED = ("suite.config", "suite.deps")
 _ATTRIBUTE_OF = re.compile(r"([\w.]+):\w+")  # "module:attribute", as models/registry.py names its classes
 

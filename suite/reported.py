@@ -6,7 +6,7 @@ and ``conditions.csv`` (tokens, lengths, batch, hardware, timing scope, metric d
 Values are read as text first so the printed precision (``decimals``) survives: rounding checks need it.
 
 Read by the report (:mod:`suite.report`) and by benchmarks that print the paper's numbers beside theirs
-(:mod:`suite.bench.e2e_gpu`), so it sits below both.
+(:mod:`benchmarks.e2e_gpu`), so it sits below both.
 """
 from __future__ import annotations
 

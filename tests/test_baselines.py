@@ -303,7 +303,7 @@ def test_save_load_round_trip(arch, tmp_path):
 
 
 def test_fla_vs_naive_dry_run_writes_csvs(tmp_path):
-    from suite.bench.fla_vs_naive import main
+    from benchmarks.fla_vs_naive import main
     from suite.provenance import read_csv
 
     main(["--dry-run", "--out-dir", str(tmp_path), "--archs", "gdn"])

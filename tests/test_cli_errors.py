@@ -60,7 +60,7 @@ def test_unknown_size_lists_the_known_ones(data_dir, tmp_path, capsys):
 
 
 def test_unknown_arch_lists_the_known_ones(data_dir, tmp_path, capsys):
-    from suite.bench import prefill_cpu
+    from benchmarks import prefill_cpu
     from suite.eval import mqar, niah
     from suite.train import run
 
@@ -108,7 +108,7 @@ def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys
 
 
 def test_unwritable_output_path_is_refused_before_any_work(data_dir, tmp_path, capsys):
-    from suite.bench import prefill_cpu
+    from benchmarks import prefill_cpu
     from suite.eval import harness, mqar, niah
     from suite.train import run
 
@@ -139,7 +139,7 @@ def test_a_length_that_cannot_fit_in_memory_is_refused_before_allocating(data_di
     """A huge --seq-len (training), --lengths (NIAH, CPU prefill) or 128k-mode --seq-len: exit status 2 naming the
     option, the memory it needs at least and what the host has, before any model is built; nothing is written (no
     run_config.json, no CSV)."""
-    from suite.bench import prefill_cpu
+    from benchmarks import prefill_cpu
     from suite.eval import niah
     from suite.train import run
 
@@ -355,7 +355,7 @@ def test_no_progress_silences_the_checkpoint_loading_bar(tmp_path):
 
 @pytest.mark.parametrize("option", ["--repeats", "--threads", "--window", "--seq-len"])
 def test_prefill_cpu_refuses_a_count_below_one(option, tmp_path, capsys):
-    from suite.bench import prefill_cpu
+    from benchmarks import prefill_cpu
 
     err = _refused(prefill_cpu.main, ["--lengths", "32", option, "0", "--out", str(tmp_path / "p.csv")], capsys)
     assert f"error: argument {option}: must be an integer >= 1, got 0" in err and "Traceback" not in err
@@ -365,7 +365,7 @@ def test_prefill_cpu_refuses_a_count_below_one(option, tmp_path, capsys):
 def test_bad_input_found_by_a_new_user_is_a_usage_error(data_dir, tmp_path, capsys):
     """Each of these printed a traceback (or, for --max-files -3 and --limit -5, ran on): now exit status 2 with
     the option, file, key or value named, and nothing written."""
-    from suite.bench import prefill_cpu
+    from benchmarks import prefill_cpu
     from suite.data import corpus, tokenizer
     from suite.eval import harness, mqar, niah
     from suite.train import run
@@ -409,34 +409,38 @@ def test_bad_input_found_by_a_new_user_is_a_usage_error(data_dir, tmp_path, caps
 
 
 # -- every command line, every option ------------------------------------------------------------------------------
-# The module CLIs (python -m suite.<...> with a main) refuse bad input one way: argparse types of suite.cli (and the
-# model-aware ones of suite.common), and usage_errors for a check in main. Every option of every CLI is either a
-# flag, a choice, typed with a checking type, or listed in FREE_TEXT with what checks it (or why any text is fine).
+# The module CLIs (python -m suite.<...> or benchmarks.<...> with a main) refuse bad input one way: argparse types of
+# suite.cli (and the model-aware ones of suite.common), and usage_errors for a check in main. Every option of every CLI
+# is either a flag, a choice, typed with a checking type, or listed in FREE_TEXT with what checks it (or why any text
+# is fine).
 
-def _suite_clis() -> list[str]:
+def _module_clis() -> list[str]:
     names = []
-    for path in sorted((ROOT / "suite").rglob("*.py")):
+    for path in sorted([*(ROOT / "suite").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]):
         if 'if __name__ == "__main__":' in path.read_text():
             names.append(".".join(path.relative_to(ROOT).with_suffix("").parts))
     return names
 
 
-SUITE_CLIS = _suite_clis()
+MODULE_CLIS = _module_clis()
 PASS_THROUGH = {"suite.eval.lm_eval_cli"}  # lm-eval's own command line: its arguments are lm-eval's to check
 
 FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
-    ("suite.bench.e2e_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
-    ("suite.bench.decode_load", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
-    ("suite.bench.prefill_1m", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
-    ("suite.bench.prefill_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
-    ("suite.bench.prefill_1m", "--prefill-csv"): "written by the step before, which may have failed: the row it "
+    ("benchmarks.e2e_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("benchmarks.compile_check", "--backends"): "torch.compile's backend names: torch names a wrong one, the variant's "
+                                                "row says so",
+    ("benchmarks.compile_check", "--mode"): "torch.compile's mode: torch names a wrong one, the variant's row says so",
+    ("benchmarks.decode_load", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("benchmarks.prefill_1m", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("benchmarks.prefill_gpu", "--compile-backend"): "torch.compile's backend name: torch names a wrong one",
+    ("benchmarks.prefill_1m", "--prefill-csv"): "written by the step before, which may have failed: the row it "
                                                  "would give then reads 'not run'",
-    ("suite.bench.multi_gpu_train", "--one"): "a run folder a failed run never wrote: its row reads 'not run'",
-    ("suite.bench.multi_gpu_train", "--many"): "a run folder a failed run never wrote: its row reads 'not run'",
-    ("suite.bench.prefill_gpu", "--keep-methods"): "method labels of the rows carried over",
-    ("suite.bench.prefill_cpu", "--profile"): "a label (provenance column)",
-    ("suite.bench.fp8_kv_real", "--profile"): "a label (provenance column)",
-    ("suite.bench.seq_parallel_gpu", "--profile"): "a label (provenance column)",
+    ("benchmarks.multi_gpu_train", "--one"): "a run folder a failed run never wrote: its row reads 'not run'",
+    ("benchmarks.multi_gpu_train", "--many"): "a run folder a failed run never wrote: its row reads 'not run'",
+    ("benchmarks.prefill_gpu", "--keep-methods"): "method labels of the rows carried over",
+    ("benchmarks.prefill_cpu", "--profile"): "a label (provenance column)",
+    ("benchmarks.fp8_kv_real", "--profile"): "a label (provenance column)",
+    ("benchmarks.seq_parallel_gpu", "--profile"): "a label (provenance column)",
     ("suite.collect", "--variants"): "labels, one per --evals: main checks the counts (BAD_IN_MAIN)",
     ("suite.data.corpus", "--files"): "globs: build_corpus names one that matches nothing",
     ("suite.data.corpus", "--hf-path"): "a Hugging Face dataset, named when it cannot be reached",
@@ -470,18 +474,18 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
 }
 
 LOCAL_BAD = {  # (module, option) -> a bad value of a CLI's own argparse type
-    ("suite.bench.e2e_gpu", "--configs"): "131072",
-    ("suite.bench.decode_load", "--archs"): "gdn",
-    ("suite.bench.decode_load", "--batches"): "0",
-    ("suite.bench.decode_load", "--paths"): "jit",
-    ("suite.bench.decode_load", "--decode-attn"): "flash",
-    ("suite.bench.prefill_cpu", "--checkpoint"): "transformer",
-    ("suite.bench.prefill_gpu", "--lengths"): "0",
-    ("suite.bench.prefill_gpu", "--layer-lengths"): "1M",
-    ("suite.bench.prefill_gpu", "--compare-lens"): "-1",
-    ("suite.bench.prefill_gpu", "--paths"): "fast",
-    ("suite.bench.seq_parallel_gpu", "--archs"): "gla",
-    ("suite.bench.seq_parallel_gpu", "--layer-wise-from"): "orthros",
+    ("benchmarks.e2e_gpu", "--configs"): "131072",
+    ("benchmarks.decode_load", "--archs"): "gdn",
+    ("benchmarks.decode_load", "--batches"): "0",
+    ("benchmarks.decode_load", "--paths"): "jit",
+    ("benchmarks.decode_load", "--decode-attn"): "flash",
+    ("benchmarks.prefill_cpu", "--checkpoint"): "transformer",
+    ("benchmarks.prefill_gpu", "--lengths"): "0",
+    ("benchmarks.prefill_gpu", "--layer-lengths"): "1M",
+    ("benchmarks.prefill_gpu", "--compare-lens"): "-1",
+    ("benchmarks.prefill_gpu", "--paths"): "fast",
+    ("benchmarks.seq_parallel_gpu", "--archs"): "gla",
+    ("benchmarks.seq_parallel_gpu", "--layer-wise-from"): "orthros",
     ("suite.collect", "--not-run"): "gdn",
     ("suite.collect", "--runs"): "conversion",
     ("suite.eval.harness", "--num-fewshot"): "-1",
@@ -535,12 +539,13 @@ def _bad_options(module: str, parser: argparse.ArgumentParser, tmp: Path) -> tup
 
 
 def test_the_walk_covers_every_module_cli():
-    assert len(SUITE_CLIS) >= 26 and "suite.report.render" in SUITE_CLIS and "suite.config" in SUITE_CLIS
-    stale = {m for m, _ in FREE_TEXT | LOCAL_BAD} - set(SUITE_CLIS)
+    assert len(MODULE_CLIS) >= 26 and "suite.report.render" in MODULE_CLIS and "suite.config" in MODULE_CLIS
+    assert "benchmarks.prefill_gpu" in MODULE_CLIS and "benchmarks.merge_results" in MODULE_CLIS
+    stale = {m for m, _ in FREE_TEXT | LOCAL_BAD} - set(MODULE_CLIS)
     assert not stale, stale
 
 
-@pytest.mark.parametrize("module", [m for m in SUITE_CLIS if m not in PASS_THROUGH])
+@pytest.mark.parametrize("module", [m for m in MODULE_CLIS if m not in PASS_THROUGH])
 def test_every_option_of_every_cli_refuses_a_bad_value(module, tmp_path, capsys, monkeypatch):
     """Each option's bad value (0 for a count, a missing input file, an output path under a file, a device this
     machine lacks, a misspelt study config, size or architecture, ...) stops the CLI while parsing: exit status 2,
@@ -577,9 +582,9 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
     train = ["--data-dir", str(data_dir), "--out-dir", str(out)]
     hay = ["--haystack", str(data_dir / "test.txt"), "--out", str(out / "n.csv")]
     cases = [
-        ("suite.bench.prefill_cpu", ["--size", "1X", "--lengths", "32", "--out", str(out / "p.csv")],
+        ("benchmarks.prefill_cpu", ["--size", "1X", "--lengths", "32", "--out", str(out / "p.csv")],
          "argument --size: unknown size '1X'"),
-        ("suite.bench.prefill_cpu", ["--archs", "orthros", "--checkpoint", f"transformer={ckpt}", "--lengths", "32",
+        ("benchmarks.prefill_cpu", ["--archs", "orthros", "--checkpoint", f"transformer={ckpt}", "--lengths", "32",
                                      "--out", str(out / "p.csv")], "--checkpoint given for arch(s) not in --archs"),
         ("suite.report.render", ["--results", "", "--out-tables", str(out / "t"), "--out-figures", str(out / "f")],
          "argument --results: give a folder, got ''"),
@@ -614,10 +619,10 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
         ("suite.collect", ["conversion", "--evals", str(a_file), "--metrics", str(a_file), str(a_file),
                            "--variants", "base", "--out", str(out / "c.csv")], "need one eval CSV and one metrics CSV"),
         ("suite.eval.controls", ["--mqar", str(a_file), "--out", str(out / "c.csv")], "--mqar needs --mqar-cell"),
-        ("suite.bench.merge_results", ["--into", str(out), str(a_file)], "is neither a folder nor a .tar.gz archive"),
-        ("suite.bench.prefill_1m", ["--device", "cpu", "--chunk", "100", "--fp8-block", "64", "--out-dir", str(out)],
+        ("benchmarks.merge_results", ["--into", str(out), str(a_file)], "is neither a folder nor a .tar.gz archive"),
+        ("benchmarks.prefill_1m", ["--device", "cpu", "--chunk", "100", "--fp8-block", "64", "--out-dir", str(out)],
          "--chunk 100 must be a multiple of --fp8-block 64"),
-        ("suite.bench.prefill_gpu", ["--device", "cpu", "--lengths", "", "--out-dir", str(out)],
+        ("benchmarks.prefill_gpu", ["--device", "cpu", "--lengths", "", "--out-dir", str(out)],
          "--lengths '' needs --rates"),
         ("suite.deps", ["suite.nope"], "'suite.nope' is not a module"),
     ]
@@ -630,7 +635,7 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
                                  str(out / "m.csv")], "argument --device: 'cuda': no CUDA device on this machine"),
             ("suite.train.run", ["--config", str(cuda_config), "--arch", "orthros", *train],
              "device (--device or the config's): 'cuda': no CUDA device on this machine"),
-            ("suite.bench.fla_vs_naive", ["--out-dir", str(out)], "no CUDA device: run on the GPU machine"),
+            ("benchmarks.fla_vs_naive", ["--out-dir", str(out)], "no CUDA device: run on the GPU machine"),
         ]
     for module, argv, message in cases:
         err = _refused(importlib.import_module(module).main, argv, capsys)

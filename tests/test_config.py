@@ -383,3 +383,23 @@ def test_sections_the_rules_read_are_required(edit, pattern):
     edit(cfg)
     with pytest.raises(ConfigError, match=pattern):
         validate(cfg)
+
+
+@pytest.mark.parametrize("edit, pattern", [
+    (lambda c: c["conversion"]["pretrained"].update(lr=1e-4),
+     r"conversion\.pretrained: lr and lr_sweep both set; the long runs take the sweep's pick"),
+    (lambda c: c["conversion"]["pretrained"].pop("lr_sweep"),
+     r"conversion\.pretrained: the arms \['base_cpt', 'conversion'\] train; give lr \(or lr_sweep\)"),
+    (lambda c: c["conversion"]["pretrained"]["lr_sweep"].update(warmup=150),
+     r"conversion\.pretrained\.lr_sweep\.warmup: 150 must be below conversion\.pretrained\.lr_sweep\.steps 150"),
+    (lambda c: c["conversion"]["pretrained"]["lr_sweep"].update(lrs=[1e-4]), r"lr_sweep\.lrs: .*(short|fewer)"),
+    (lambda c: c["conversion"]["pretrained"].update(arms=["base", "base_cpt"], compile=["conversion"]),
+     r"conversion\.pretrained\.compile: \['conversion'\] not in conversion\.pretrained\.arms"),
+    (lambda c: c["conversion"]["pretrained"].update(eval_points=5000),
+     r"conversion\.pretrained\.eval_points: 5000 exceeds conversion\.pretrained\.steps"),
+    (lambda c: c["conversion"]["pretrained"].update(order="sorted"), r"conversion\.pretrained\.order: 'sorted'"),
+])
+def test_the_continued_training_rate_sweep_and_run_options_are_checked(edit, pattern):
+    """The gpu profile's recipe: a rate sweep (lr_sweep) whose pick the long runs take, so lr beside it is refused and
+    one of the two is needed; a sweep warmup that ends; compile and eval_points that fit the arms and steps."""
+    _refused_after(_gpu(), edit, pattern)

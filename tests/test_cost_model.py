@@ -165,3 +165,23 @@ def test_decode_step_predict_memory_bound_at_small_batch_and_gemm_bound_at_large
     assert with_k["overhead_s"] == pytest.approx(1000 * rates.kernel_overhead_s)
     with pytest.raises(ValueError, match="kernels_per_step"):
         cm.decode_step_predict(s, 2048, 1, "orthros", -1, rates)
+
+
+def test_train_flops_count_the_second_stream():
+    """A training step is 3x the forward; Orthros adds the output stream's Q, O and FFN rows and the base stream's
+    window attention to the Transformer's step (full causal attention on the output stream)."""
+    from suite.train.throughput import step_flops
+
+    shape, T, w = cm.Shape.from_size("160M"), 2048, 128
+    transformer = cm.train_flops(shape, T, "transformer", batch=2)
+    assert transformer == 3 * 2 * (shape.layers * (cm.dense_flops(shape, T, T) + cm.attn_flops(shape, T * (T + 1) // 2))
+                                   + T * 2 * shape.hidden * shape.vocab)
+    orthros = cm.train_flops(shape, T, "orthros", w, batch=2)
+    extra = 3 * 2 * shape.layers * (cm.dense_flops(shape, T, 0) + cm.attn_flops(shape, cm.causal_pairs(T, w)))
+    assert orthros - transformer == extra
+    assert cm.train_flops(shape, T, "transformer", w) < transformer / 2  # SWA: window attention only
+    from models.registry import make_config
+
+    config = make_config("orthros", "160M", window_size=w, vocab_size=shape.vocab)
+    assert step_flops(config, 2, T) == orthros
+    assert step_flops(make_config("gdn", "1M"), 2, T) is None

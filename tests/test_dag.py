@@ -113,10 +113,11 @@ def parse_only(module: str, argv: list[str]) -> argparse.Namespace:
 
 
 def suite_commands(shell: str) -> list[tuple[str, list[str]]]:
-    """The ``python -m suite.<module> ARGS`` calls of a rendered shell command: [(module, argv)]."""
+    """The ``python -m suite.<module> ARGS`` (or ``benchmarks.<module>``) calls of a rendered shell command:
+    [(module, argv)]."""
     tokens, calls = shlex.split(shell), []
     for i, token in enumerate(tokens[:-1]):
-        if token == "-m" and tokens[i + 1].startswith("suite."):
+        if token == "-m" and tokens[i + 1].startswith(("suite.", "benchmarks.")):
             argv = []
             for arg in tokens[i + 2:]:
                 if arg in ("&&", "||", ";", "|") or arg.startswith((">", "2>")):
@@ -140,9 +141,9 @@ def all_jobs(profile: str) -> tuple:
 
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
-    """Every job's `python -m suite....` call, as the profile renders it, passes its module's argument parser (an
-    invalid CLI such as `--limit None` fails here; as on the job's host, :func:`parse_only`), and the threads a
-    command asks for are the job's threads."""
+    """Every job's `python -m suite....` (or `benchmarks....`) call, as the profile renders it, passes its module's
+    argument parser (an invalid CLI such as `--limit None` fails here; as on the job's host, :func:`parse_only`), and
+    the threads a command asks for are the job's threads."""
     jobs = all_jobs(profile)
     if profile == "ci":
         assert rule_counts(jobs) == CI_JOBS
@@ -174,8 +175,9 @@ def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
 # arms (issue 36) add 11 to the default profile (base model, English data, conversion, identity control, 3 benchmark
 # and 2 perplexity jobs, 2 collects) and 40 to the gpu profile (4 arms, 3 seeds for the trained ones: training,
 # benchmarks, perplexity and NIAH per run, 5 collects); ci and slurm leave conversion.pretrained off. The
-# per-document pairs files add a collect each for quality, the ablation and the pretrained arms.
-TOTAL_JOBS = {"default": 67, "ci": 49, "gpu": 109, "slurm": 60}
+# per-document pairs files add a collect each for quality, the ablation and the pretrained arms. The gpu profile's
+# learning-rate sweep of the trained arms adds 10 (4 rates x 2 arms, the pick, the held-out curves' collect).
+TOTAL_JOBS = {"default": 67, "ci": 49, "gpu": 119, "slurm": 60}
 SIX_ARCHS = ["orthros", "transformer", "swa", "gdn", "gla", "retnet"]
 
 
@@ -387,7 +389,7 @@ def test_tokenizer_job_reruns_after_an_edit_of_its_code(resume_studies, tmp_path
     before = tokenizer_json.read_bytes()
     copy = tmp_path / "repo"
     copy.mkdir()
-    for part in ("Snakefile", "workflows", "suite", "models", "baselines", "profiles"):
+    for part in ("Snakefile", "workflows", "suite", "models", "baselines", "benchmarks", "profiles"):
         if (ROOT / part).is_dir():
             shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
         else:
@@ -488,7 +490,7 @@ def test_files_named_by_path_rerun_their_rules_when_replaced_in_place(tmp_path):
 
 
 def test_benchmarks_target_checks_fp8_kv_on_the_pretrained_model():
-    """The gpu profile's `benchmarks` target runs suite.bench.fp8_kv_real on the conversion experiment's base model
+    """The gpu profile's `benchmarks` target runs benchmarks.fp8_kv_real on the conversion experiment's base model
     and English data at conversion.pretrained.window, on one GPU; the CPU default profile's target has no such job."""
     jobs = [j for j in dry_run("-F", "--config", "profile=gpu", "--", "benchmarks") if j.rule == "fp8_kv_real"]
     (job,) = jobs

@@ -261,3 +261,25 @@ def test_site_packages_source_reads_installed_code_once():
     texts = [text for _, text in docs]
     assert len(set(texts)) == len(texts)
     assert not any({"tests", "__pycache__"} & set(name.split("/")[:-1]) for name, _ in docs)
+
+
+def test_epoch_order_reads_every_window_once_an_epoch():
+    """order 'epoch': non-overlapping windows of seq_len, each read once before any is read again, in a seeded order
+    that is a pure function of (seed, step); each epoch its own order and cut."""
+    train = np.arange(32 * 161)  # a token's id is its position, so a row's first id is its window's start
+    batches = TokenBatches(train, 4, 32, seed=7, order="epoch")
+    n = batches.n_windows
+    assert n == 160
+    starts = [[int(row[0]) for step in range(e * 40, (e + 1) * 40) for row in batches.batch(step)] for e in range(2)]
+    for epoch in starts:
+        assert len(set(epoch)) == len(epoch) == n
+        assert len({s % 32 for s in epoch}) == 1, "one cut offset an epoch"
+    assert starts[0] != starts[1]
+    assert all(torch.equal(r[1:] - r[:-1], torch.ones(31, dtype=torch.int64)) for r in batches.batch(3))
+    assert batches.epochs(40) == 1.0 and batches.epochs(60) == 1.5
+    assert torch.equal(TokenBatches(train, 4, 32, seed=7, order="epoch").batch(9), batches.batch(9))
+    assert not torch.equal(TokenBatches(train, 4, 32, seed=8, order="epoch").batch(0), batches.batch(0))
+    with pytest.raises(ValueError, match="takes no retrieval rows"):
+        TokenBatches(train, 4, 32, seed=7, order="epoch", retrieval=object(), retrieval_fraction=0.5)
+    with pytest.raises(ValueError, match="order 'sorted' not in"):
+        TokenBatches(train, 4, 32, seed=7, order="sorted")

@@ -1,8 +1,8 @@
-"""suite.bench.decode_load: the decode-under-load sweep on the CPU (tiny model), its batch list and its refusals."""
+"""benchmarks.decode_load: the decode-under-load sweep on the CPU (tiny model), its batch list and its refusals."""
 import pandas as pd
 import pytest
 
-from suite.bench import decode_load
+from benchmarks import decode_load
 
 
 def test_auto_batches_are_powers_of_two_then_the_largest_that_fits():

@@ -131,9 +131,9 @@ def test_engine_refuses_non_attention_mixer():
         Engine(tiny("retnet"), batch=1, max_len=16)
 
 
-def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
-    """The H200 scripts, end to end on CPU at tiny size: CSV columns, target rows (targets.csv), definitions."""
-    from suite.bench import e2e_gpu, prefill_cpu, prefill_gpu
+def test_the_prefill_and_e2e_benchmarks_run_on_cpu_at_tiny_size(tmp_path):
+    """The H200 benchmarks, end to end on CPU at tiny size: CSV columns, target rows (targets.csv), definitions."""
+    from benchmarks import e2e_gpu, prefill_cpu, prefill_gpu
 
     prefill_gpu.main(["--device", "cpu", "--dtype", "float32", "--size", "1M", "--lengths", "32,64",
                       "--layer-lengths", "96", "--matmul-n", "64", "--window", "8", "--ffn-chunk", "32",
@@ -200,7 +200,7 @@ def test_gpu_bench_scripts_run_on_cpu_at_tiny_size(tmp_path):
 def test_prefill_sweep_fails_on_a_truncated_checkpoint(tmp_path, capsys):
     """A given checkpoint that cannot be read stops the sweep naming the file (a usage error: no 'not run' row, no
     CSV)."""
-    from suite.bench import prefill_cpu
+    from benchmarks import prefill_cpu
 
     good = tmp_path / "good"
     tiny("transformer").save_pretrained(good)
@@ -320,7 +320,7 @@ def test_check_compiled_decodes_the_same_token_in_both_modes(monkeypatch):
 
 def test_prefill_128k_row_is_labelled_with_the_profile(tmp_path):
     """The 128K CPU Prefill row carries the profile it ran for (it was always 'cpu')."""
-    from suite.bench import prefill_cpu
+    from benchmarks import prefill_cpu
 
     out = prefill_cpu.main(["--mode", "128k", "--profile", "gpu", "--seq-len", "64", "--window", "8",
                             "--out", str(tmp_path / "prefill_128k.csv")])

@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_MARKERS = ("--device cuda", "suite.train.run", "gpu_all.sh", "suite.bench.fla_vs_naive", "torch.distributed.run",
-               "suite.bench.seq_parallel_gpu", "multi_gpu")  # in a cuda profile, training uses the GPU too
+# in a cuda profile, training uses the GPU too; the time-capped benchmarks (rules perf and multi_gpu) run on the CPU
+# (SMOKE=1) where the profile's device is the CPU
+GPU_MARKERS = ("--device cuda", "suite.train.run", "gpu_all.sh", "benchmarks.fla_vs_naive", "torch.distributed.run",
+               "benchmarks.seq_parallel_gpu", "SMOKE=0 bash benchmarks/multi_gpu_all.sh",
+               "SMOKE=0 bash benchmarks/perf_all.sh")
 
 
 def dry_run_jobs(*args: str) -> list[dict]:
@@ -30,9 +33,12 @@ def dry_run_jobs(*args: str) -> list[dict]:
 
 
 def test_every_gpu_job_of_the_gpu_profile_declares_the_gpu():
-    jobs = dry_run_jobs("all", "benchmarks", "--config", "profile=gpu")  # `all` and the opt-in system benchmarks
+    # `all`, the opt-in system benchmarks, a part of the time-capped ones and the multi-GPU ones
+    jobs = dry_run_jobs("--config", "profile=gpu", "--", "all", "benchmarks", "results/gpu/perf/main",
+                        "results/gpu/perf/multi_gpu")
     gpu_jobs = [j for j in jobs if any(m in j["shell"] for m in GPU_MARKERS)]
-    assert {j["rule"] for j in gpu_jobs} >= {"train", "lm_eval", "niah", "mqar", "gpu_benchmarks", "fla_crosscheck"}
+    assert {j["rule"] for j in gpu_jobs} >= {"train", "lm_eval", "niah", "mqar", "gpu_benchmarks", "fla_crosscheck",
+                                             "perf", "multi_gpu"}
     missing = sorted({j["rule"] for j in gpu_jobs if j["gpu"] < 1})
     assert not missing, f"rules using the GPU without resources: gpu: {missing}"
     cpu_only = [j for j in jobs if j["shell"] and not any(m in j["shell"] for m in GPU_MARKERS) and j["gpu"]]
@@ -40,5 +46,5 @@ def test_every_gpu_job_of_the_gpu_profile_declares_the_gpu():
 
 
 def test_cpu_profile_jobs_hold_no_gpu():
-    jobs = dry_run_jobs()
-    assert jobs and all(j["gpu"] == 0 for j in jobs)
+    jobs = dry_run_jobs("--", "all", "results/default/perf/main", "results/default/perf/multi_gpu")
+    assert {"perf", "multi_gpu"} <= {j["rule"] for j in jobs} and all(j["gpu"] == 0 for j in jobs)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("models", "baselines", "suite", "scripts")
+PACKAGES = ("models", "baselines", "benchmarks", "suite", "scripts")
 
 
 def _import_time_nodes(body):
@@ -48,7 +48,7 @@ def test_no_module_sets_environment_variables_at_import():
 def test_importing_the_cpu_benchmarks_leaves_the_hub_settings_alone():
     """prefill_cpu and fla_vs_naive set HF_HUB_OFFLINE / HF_DATASETS_OFFLINE in main(), not on import."""
     probe = ("import os\n"
-             "import suite.bench.fla_vs_naive, suite.bench.prefill_cpu\n"
+             "import benchmarks.fla_vs_naive, benchmarks.prefill_cpu\n"
              "assert 'HF_HUB_OFFLINE' not in os.environ and 'HF_DATASETS_OFFLINE' not in os.environ\n")
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
     run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

@@ -99,7 +99,7 @@ def test_fla_is_imported_below_its_layer_api_only_behind_the_version_check():
     root = Path(__file__).resolve().parents[1]
     doors = {"models/fla_check.py", "baselines/fla_internals.py"}
     found = set()
-    for package in ("models", "baselines", "suite", "scripts"):
+    for package in ("models", "baselines", "benchmarks", "suite", "scripts"):
         for path in (root / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
@@ -325,3 +325,26 @@ def test_fa2_shape_rule_runs_without_cuda():
     assert kernels.fa2_shape_problem(q, q) == ""
     assert "multiple of 8" in kernels.fa2_shape_problem(q[..., :12], q[..., :12])
     assert "one fp16/bf16 dtype" in kernels.fa2_shape_problem(q, q.float())
+
+
+@pytest.mark.parametrize("Tq, Tk, window, masked", [(9, 9, None, False), (9, 9, 3, False), (4, 11, 3, False),
+                                                    (1, 11, 4, False), (4, 11, None, True), (9, 9, 2, True)])
+def test_int_q_index_is_the_tensor_form_bit_for_bit(monkeypatch, Tq, Tk, window, masked):
+    """q_index as a host int s (queries at keys s .. s + Tq - 1, what a training step or prefill knows) gives the
+    tensor form's output exactly, across several query blocks of the blocked path (a small block budget), keys
+    trimmed by the window, GQA and padding; an int that puts a query past the keys is refused."""
+    monkeypatch.setattr(kernels, "_BLOCK_ELEMENTS", 1)  # blocks of 16 queries: several blocks at Tq = 40 below
+    g = torch.Generator().manual_seed(4)
+    for B, Tq_, Tk_ in ((2, Tq, Tk), (1, 40, 45)):
+        q = torch.randn(B, 4, Tq_, 8, generator=g)
+        k, v = torch.randn(B, 2, Tk_, 8, generator=g), torch.randn(B, 2, Tk_, 8, generator=g)
+        key_mask = (torch.rand(B, Tk_, generator=g) > 0.2) if masked else None
+        if masked:
+            key_mask[:, Tk_ - Tq_:] = True  # every query keeps its own key
+        kernels.reset_usage()
+        got = kernels.attention(q, k, v, Tk_ - Tq_, window, key_mask)
+        want = kernels.attention(q, k, v, torch.arange(Tk_ - Tq_, Tk_), window, key_mask)
+        assert torch.equal(got, want)
+        assert kernels.kernels_used() == {"blocked": 2}
+    with pytest.raises(ValueError, match=r"q_index=3 puts the 9 queries at keys 3\.\.11, outside the 11 keys"):
+        kernels.attention(*_qkv(9, 11), 3)

@@ -1,28 +1,28 @@
-"""tools/gpu_bench/multi_gpu_all.sh in its CPU/gloo smoke mode (2 processes), and its two CSV writers."""
+"""The multi-GPU benchmarks, the DAG's rule multi_gpu (benchmarks/multi_gpu_all.sh), in a CPU profile's CPU/gloo
+smoke mode (2 processes), and its two CSV writers."""
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from benchmarks.multi_gpu_train import summarize
+from benchmarks.seq_parallel_gpu import LAYER_WISE, parse_layer_wise
 from suite import cost_model as cm
-from suite.bench.multi_gpu_train import summarize
-from suite.bench.seq_parallel_gpu import LAYER_WISE, parse_layer_wise
 from suite.provenance import write_csv
+from tests.dag import copy_repo, snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
 def test_smoke_run_writes_both_csvs(data_dir, tmp_path):
-    out = tmp_path / "out"
-    env = {**os.environ, "SMOKE": "1", "OUT": str(out), "WORK": str(tmp_path / "work"), "DATA_DIR": str(data_dir),
-           "PYTHON": sys.executable, "TOTAL_S": "400"}
-    run = subprocess.run(["bash", "tools/gpu_bench/multi_gpu_all.sh"], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=600)
+    repo = copy_repo(tmp_path / "repo")
+    env = {**os.environ, "DATA_DIR": str(data_dir), "TOTAL_S": "400"}
+    run = snakemake("--cores", "2", "--config", "profile=ci", "--", "work_dirs/ci/results/perf/multi_gpu", cwd=repo,
+                    env=env, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    out = repo / "work_dirs/ci/results/perf/multi_gpu"
 
     sp = pd.read_csv(out / "seq_parallel.csv")
     measured = sp[sp["method"] != "cost-model prediction"]

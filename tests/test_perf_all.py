@@ -1,28 +1,35 @@
-"""tools/gpu_bench/perf_all.sh end to end in its CPU smoke mode, and the merge of two GPU commands' outputs."""
+"""The time-capped system benchmarks, the DAG's rule perf (benchmarks/perf_all.sh), end to end in a CPU profile's
+smoke mode, and the merge of two GPU commands' outputs."""
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from suite.bench.merge_results import merge
+from benchmarks.merge_results import merge
+from tests.dag import copy_repo, parse_dry_run, snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
+PERF = Path("work_dirs/ci/results/perf")  # the ci profile's results folder: the perf parts' folders
+
+
+def perf(repo: Path, part: str, timeout: int, **env):
+    """``snakemake <results>/perf/PART`` of the ci profile (CPU: every step at tiny size) in a copy of the repository;
+    the rows record commit ``smoke123``."""
+    env = {**os.environ, "SUITE_COMMIT": "smoke123", **env}
+    return snakemake("--cores", "1", "--config", "profile=ci", "--", PERF / part, cwd=repo, env=env, timeout=timeout)
 
 
 @pytest.mark.slow
 def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
-    out = tmp_path / "out"
-    env = dict(os.environ, SMOKE="1", PART="all", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1500",
-               SUITE_COMMIT="smoke123")
-    run = subprocess.run(["bash", str(ROOT / "tools/gpu_bench/perf_all.sh")], env=env, capture_output=True, text=True,
-                         timeout=1500)
+    repo = copy_repo(tmp_path / "repo")
+    run = perf(repo, "all", timeout=1500, TOTAL_S="1500")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = repo / PERF / "all"
     steps = pd.read_csv(out / "steps.tsv", sep="\t")
     # PART=main's steps, most valuable first and the 1M FP8 prefill last, then the optional Table 4 commands
     assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model",
@@ -98,34 +105,40 @@ def test_perf_all_smoke_runs_every_step_and_writes_every_table(tmp_path):
 
 
 @pytest.mark.slow
-def test_perf_all_skips_steps_past_the_total_cap_and_keeps_their_record(tmp_path):
-    """TOTAL_S too small for anything: every step is skipped (recorded in steps.tsv), the command still ends 0,
-    and with ARCHIVE set everything it wrote comes back as one archive."""
-    out, archive = tmp_path / "out", tmp_path / "back" / "perf_all.tar.gz"
-    env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x",
-               ARCHIVE=str(archive))
-    run = subprocess.run(["bash", str(ROOT / "tools/gpu_bench/perf_all.sh")], env=env, capture_output=True, text=True,
-                         timeout=300)
+def test_perf_stops_before_the_callers_deadline_and_keeps_its_record(tmp_path):
+    """SUITE_DEADLINE (run.sh's TIME_CAP) already passed: every step is skipped and recorded in steps.tsv, and the
+    part still ends 0 with its folder."""
+    repo = copy_repo(tmp_path / "repo")
+    run = perf(repo, "main", timeout=300, SUITE_DEADLINE=str(int(time.time()) + 1))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = repo / PERF / "main"
     steps = pd.read_csv(out / "steps.tsv", sep="\t")
     assert list(steps.step) == ["attn_kernels", "prefill_gpu", "decode_step", "train_step", "cost_model", "prefill_1m"]
     assert (steps.exit.astype(str) == "skipped").all()
-    with tarfile.open(archive) as tar:
-        names = {Path(n).name for n in tar.getnames()}
-    assert {"steps.tsv", "env.log"} <= names and not list(archive.parent.glob("*.part"))
+    assert "SUITE_COMMIT=smoke123" in (out / "env.log").read_text()
+    assert "skipped" in (repo / "work_dirs/ci/logs/perf_main.log").read_text()
 
 
-def test_perf_all_refuses_an_archive_inside_its_output_folder(tmp_path):
-    out = tmp_path / "out"
-    env = dict(os.environ, SMOKE="1", OUT=str(out), PYTHON=sys.executable, TOTAL_S="1", SUITE_COMMIT="x",
-               ARCHIVE=str(out / "perf_all.tar.gz"))
-    run = subprocess.run(["bash", str(ROOT / "tools/gpu_bench/perf_all.sh")], env=env, capture_output=True, text=True,
-                         timeout=60)
-    assert run.returncode == 2 and "must lie outside OUT" in run.stderr
+@pytest.mark.slow
+def test_perf_parts_are_targets_of_the_dag():
+    """In the gpu profile a part is one job on the GPU at full size; in a CPU profile the smoke steps; the parts are
+    the script's (an unknown one has no rule), and neither `all` nor `benchmarks` runs them."""
+    run = snakemake("-n", "-p", "--config", "profile=gpu", "--", "results/gpu/perf/main", "results/gpu/perf/table4",
+                    timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = {j.wildcards["part"]: j for j in parse_dry_run(run.stdout) if j.rule == "perf"}
+    assert set(jobs) == {"main", "table4"} and all(j.resources.get("gpu") == "1" for j in jobs.values())
+    assert "OUT=results/gpu/perf/main PART=main SMOKE=0 bash benchmarks/perf_all.sh" in jobs["main"].shell
+    cpu = snakemake("-n", "-p", "--config", "profile=ci", "--", PERF / "load", timeout=300)
+    assert cpu.returncode == 0 and "PART=load SMOKE=1 bash benchmarks/perf_all.sh" in cpu.stdout, cpu.stderr[-3000:]
+    wrong = snakemake("-n", "--config", "profile=ci", "--", PERF / "nope", timeout=300)
+    assert wrong.returncode != 0 and "MissingRuleException" in wrong.stdout + wrong.stderr
+    assert "rule perf:" not in snakemake("-n", "-p", "--config", "profile=gpu", "--", "all", "benchmarks",
+                                         timeout=300).stdout
 
 
 def test_merge_results_refuses_a_source_that_is_neither_folder_nor_archive(tmp_path, capsys):
-    from suite.bench import merge_results
+    from benchmarks import merge_results
     (tmp_path / "x.csv").write_text("a\n1\n")
     with pytest.raises(SystemExit) as err:
         merge_results.main(["--into", str(tmp_path / "m"), str(tmp_path / "x.csv")])
@@ -134,7 +147,7 @@ def test_merge_results_refuses_a_source_that_is_neither_folder_nor_archive(tmp_p
 
 def test_merge_results_keeps_the_rows_of_the_into_folder(tmp_path):
     """``--into results/gpu OUT`` adds OUT's rows to what results/gpu holds: rows of other archs stay."""
-    from suite.bench import merge_results
+    from benchmarks import merge_results
     into, out = tmp_path / "res", tmp_path / "out"
     into.mkdir(), out.mkdir()
     pd.DataFrame({"arch": ["orthros_h", "orthros"], "ttft_s": [7.0, 6.0]}).to_csv(into / "e2e.csv", index=False)
@@ -179,7 +192,7 @@ def test_merge_results_reads_an_archive_like_a_folder(tmp_path):
     (a / "rates.json").write_text('{"matmul_tflops": 1}')
     with tarfile.open(tmp_path / "a.tar.gz", "w:gz") as tar:
         tar.add(a, arcname=".")
-    from suite.bench import merge_results
+    from benchmarks import merge_results
     merge_results.main(["--into", str(tmp_path / "m"), str(tmp_path / "a.tar.gz")])
     assert pd.read_csv(tmp_path / "m" / "e2e.csv")["ttft_s"].tolist() == [7.5]
     assert (tmp_path / "m" / "rates.json").read_text() == '{"matmul_tflops": 1}'

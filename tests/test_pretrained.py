@@ -296,6 +296,34 @@ def test_loss_gap_pairs_the_same_seed_and_step():
     assert list(gap["gap"]) == pytest.approx([0.5, 0.5, 0.5]) and list(gap["n_seeds"]) == [2, 2, 2]
 
 
+def test_heldout_gap_is_paired_by_seed_with_a_t_interval(tmp_path):
+    """The held-out curves of both arms (same windows, same batches per seed): the gap per evaluation, its 95% CI a
+    paired t over seeds; the sweep's pick as Table 2 rows; the figure draws the held-out gap where it exists."""
+    from suite.report.figures import _save
+    from suite.report.pretrained import fig_conversion_loss, heldout_gap, lr_rows
+
+    offsets = {1: 0.10, 2: 0.12, 3: 0.14}
+    evals = pd.DataFrame([dict(variant=v, seed=s, step=t, tokens=64 * t,
+                               val_loss=2.0 + (offsets[s] / t if v == "conversion" else 0.0) + 0.05 * s)
+                          for v in ("base_cpt", "conversion") for s in (1, 2, 3) for t in (1, 2)])
+    gap = heldout_gap(evals)
+    assert list(gap["step"]) == [1, 2] and list(gap["n_seeds"]) == [3, 3]
+    assert gap["gap"].tolist() == pytest.approx([0.12, 0.06])
+    half = 4.302653 * 0.02 / 3 ** 0.5  # t(0.975, 2) x sd / sqrt(n) of the step-1 gaps 0.10, 0.12, 0.14
+    assert (gap["lo"].iloc[0], gap["hi"].iloc[0]) == pytest.approx((0.12 - half, 0.12 + half), rel=1e-5)
+    one = heldout_gap(evals[evals["seed"] == 1])
+    assert one["n_seeds"].tolist() == [1, 1] and one["lo"].isna().all()
+    lr = pd.DataFrame([dict(arch=a, lr=r, val_loss=v, tokens=4.9e6, steps=150, seed=42, picked=p, rule="lowest")
+                       for a, r, v, p in (("base_cpt", 3e-5, 2.1, False), ("base_cpt", 1e-4, 2.0, True),
+                                          ("conversion", 1e-4, 2.3, False), ("conversion", 3e-4, 2.2, True))])
+    rows = {r["variant"]: r for r in lr_rows(lr, "m", "135M")}
+    assert rows["base_cpt"]["measured"] == 1e-4 and rows["conversion"]["measured"] == 3e-4
+    assert "0.0001: 2.0000" in rows["base_cpt"]["status"] and "rule: lowest" in rows["conversion"]["status"]
+    curves = evals.rename(columns={"val_loss": "loss"})
+    written = fig_conversion_loss(curves, None, tmp_path, "x", _save, evals)
+    assert [p.name for p in written] == ["fig_conversion_loss.png", "fig_conversion_loss.pdf"]
+
+
 def test_cli_refusals(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -433,12 +461,12 @@ def test_lengths_past_the_base_models_positions_are_refused_naming_the_key(tiny,
 
 
 def test_fp8_kv_check_on_the_converted_base_model(tiny, tmp_path, capsys):
-    """suite.bench.fp8_kv_real on the tiny GGUF base model converted at w=16: a row per (T, comparison) over every
+    """benchmarks.fp8_kv_real on the tiny GGUF base model converted at w=16: a row per (T, comparison) over every
     position of the packed held-out sequences (the perplexity is the converted model's own, each sequence's last
     target the token after it); float32 runner and forward agree exactly, bf16 K/V moves the logits less than fp8;
     the path check and both FP8 targets per T go into targets.csv; bad lengths are refused by option."""
+    from benchmarks import fp8_kv_real
     from models.convert import transformer_to_orthros
-    from suite.bench import fp8_kv_real
     from suite.data.tokenizer import load_tokens
     from suite.train.convert_base import load_base
 

@@ -1,6 +1,6 @@
 """The architecture registry (issue 18): one table of architectures, the study config's arch enum drawn from it,
 every architecture registered with the HF Auto classes, and a package layering without import cycles (also between
-the modules of suite/, each on its floor)."""
+the modules of suite/, each on its floor; benchmarks/ on top, imported by none of them)."""
 from __future__ import annotations
 
 import ast
@@ -154,6 +154,23 @@ def test_models_imports_nothing_above_it():
                     "import_module", "__import__"):
                 dynamic.add(str(path.relative_to(ROOT)))
     assert named == dynamic == {"models/registry.py"}, (named, dynamic)
+
+
+def test_benchmarks_stand_above_the_package():
+    """benchmarks/ (the timing CLIs beside the package, as FLA's benchmarks/) imports models/, baselines/ and suite/;
+    nothing of those imports it back, at any depth, nor names one of its modules for a dynamic import."""
+    edges = _package_imports()
+    assert {"benchmarks", "suite", "models"} <= set(edges) and "suite" in edges["benchmarks"]
+    below = {package: where for package in ("models", "baselines", "suite")
+             for target, where in edges[package].items() if target == "benchmarks"}
+    assert not below, f"imports of benchmarks/ from below it: {below}"
+    assert set(edges["benchmarks"]) <= {"models", "baselines", "suite"}, edges["benchmarks"]
+    by_name = re.compile(r"benchmarks(\.\w+)+(:\w+)?")
+    named = {str(path.relative_to(ROOT)) for package in ("models", "baselines", "suite")
+             for path in (ROOT / package).rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and by_name.fullmatch(node.value)}
+    assert not named, f"modules of benchmarks/ named in {sorted(named)}"
 
 
 def _suite_module_imports() -> dict[str, dict[str, list[str]]]:

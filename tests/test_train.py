@@ -324,3 +324,70 @@ def test_restart_if_changed_trains_afresh_when_settings_code_or_base_differ(data
     with pytest.raises(ValueError, match=r"'base_sha256'"):
         rerun(False, val_batches=3)
     assert rerun(True, val_batches=3) == 1
+
+
+def test_eval_points_write_the_held_out_curve_and_resume_whole(data_dir, tmp_path):
+    """eval_points: evenly spaced held-out losses on the metrics row's windows, the last at the final step; the
+    training losses are those of a run without them; a resumed run ends with the uninterrupted run's curve."""
+    from suite.train.loop import eval_steps
+
+    assert eval_steps(12, 3) == [4, 8, 12] and eval_steps(10, 4) == [2, 5, 8, 10] and eval_steps(5, 0) == []
+    settings = dict(steps=12, save_every=4, order="epoch", **HP)
+    plain = train(tiny_llama, data_dir, tmp_path / "plain", **settings)
+    full = train(tiny_llama, data_dir, tmp_path / "full", eval_points=3, **settings)
+    curve = pd.read_csv(tmp_path / "full" / "evals.csv")
+    assert curve["step"].tolist() == [4, 8, 12] and list(curve.columns) == ["step", "tokens", "val_loss"]
+    assert curve["val_loss"].iloc[-1] == full["val_loss"] == plain["val_loss"]
+    assert losses(tmp_path / "full") == losses(tmp_path / "plain")
+    assert full["order"] == "epoch" and full["epochs"] > 0 and full["mfu"] is None  # no matmul rate on a CPU
+    assert full["step_flops"] > 0
+    with pytest.raises(Interrupt):
+        train(interrupting(10, Interrupt), data_dir, tmp_path / "cut", eval_points=3, **settings)
+    train(tiny_llama, data_dir, tmp_path / "cut", eval_points=3, **settings)
+    assert pd.read_csv(tmp_path / "cut" / "evals.csv").equals(curve)
+
+
+def test_epoch_order_and_eval_points_are_checked(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="order must be one of"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, order="shuffled", **HP)
+    with pytest.raises(ValueError, match="takes no retrieval rows"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, order="epoch", retrieval_fraction=0.5, **HP)
+    with pytest.raises(ValueError, match=r"eval_points must be an integer in \[0, steps=2\]"):
+        train(tiny_llama, data_dir, tmp_path, steps=2, eval_points=3, **HP)
+
+
+def test_compile_trains_the_compiled_step_and_saves_the_eager_model(data_dir, tmp_path, monkeypatch):
+    """compile=True: the training step runs through torch.compile (here its tracing-only "eager" backend, for time)
+    with eager's losses; the saved checkpoint is the plain model."""
+    calls = []
+    compile_ = torch.compile
+
+    def tracing(model, **kw):
+        calls.append(type(model).__name__)
+        return compile_(model, backend="eager", **kw)
+
+    monkeypatch.setattr(torch, "compile", tracing)
+    from models.registry import build
+
+    def orthros():
+        return build("orthros", "0.5M", vocab_size=VOCAB, window_size=8)
+
+    compiled = train(orthros, data_dir, tmp_path / "c", steps=3, compile=True, **HP)
+    eager = train(orthros, data_dir, tmp_path / "e", steps=3, **HP)
+    assert calls == ["OrthrosForCausalLM"] and compiled["compile"] and not eager["compile"]
+    assert losses(tmp_path / "c") == pytest.approx(losses(tmp_path / "e"), rel=1e-5)
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "c" / "checkpoint").config.model_type == "orthros"
+
+
+def test_the_suite_keeps_hub_kernels_off_unless_asked():
+    """transformers would swap a loaded model's layers for kernels from the Hub (a download; other code than on a
+    CPU): importing suite turns that off, and USE_HUB_KERNELS in the environment still wins."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import suite; from transformers.integrations.hub_kernels import _kernels_enabled; print(_kernels_enabled())"
+    env = {k: v for k, v in os.environ.items() if k != "USE_HUB_KERNELS"}
+    out = [subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True).stdout
+           for e in (env, {**env, "USE_HUB_KERNELS": "1"})]
+    assert [o.strip() for o in out] == ["False", "True"]

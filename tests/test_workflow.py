@@ -40,7 +40,7 @@ def test_seq_parallel_rule_asks_for_gpus_and_launches_torchrun(args, gpus):
     run = snakemake("-n", "-p", "results/gpu/seq_parallel.csv", *args, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"gpu={gpus}" in run.stdout
-    assert f"torch.distributed.run --standalone --nproc_per_node {gpus} -m suite.bench.seq_parallel_gpu" in run.stdout
+    assert f"torch.distributed.run --standalone --nproc_per_node {gpus} -m benchmarks.seq_parallel_gpu" in run.stdout
     if gpus == 2:  # the CPU profiles have no such rule
         cpu = snakemake("-n", "results/gpu/seq_parallel.csv", timeout=300)
         assert cpu.returncode != 0 and "No rule to produce" in cpu.stdout + cpu.stderr

@@ -1,11 +1,12 @@
-# Benchmarks: the CPU prefill-latency sweep of the small models (trained, or random weights: prefill_cpu.weights),
-# a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system benchmarks whose
-# committed CSVs in results/gpu/ feed the renderers in every profile. The system benchmarks are not part of `all`
-# (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: docs/performance.md): name the
-# `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks). With a
-# pretrained base model (conversion.pretrained) the target also runs the FP8 K/V check on its real weights.
+# Benchmarks (benchmarks/): the CPU prefill-latency sweep of the small models (trained, or random weights:
+# prefill_cpu.weights), a 128K-token CPU Prefill of a tiny Orthros, and (gpu profile only) the Qwen3-8B-shape system
+# benchmarks whose committed CSVs in results/gpu/ feed the renderers in every profile. The system benchmarks are not
+# part of `all` (about 12 minutes of H200 time, and the committed CSVs merge several longer runs: docs/performance.md):
+# name the `benchmarks` target to run them (on an offline host: tools/offline_gpu/run.sh with TARGETS=benchmarks). With
+# a pretrained base model (conversion.pretrained) the target also runs the FP8 K/V check on its real weights. The
+# time-capped sequence (rule perf) and the multi-GPU benchmarks (rule multi_gpu) are targets of their own, below.
 
-PREFILL_CODE = sources("suite.bench.prefill_cpu")
+PREFILL_CODE = sources("benchmarks.prefill_cpu")
 PREFILL = STUDY["prefill_cpu"]
 
 
@@ -36,7 +37,7 @@ rule prefill_cpu:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.prefill_cpu --mode sweep --profile {params.profile} --archs {params.archs} "
+        "python -m benchmarks.prefill_cpu --mode sweep --profile {params.profile} --archs {params.archs} "
         "--size {params.size} {params.checkpoints} --lengths {params.lengths} --repeats {params.repeats} "
         "--threads {threads} --out {output} > {log} 2>&1"
 
@@ -56,15 +57,15 @@ rule prefill_cpu_128k:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.prefill_cpu --mode 128k --profile {params.profile} --threads {threads} --out {output} "
+        "python -m benchmarks.prefill_cpu --mode 128k --profile {params.profile} --threads {threads} --out {output} "
         "> {log} 2>&1"
 
 
 rule gpu_benchmarks:
     """Qwen3-8B shape, random bf16 weights, one GPU: prefill sweep (Fig. 4), E2E (Table 4), cost model."""
     input:
-        code("tools/gpu_bench/gpu_all.sh"),
-        sources("suite.bench.prefill_gpu", "suite.bench.e2e_gpu", "suite.cost_model"),
+        code("benchmarks/gpu_all.sh"),
+        sources("benchmarks.prefill_gpu", "benchmarks.e2e_gpu", "suite.cost_model"),
     output:
         prefill=f"{GPU_OUT}/prefill.csv",
         e2e=f"{GPU_OUT}/e2e.csv",
@@ -79,7 +80,7 @@ rule gpu_benchmarks:
     conda:
         CONDA_ENV
     shell:
-        "OUT={params.out} WINDOW={params.window} TOTAL_S=1500 bash tools/gpu_bench/gpu_all.sh > {log} 2>&1"
+        "OUT={params.out} WINDOW={params.window} TOTAL_S=1500 bash benchmarks/gpu_all.sh > {log} 2>&1"
 
 
 rule fla_crosscheck:
@@ -87,7 +88,7 @@ rule fla_crosscheck:
     throughput of every architecture (issue 3). GDN's backward on Hopper + Triton < 3.7.1 needs tilelang
     (docs/gpu.md)."""
     input:
-        sources("suite.bench.fla_vs_naive"),
+        sources("benchmarks.fla_vs_naive"),
     output:
         crosscheck=f"{GPU_OUT}/fla_crosscheck.csv",
         throughput=f"{GPU_OUT}/baseline_throughput.csv",
@@ -100,14 +101,14 @@ rule fla_crosscheck:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.fla_vs_naive --out-dir {params.out} > {log} 2>&1"
+        "python -m benchmarks.fla_vs_naive --out-dir {params.out} > {log} 2>&1"
 
 
 rule decode_load:
     """Decode under load: Orthros vs Transformer decode step against batch at 2K-128K contexts, one GPU, each cell
     predicted by the cost model first (after gpu_benchmarks, whose rates.json it reads)."""
     input:
-        sources("suite.bench.decode_load", "suite.cost_model"),
+        sources("benchmarks.decode_load", "suite.cost_model"),
         rates=rules.gpu_benchmarks.output.prefill,
     output:
         f"{GPU_OUT}/decode_load.csv",
@@ -122,7 +123,7 @@ rule decode_load:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.bench.decode_load --device {params.device} --window {params.window} --paths compiled "
+        "python -m benchmarks.decode_load --device {params.device} --window {params.window} --paths compiled "
         "--decode-attn fa2,matmul --phases --rates {params.out}/rates.json --out-dir {params.out} > {log} 2>&1"
 
 
@@ -136,7 +137,7 @@ if FP8_REAL:
         input:
             base=rules.base_model.output.base,
             test=rules.english_data.output.test,
-            code=sources("suite.bench.fp8_kv_real"),
+            code=sources("benchmarks.fp8_kv_real"),
         output:
             f"{GPU_OUT}/fp8_kv_real.csv",
         params:
@@ -154,7 +155,7 @@ if FP8_REAL:
         conda:
             CONDA_ENV
         shell:
-            "python -m suite.bench.fp8_kv_real --base {params.base} --data-dir {params.data} --window {params.window} "
+            "python -m benchmarks.fp8_kv_real --base {params.base} --data-dir {params.data} --window {params.window} "
             "--device {params.device} --profile {params.profile} --out-dir {params.out} > {log} 2>&1"
 
 
@@ -168,13 +169,76 @@ rule benchmarks:
         rules.fp8_kv_real.output if FP8_REAL else [],
 
 
+# The time-capped system benchmarks: each part one command of under 10 minutes on one H200 (benchmarks/perf_all.sh
+# says its steps, their caps and what each writes) into <results>/perf/<part>/, which `python -m
+# benchmarks.merge_results --into results/gpu ...` merges into the committed CSVs afterwards. Parts: main (kernel
+# checks, prefill sweep, decode step, training step, cost model, 1M-token FP8 prefill), table4, hybrids, load, and all
+# (every step in one command). In a CPU profile every step runs at tiny size on the CPU (the plumbing check of
+# tests/test_perf_all.py). Not part of `all` or `benchmarks`: name the folder, e.g. `snakemake --cores all
+# --resources gpu=1 --config profile=gpu -- results/gpu/perf/main`; on an offline host whose commands are limited in
+# time, tools/offline_gpu/run.sh with TARGETS=results/gpu/perf/main (the part stops before run.sh's TIME_CAP).
+PERF_PARTS = ("main", "table4", "hybrids", "load", "all")
+PERF_SMOKE = int(STUDY["device"] != "cuda")  # the CPU profiles: the same steps at tiny size
+JOB_PYTHON = "$(python -c 'import sys; print(sys.executable)')"  # the job's interpreter, for the scripts' PYTHON
+
+
+rule perf:
+    """One part of the time-capped system benchmarks (above) on one GPU (alone on it with --resources gpu=1): a
+    folder of CSVs and logs with steps.tsv (each step's exit status) and targets.csv (the pass/fail rows)."""
+    input:
+        code("benchmarks/perf_all.sh"),
+        sources("benchmarks.attn_kernels", "benchmarks.prefill_gpu", "benchmarks.e2e_gpu", "benchmarks.train_step",
+                "benchmarks.prefill_1m", "benchmarks.decode_load", "benchmarks.targets", "suite.cost_model"),
+    output:
+        directory(f"{RES}/perf/{{part}}"),
+    wildcard_constraints:
+        part="|".join(PERF_PARTS),
+    params:
+        smoke=PERF_SMOKE,
+    resources:
+        gpu=1 - PERF_SMOKE,
+    log:
+        f"{WORK}/logs/perf_{{part}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        f"PYTHON={JOB_PYTHON} OUT={{output}} PART={{wildcards.part}} SMOKE={{params.smoke}} "
+        "bash benchmarks/perf_all.sh > {log} 2>&1"
+
+
+rule multi_gpu:
+    """Multi-GPU benchmarks on one host (benchmarks/multi_gpu_all.sh, about 6 minutes on 2 GPUs): sequence-parallel
+    prefill at 1 and N GPUs (seq_parallel.csv) and data-parallel training, 1 vs N GPUs (multi_gpu_train.csv), with
+    their targets.csv; data and checkpoints under the work folder. In a CPU profile a CPU/gloo miniature on 2
+    processes (tests/test_multi_gpu.py). Not part of `all`: name the folder (<results>/perf/multi_gpu)."""
+    input:
+        code("benchmarks/multi_gpu_all.sh"),
+        sources("benchmarks.seq_parallel_gpu", "benchmarks.multi_gpu_train", "suite.train.run", "suite.data.corpus",
+                "suite.data.tokenizer"),
+    output:
+        directory(f"{RES}/perf/multi_gpu"),
+    params:
+        smoke=PERF_SMOKE,
+        nproc=2,
+        work=lambda w: f"{WORK}/multi_gpu",
+    resources:
+        gpu=2 * (1 - PERF_SMOKE),
+    log:
+        f"{WORK}/logs/multi_gpu.log",
+    conda:
+        CONDA_ENV
+    shell:
+        f"PYTHON={JOB_PYTHON} OUT={{output}} WORK={{params.work}} NPROC={{params.nproc}} SMOKE={{params.smoke}} "
+        "bash benchmarks/multi_gpu_all.sh > {log} 2>&1"
+
+
 if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one host with >= 2 GPUs): name the CSV
 
     rule seq_parallel:
         """Sequence-parallel prefill of Orthros and the Transformer on 1 vs resources.gpu GPUs of one host (torchrun),
         128K..1M, with the cost model's predictions (issue 13). In the slurm profile the executor's srun wraps it."""
         input:
-            sources("suite.bench.seq_parallel_gpu"),
+            sources("benchmarks.seq_parallel_gpu"),
         output:
             f"{GPU_OUT}/seq_parallel.csv",
         params:
@@ -188,4 +252,4 @@ if STUDY["device"] == "cuda":  # gpu and slurm profiles; not part of `all` (one 
         shell:
             "NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
             "python -m torch.distributed.run --standalone --nproc_per_node {resources.gpu} "
-            "-m suite.bench.seq_parallel_gpu --window {params.window} --out {output} > {log} 2>&1"
+            "-m benchmarks.seq_parallel_gpu --window {params.window} --out {output} > {log} 2>&1"

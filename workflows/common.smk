@@ -91,7 +91,11 @@ RULE_CONFIG = {
     "convert_base": ["conversion.pretrained.window"],
     "conversion_identity": ["conversion.pretrained.identity_len", "conversion.pretrained.window", "device", "profile"],
     "pretrained_train": [f"conversion.pretrained.{k}" for k in ("seq_len", "steps", "batch_size", "lr", "warmup",
-                                                                 "min_lr_ratio", "weight_decay", "dtype")]
+                                                                 "min_lr_ratio", "weight_decay", "dtype", "order",
+                                                                 "eval_points", "compile")]
+    + ["device", "profile"],
+    "pretrained_lr_sweep": [f"conversion.pretrained.{k}" for k in ("seq_len", "batch_size", "lr_sweep", "min_lr_ratio",
+                                                                    "weight_decay", "dtype", "order")]
     + ["device", "profile"],
     "pretrained_benchmarks": ["conversion.pretrained.eval", "device", "profile"],
     "pretrained_ppl": ["conversion.pretrained.ppl", "device", "profile"],

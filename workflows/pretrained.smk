@@ -125,27 +125,95 @@ rule conversion_identity:
         "--window {params.window} --device {params.device} --profile {params.profile} --out {output} > {log} 2>&1"
 
 
+SWEEP = PRE.get("lr_sweep") if PRE else None   # the continued-training rate, picked before the long runs
+LR_PICK = f"{RES}/pretrained_lr.csv"
+LR_ARG = (f"--lr-from {LR_PICK}" if SWEEP else f"--lr {PRE['lr']}") if TRAINED_ARMS else ""
+EVAL_POINTS = PRE.get("eval_points", 0) if PRE else 0
+# what every continued-training run of an arm shares, long or swept: shape, optimizer, data order, dtype, compile
+SHARED_RECIPE = (f"--batch-size {PRE['batch_size']} --seq-len {PRE['seq_len']} "
+                 f"--min-lr-ratio {PRE.get('min_lr_ratio', 0.1)} --weight-decay {PRE.get('weight_decay', 0.1)} "
+                 f"--dtype {PRE.get('dtype', 'float32')} --order {PRE.get('order', 'random')}") if TRAINED_ARMS else ""
+
+COMPILE_FLAG = {arm: " --compile" if arm in PRE.get("compile", []) else "" for arm in TRAINED_ARMS}
+
+
+if SWEEP and TRAINED_ARMS:
+
+    rule pretrained_lr_sweep:
+        """One swept rate of one trained arm: lr_sweep.steps steps at lr_sweep.lrs[i], the data-order seed
+        lr_sweep.seed (every rate and both arms read the same batches); a run that diverges is recorded as such (it
+        bounds the range from above) rather than failing the job."""
+        input:
+            start=lambda w: f"{MODELS}/{START[w.arm]}/base_model.json",
+            tokens=rules.english_data.output.train,
+            code=TRAIN_CODE,
+        output:
+            metrics=f"{PRE_RES}/lr_sweep/{{arm}}/lr{{i}}/metrics.csv",
+            loss=f"{PRE_RES}/lr_sweep/{{arm}}/lr{{i}}/loss.csv",
+        wildcard_constraints:
+            arm="base_cpt|conversion",
+            i=r"\d+",
+        params:
+            cfg=rule_config("pretrained_lr_sweep"),
+            out=lambda w: f"{WORK}/pretrained/lr_sweep/{w.arm}/lr{w.i}",
+            start=lambda w: f"{MODELS}/{START[w.arm]}",
+            # not compiled even where the long runs are: at a few minutes a run, compiling costs more than it saves
+            recipe=lambda w: (f"--steps {SWEEP['steps']} --warmup {SWEEP['warmup']} --lr {SWEEP['lrs'][int(w.i)]} "
+                              f"--seed {SWEEP['seed']} {SHARED_RECIPE}"),
+            data=lambda w: ENGLISH,
+            device=STUDY["device"],
+            profile=PROFILE,
+        threads: THREADS
+        resources:
+            gpu=GPU_JOB,
+        log:
+            f"{WORK}/logs/pretrained_lr_sweep_{{arm}}_lr{{i}}.log",
+        conda:
+            CONDA_ENV
+        shell:
+            "python -m suite.train.run --model {params.start} --arch {wildcards.arm} --data-dir {params.data} "
+            "--out-dir {params.out} {params.recipe} --device {params.device} --profile {params.profile} "
+            "--restart-if-changed --record-divergence --no-progress > {log} 2>&1 && "
+            "cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
+
+    rule pretrained_lr_pick:
+        """Each trained arm's rate, picked from the sweep by held-out loss (suite.train.lr_pick.RULE): the long
+        runs read it."""
+        input:
+            runs=[f"{PRE_RES}/lr_sweep/{a}/lr{i}/metrics.csv" for a in TRAINED_ARMS
+                  for i in range(len(SWEEP["lrs"]))],
+            code=sources("suite.train.lr_pick"),
+        output:
+            LR_PICK,
+        log:
+            f"{WORK}/logs/pretrained_lr_pick.log",
+        conda:
+            CONDA_ENV
+        shell:
+            "python -m suite.train.lr_pick --runs {input.runs} --out {output} 2>&1 | tee {log}"
+
+
 rule pretrained_train:
     """Arms 3 and 4: the base model (base_cpt) and its conversion (conversion) continue on the same English tokens,
-    batch for batch (same data-order seed, same recipe); one job per (arm, seed), so that on one GPU the six runs
-    share it."""
+    batch for batch (same data-order seed, same recipe; the rate the sweep picked for the arm where lr_sweep is set);
+    one job per (arm, seed), so that on one GPU the six runs share it."""
     input:
         start=lambda w: f"{MODELS}/{START[w.arm]}/base_model.json",
         tokens=rules.english_data.output.train,
+        lr=LR_PICK if SWEEP else [],
         code=TRAIN_CODE,
     output:
         metrics=f"{PRE_RES}/train/{{arm}}/seed{{seed}}/metrics.csv",
         loss=f"{PRE_RES}/train/{{arm}}/seed{{seed}}/loss.csv",
+        evals=f"{PRE_RES}/train/{{arm}}/seed{{seed}}/evals.csv" if EVAL_POINTS else [],
     wildcard_constraints:
         arm="base_cpt|conversion",
     params:
         cfg=rule_config("pretrained_train"),
         out=lambda w: f"{WORK}/pretrained/{w.arm}/seed{w.seed}",
         start=lambda w: f"{MODELS}/{START[w.arm]}",
-        recipe=(f"--steps {PRE['steps']} --batch-size {PRE['batch_size']} --seq-len {PRE['seq_len']} "
-                f"--lr {PRE['lr']} --warmup {PRE.get('warmup', 0)} --min-lr-ratio {PRE.get('min_lr_ratio', 0.1)} "
-                f"--weight-decay {PRE.get('weight_decay', 0.1)} --dtype {PRE.get('dtype', 'float32')}")
-               if TRAINED_ARMS else "",
+        recipe=lambda w: (f"--steps {PRE['steps']} --warmup {PRE.get('warmup', 0)} {LR_ARG} "
+                          f"--eval-points {EVAL_POINTS} {SHARED_RECIPE}{COMPILE_FLAG[w.arm]}"),
         data=lambda w: ENGLISH,
         device=STUDY["device"],
         profile=PROFILE,
@@ -161,6 +229,7 @@ rule pretrained_train:
         "--out-dir {params.out} --seed {wildcards.seed} {params.recipe} --device {params.device} "
         "--profile {params.profile} --restart-if-changed --no-progress > {log} 2>&1 && "
         "cp {params.out}/metrics.csv {output.metrics} && cp {params.out}/loss.csv {output.loss}"
+        + (" && cp {params.out}/evals.csv {output.evals}" if EVAL_POINTS else "")
 
 
 PRE_EVAL_CFG = PRE["eval"] if PRE else {}
@@ -357,6 +426,26 @@ if TRAINED_ARMS:
             "python -m suite.collect curves --inputs {input.loss} --runs {params.runs} --out {output} 2>&1 | tee {log}"
 
 
+if TRAINED_ARMS and EVAL_POINTS:
+
+    rule collect_pretrained_evals:
+        """The held-out loss along each trained run (eval_points evaluations on the same validation windows): the
+        loss-gap curve of the two arms, paired by seed."""
+        input:
+            evals=[f"{PRE_RES}/train/{a}/seed{s}/evals.csv" for a in TRAINED_ARMS for s in PRE_SEEDS],
+            code=COLLECT_CODE,
+        output:
+            f"{RES}/pretrained_evals.csv",
+        params:
+            runs=" ".join(f"{a}:{s}" for a in TRAINED_ARMS for s in PRE_SEEDS),
+        log:
+            f"{WORK}/logs/collect_pretrained_evals.log",
+        conda:
+            CONDA_ENV
+        shell:
+            "python -m suite.collect curves --inputs {input.evals} --runs {params.runs} --out {output} 2>&1 | tee {log}"
+
+
 if TRAINED_ARMS:
 
     rule collect_pretrained_train:
@@ -378,4 +467,6 @@ if TRAINED_ARMS:
 PRETRAINED_OUT = ([f"{RES}/pretrained.csv", f"{RES}/pretrained_pairs.csv", f"{RES}/pretrained_ppl.csv",
                    f"{RES}/pretrained_identity.csv"]
                   + ([f"{RES}/pretrained_niah.csv"] if PRE and "niah" in PRE else [])
-                  + ([f"{RES}/pretrained_loss.csv", f"{RES}/pretrained_train.csv"] if TRAINED_ARMS else [])) if PRE else []
+                  + ([f"{RES}/pretrained_loss.csv", f"{RES}/pretrained_train.csv"] if TRAINED_ARMS else [])
+                  + ([f"{RES}/pretrained_evals.csv"] if TRAINED_ARMS and EVAL_POINTS else [])
+                  + ([LR_PICK] if SWEEP and TRAINED_ARMS else [])) if PRE else []

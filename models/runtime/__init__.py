@@ -8,7 +8,7 @@
 * :mod:`.seq_parallel`: sequence-parallel prefill over torch.distributed ranks.
 
 Attention itself is :mod:`models.kernels`; the Orthros projections (Eqs. 4-5) are :mod:`models.attention`.
-Benchmarks (``suite/bench``) call this package and never reach into mixers.
+Benchmarks (``benchmarks/``) call this package and never reach into mixers.
 """
 from .layer import LayerStep
 from .prefill import PrefillRunner, prefill

@@ -30,7 +30,7 @@ Everything else is the runtime's per-layer step (:class:`models.runtime.layer.La
 q/k-norm and scale-offset, RoPE, W_O, MLP), unfused and eager unless a step is passed; W_O and the MLP run on row
 blocks of ``MLP_ROWS`` (token-wise, so exact) to bound memory at 1M tokens.
 
-Timing on N GPUs and the CSV: :mod:`suite.bench.seq_parallel_gpu`.
+Timing on N GPUs and the CSV: :mod:`benchmarks.seq_parallel_gpu`.
 """
 from __future__ import annotations
 

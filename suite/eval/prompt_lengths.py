@@ -1,6 +1,6 @@
 """Prompt length against the window: how long the sequences a benchmark scores are, in tokens of a given tokenizer.
 
-For each local benchmark task (:mod:`suite.eval.benchmarks`) and shot count, lm-eval builds the requests it would
+For each local benchmark task (:mod:`suite.eval.lm_eval_tasks`) and shot count, lm-eval builds the requests it would
 score (the same prompts, few-shot examples and documents as ``suite.eval.harness``, the first ``limit`` documents);
 a document's length is that of its longest scored sequence: context + continuation (the longest choice) for
 multiple choice, prompt + gold answer for generation. The CSV gives per (tokenizer, task, shot count) the median,
@@ -60,20 +60,20 @@ def prompt_lengths(folder: str | Path, tokenizers: dict[str, str], tasks: list[s
     why)."""
     from transformers import AutoTokenizer
 
-    from suite.eval import benchmarks
+    from suite.eval import lm_eval_tasks
     from suite.eval.harness import RECALL, get_task_manager
 
-    root = benchmarks.data_root(folder)
+    root = lm_eval_tasks.data_root(folder)
     rows = []
     for label, path in tokenizers.items():
         tok = AutoTokenizer.from_pretrained(path)
         manager = get_task_manager(path, path, UNCUT)
         for name in tasks:
-            if benchmarks.missing(name, root):
+            if lm_eval_tasks.missing(name, root):
                 continue
-            split, source = benchmarks.split_of(name, folder)
+            split, source = lm_eval_tasks.split_of(name, folder)
             for k in ([0] if name in RECALL else shots):
-                loaded = benchmarks.load(name, root, k, manager)
+                loaded = lm_eval_tasks.load(name, root, k, manager)
                 lengths = np.array([n for task in loaded["tasks"].values() for n in _doc_lengths(task, tok, limit)])
                 rows.append({"tokenizer": label, "task": name, "num_fewshot": k, "n_docs": len(lengths),
                              "limit": limit, "median_tokens": round(float(np.median(lengths)), 1),
@@ -97,7 +97,7 @@ def _labelled_folder(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--benchmark-data", required=True, type=in_folder, help="folder prepared by suite.data.benchmarks")
+    p.add_argument("--benchmark-data", required=True, type=in_folder, help="folder prepared by suite.data.lm_eval_data")
     p.add_argument("--tokenizer", required=True, nargs="+", metavar="LABEL=DIR", type=_labelled_folder,
                    help="tokenizer folder(s), each with the label its rows carry")
     p.add_argument("--tasks", default="commonsense,mmlu,recall", help="comma list: task names, commonsense, recall")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profile", default="smoke")
     p.add_argument("--out", required=True, type=out_file)
     a = p.parse_args(argv)
-    from suite.data.benchmarks import source
+    from suite.data.lm_eval_data import source
     from suite.eval.harness import task_names
 
     tokenizers = dict(a.tokenizer)

@@ -1,4 +1,4 @@
-"""Decode under load (``results/gpu/decode_load.csv``, :mod:`suite.bench.decode_load`): the Orthros / Transformer
+"""Decode under load (``results/gpu/decode_load.csv``, :mod:`benchmarks.decode_load`): the Orthros / Transformer
 decode-step ratio against batch at each context, measured and as the cost model predicted it, and the figure.
 
 Pure functions of the rows: :func:`step_ratios` pairs the two archs cell by cell (same context, batch, engine path

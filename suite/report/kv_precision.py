@@ -1,4 +1,4 @@
-"""FP8 K/V on real weights (``results/gpu/fp8_kv_real.csv``, :mod:`suite.bench.fp8_kv_real`): the table of
+"""FP8 K/V on real weights (``results/gpu/fp8_kv_real.csv``, :mod:`benchmarks.fp8_kv_real`): the table of
 ``paper_tables/fp8_kv_real.md``, a pure function of the rows."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from suite.provenance import read_csv
 from suite.report.schema import validate
 
 PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pretrained_niah", "pretrained_loss",
-                    "pretrained_train"]
+                    "pretrained_train", "pretrained_evals", "pretrained_lr"]
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
                  *PRETRAINED_FILES]
 GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", "mqar", "seq_parallel", "controls",

@@ -27,6 +27,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.eval.controls import at_chance, at_chance_text, benchmark_verdict, table_metric  # noqa: E402
@@ -85,14 +86,15 @@ def _conditions(rows: pd.DataFrame, shots) -> str:
 
 def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, ppl: pd.DataFrame | None = None,
                 identity: pd.DataFrame | None = None, label: str = "", train: pd.DataFrame | None = None,
-                pairs: pd.DataFrame | None = None, where: str = "pretrained_pairs.csv") -> pd.DataFrame:
+                pairs: pd.DataFrame | None = None, where: str = "pretrained_pairs.csv",
+                lr: pd.DataFrame | None = None) -> pd.DataFrame:
     """Measured Table 2 rows (``COLUMNS``) of the real-model arms: benchmark cells (``pre``, pretrained.csv), the
     held-out loss after continued training (``train``), held-out NLL by position (``ppl``) and the identity control;
     empty when none of them exists. ``controls``: the profile's controls.csv (the benchmark controls decide which
     tasks can give a verdict); ``label`` marks the profile (e.g. ``gpu profile``); ``pairs``: the arms' per-document
     outcomes (the pairs file ``where``, :mod:`suite.report.documents`; None where it is absent), so that the arms'
-    comparisons are made per document."""
-    frames = [f for f in (pre, identity, train, ppl) if f is not None and not f.empty]
+    comparisons are made per document; ``lr``: the rate sweep's pick (pretrained_lr.csv)."""
+    frames = [f for f in (pre, identity, train, ppl, lr) if f is not None and not f.empty]
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     model = next((str(f["base_model"].iloc[0]) for f in (pre, identity) if f is not None and "base_model" in f),
@@ -116,7 +118,8 @@ def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, 
                                  unit="%", measured_scale_conditions=_conditions(cell, shots), status=status))
             rows.append(_average_row(at, variant, name, scale, shots, controls))
         rows += _comparison_rows(at, name, scale, shots, controls, pairs, where)
-    rows += _train_rows(train, name, scale) + _ppl_rows(ppl, name, scale) + _identity_rows(identity, name, scale)
+    rows += lr_rows(lr, name, scale) + _train_rows(train, name, scale) + _ppl_rows(ppl, name, scale)
+    rows += _identity_rows(identity, name, scale)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -233,10 +236,46 @@ def loss_gap(curves: pd.DataFrame, smooth: int = 10) -> pd.DataFrame:
         tokens=lambda d: d["step"].map(tokens))
 
 
+def heldout_gap(evals: pd.DataFrame) -> pd.DataFrame:
+    """Per evaluation step of the trained arms' held-out curves (pretrained_evals.csv): conversion minus base_cpt
+    held-out loss, paired by seed (same batches, same validation windows), with its 95% CI (paired t; none with one
+    seed). Columns step, tokens, gap, lo, hi, n_seeds."""
+    rows = []
+    for step, at in evals.groupby("step"):
+        by = {v: g.set_index(g["seed"].astype(str))["val_loss"] for v, g in at.groupby("variant")}
+        if not {"conversion", "base_cpt"} <= set(by):
+            continue
+        est = paired(by["conversion"], by["base_cpt"], "difference", "seeds")
+        lo, hi = est.ci if est.ci is not None else (np.nan, np.nan)
+        rows.append({"step": step, "tokens": float(at["tokens"].max()), "gap": est.value, "lo": lo, "hi": hi,
+                     "n_seeds": est.n})
+    return pd.DataFrame(rows, columns=["step", "tokens", "gap", "lo", "hi", "n_seeds"])
+
+
+def lr_rows(lr: pd.DataFrame | None, name: str, scale: str) -> list[dict]:
+    """The rate each trained arm ran at, picked by the sweep before the long runs (pretrained_lr.csv), with every
+    swept rate's held-out loss."""
+    if lr is None or lr.empty:
+        return []
+    out = []
+    for arch, g in lr.groupby("arch"):
+        g = g.sort_values("lr")
+        chosen = g[g["picked"].astype(str).str.lower() == "true"]
+        swept = ", ".join(f"{r.lr:g}: {r.val_loss:.4f}" for r in g.itertuples())
+        out.append(dict(model=name, variant=arch, scale=scale, task="learning rate (picked before the long runs)",
+                        metric="peak lr", measured=float(chosen["lr"].iloc[0]) if len(chosen) else None,
+                        unit="", status=f"rule: {g['rule'].iloc[0]}; held-out loss by rate: {swept}",
+                        measured_scale_conditions=f"{human_count(float(g['tokens'].max()))} tokens a rate, "
+                                                  f"seed {int(g['seed'].iloc[0])}, {int(g['steps'].iloc[0])} steps"))
+    return out
+
+
 def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, out_dir, missing: str,
-                        save) -> list:
-    """Left: the continued-training loss of both arms (mean over seeds); right: the loss gap conversion - base_cpt
-    per step (same batches), mean +- std over seeds. ``save(fig, out_dir, name)`` writes PNG and PDF."""
+                        save, evals: pd.DataFrame | None = None) -> list:
+    """Left: the continued-training loss of both arms (mean over seeds); right: the loss gap conversion - base_cpt:
+    on the held-out windows at each evaluation (``evals``, pretrained_evals.csv) with its 95% CI over seeds where the
+    runs have them, else per training step (same batches), mean +- std over seeds. ``save(fig, out_dir, name)``
+    writes PNG and PDF."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
     if curves is None or curves.empty or not {"base_cpt", "conversion"} <= set(curves["variant"]):
         for ax in (left, right):
@@ -252,14 +291,24 @@ def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, o
     left.set_ylabel("training loss (nats/token, 10-step mean)")
     left.legend(fontsize=8)
     left.grid(alpha=0.3)
-    gap = loss_gap(curves)
-    right.plot(gap["tokens"], gap["gap"], color="tab:purple")
-    right.fill_between(gap["tokens"], gap["gap"] - gap["gap_std"].fillna(0), gap["gap"] + gap["gap_std"].fillna(0),
-                       color="tab:purple", alpha=0.2, label=f"+- std over the {int(gap['n_seeds'].max())} seeds both "
-                                                            "arms ran (same batches)")
+    held = heldout_gap(evals) if evals is not None and not evals.empty else pd.DataFrame()
+    if len(held):
+        n = int(held["n_seeds"].max())
+        right.plot(held["tokens"], held["gap"], "o-", color="tab:purple", label=f"mean of {n} seed(s)")
+        if n > 1:
+            right.fill_between(held["tokens"], held["lo"], held["hi"], color="tab:purple", alpha=0.2,
+                               label="95% CI, paired t over seeds (same batches and windows)")
+        ylabel = "held-out loss gap, conversion - Base CPT (nats/token)"
+    else:
+        gap = loss_gap(curves)
+        right.plot(gap["tokens"], gap["gap"], color="tab:purple")
+        right.fill_between(gap["tokens"], gap["gap"] - gap["gap_std"].fillna(0),
+                           gap["gap"] + gap["gap_std"].fillna(0), color="tab:purple", alpha=0.2,
+                           label=f"+- std over the {int(gap['n_seeds'].max())} seeds both arms ran (same batches)")
+        ylabel = "training loss gap, conversion - Base CPT (nats/token)"
     right.axhline(0, color="black", lw=0.8)
     right.set_xlabel("continued-training tokens")
-    right.set_ylabel("loss gap, conversion - Base CPT (nats/token)")
+    right.set_ylabel(ylabel)
     right.legend(fontsize=8)
     right.grid(alpha=0.3)
     fig.suptitle("Table 2 on a real pretrained LM: both arms read the same batches (same seeds); paper: 8B models, "

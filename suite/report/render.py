@@ -187,7 +187,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                             invalid=invalid["lm"]),
                               *(table2_rows(m[f"{p}pretrained"], m[f"{p}controls"], m[f"{p}pretrained_ppl"],
                                             m[f"{p}pretrained_identity"], label, m[f"{p}pretrained_train"],
-                                            *_pairs(folder, "pretrained"))
+                                            *_pairs(folder, "pretrained"), lr=m[f"{p}pretrained_lr"])
                                 for p, label, folder in (("", "", results), ("gpu_", "gpu profile", gpu_results))
                                 if p == "" or not same)],
                              ignore_index=True)),
@@ -242,7 +242,8 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                        name="fig_mqar_gpu", profile="gpu", flags=flags["gpu_mqar"])
         written["figures"] += fig_conversion_loss(m["gpu_pretrained_loss"], m["gpu_pretrained_ppl"], out_f,
                                                   f"{gpu}/pretrained_loss.csv missing (the gpu profile's "
-                                                  "conversion arms on a real pretrained LM)", _save)
+                                                  "conversion arms on a real pretrained LM)", _save,
+                                                  m["gpu_pretrained_evals"])
         written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                    f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"),
                                    m["gpu_seq_parallel"])

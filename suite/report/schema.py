@@ -57,6 +57,9 @@ SCHEMAS |= {
     "pretrained_niah": {"arch": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION},
     "pretrained_loss": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "loss": NONNEG},
     "pretrained_train": {"arch": TEXT, "seed": NUMBER, "tokens": NONNEG, "val_loss": NONNEG},
+    "pretrained_evals": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "val_loss": NONNEG},
+    "pretrained_lr": {"arch": TEXT, "lr": NONNEG, "val_loss": NONNEG, "tokens": NONNEG, "steps": NONNEG,
+                      "seed": NUMBER, "picked": TEXT, "rule": TEXT},
     "pretrained_corpus": {"source": TEXT, "licence": TEXT, "members": NONNEG, "docs": NONNEG,
                           **{f"dropped_{why}": NONNEG for why in ("language", "stopwords", "short", "dup")},
                           **{f"{what}_{split}": NONNEG for what in ("docs", "bytes", "tokens")
@@ -64,7 +67,7 @@ SCHEMAS |= {
 }
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
                                                       "pretrained_niah", "pretrained_loss", "pretrained_train",
-                                                      "pretrained_corpus")}
+                                                      "pretrained_evals", "pretrained_lr", "pretrained_corpus")}
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]

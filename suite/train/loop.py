@@ -13,10 +13,14 @@ weight decay by parameter role (matrices; not norms, biases, gates or the scale-
 Outputs in ``out_dir`` (keep it under a git-ignored folder such as ``work_dirs/``):
 
 - ``loss.csv``: step, tokens, loss, lr, tok_s, wall_s (one row per step; tok/s of that step);
+- ``evals.csv`` (with ``eval_points``): step, tokens, val_loss at evenly spaced steps, the last one the final step,
+  on the same fixed val windows as the metrics row (the held-out loss curve);
 - ``checkpoint/``: HF model folder + tokenizer + optimizer/scheduler/RNG state, every ``save_every`` steps
   and at the end; an interrupted run resumes from it, a finished run is not recomputed;
 - ``metrics.csv``: one row, final train loss (mean of the last 10 steps), val loss / perplexity on fixed
-  val windows, tokens, n_params, tok/s, corpus sha256 and the provenance columns;
+  val windows, tokens, n_params, tok/s, the data order and how many times it read the train split (``epochs``),
+  training FLOPs a step, MFU against the device's measured matmul rate (CUDA; empty elsewhere), corpus sha256 and
+  the provenance columns;
 - ``run_config.json``: the run's settings (hyperparameters, arch, size, model, overrides, init_from, data,
   profile, dtype) and what it trains from: the corpus and tokenizer sha256, the sha256 of the starting weights
   (``--model`` / ``--init-from``) and ``code_sha256``, a digest of the repository code ``python -m
@@ -46,7 +50,7 @@ from tqdm.auto import tqdm
 
 from suite.common import DTYPES, autocast, kernels_summary
 from suite.config import warmup_problem
-from suite.data.batches import TokenBatches, eval_windows
+from suite.data.batches import ORDERS, TokenBatches, eval_windows
 from suite.data.packages import sha256_of
 from suite.data.retrieval import RetrievalSampler
 from suite.data.tokenizer import load_tokens
@@ -56,6 +60,7 @@ from suite.train import checkpoint as ckpt_io
 from suite.train import distributed
 from suite.train.model import build_model, set_special_ids
 from suite.train.optim import TrainingDivergedError, adamw, clip_gradients, cosine_to_min_lr, stop_if_not_finite
+from suite.train.throughput import matmul_tflops, step_flops
 
 __all__ = ["TrainingDivergedError", "evaluate", "train"]
 
@@ -82,7 +87,8 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
           arch: str | None = None, size: str | None = None, overrides: dict | None = None,
           backend: str | None = None, overwrite: bool = False, progress: bool = True, deterministic: bool = True,
           threads: int | None = None, data_offset: int = 0, parallel: str = "fsdp",
-          restart_if_changed: bool = False) -> dict:
+          restart_if_changed: bool = False, order: str = "random", eval_points: int = 0,
+          compile: bool = False) -> dict:
     """Train ``model`` for ``steps`` optimizer steps of [batch_size, seq_len] tokens; return the metrics row.
 
     ``model``: checkpoint folder, ``PreTrainedConfig`` or zero-argument factory returning a fresh model
@@ -95,6 +101,10 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
     :func:`suite.config.warmup_problem`), ``min_lr_ratio`` the final lr as a fraction of ``lr``. ``dtype``
     "bfloat16"/"float16" means autocast with float32 master weights.
     ``retrieval_fraction`` of the rows are synthetic retrieval sequences (``suite.data.retrieval``).
+    ``order``: ``"random"`` crops or ``"epoch"`` (non-overlapping windows read once an epoch;
+    :class:`suite.data.batches.TokenBatches`). ``eval_points``: held-out evaluations along the run (``evals.csv``),
+    0 for the final one only. ``compile``: the training forward and backward run through ``torch.compile`` (the
+    evaluations and the saved model stay eager).
 
     ``backend`` (provenance column) defaults to the attention kernels ``models.kernels`` used, else "torch".
     ``arch``, ``size`` and ``overrides`` (the model-config overrides the factory applies) label the run; with
@@ -130,6 +140,12 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
         raise ValueError(f"batch_size {batch_size} is not a multiple of the world size {ctx.world_size}")
     if parallel not in distributed.PARALLEL:
         raise ValueError(f"parallel must be one of {distributed.PARALLEL}, got {parallel!r}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if order == "epoch" and retrieval_fraction > 0:
+        raise ValueError(f"order 'epoch' takes no retrieval rows (retrieval_fraction {retrieval_fraction})")
+    if not isinstance(eval_points, int) or not 0 <= eval_points <= steps:
+        raise ValueError(f"eval_points must be an integer in [0, steps={steps}], got {eval_points!r}")
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     if not (data_dir / "corpus.json").exists():
         raise ValueError(f"{data_dir / 'corpus.json'} does not exist: build the corpus and tokenizer first "
@@ -141,7 +157,7 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
                   "retrieval_max_keys": retrieval_max_keys, "init_from": None if init_from is None else str(init_from),
                   "model": str(model) if isinstance(model, (str, Path)) else None, "data_sha256": corpus["sha256"],
                   "arch": arch, "size": size, "overrides": overrides, "profile": profile, "dtype": dtype,
-                  "val_batches": val_batches,
+                  "val_batches": val_batches, "order": order, "eval_points": eval_points, "compile": compile,
                   "tokenizer_sha256": _file_sha256(data_dir / "tokenizer" / "tokenizer.json"),
                   "base_sha256": _weights_sha256(model if isinstance(model, (str, Path)) else init_from),
                   "code_sha256": source_digest("suite.train.run")}
@@ -210,13 +226,19 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     if ckpt is not None:
         ckpt_io.load_training_state(ckpt, optimizer, scheduler, model=net)
         start, tokens_done, wall_before = info["step"], info["tokens"], info["wall_s"]
-        if (out_dir / "loss.csv").exists():
-            loss_rows = [r for r in read_csv(out_dir / "loss.csv").to_dict("records") if r["step"] <= start]
+        loss_rows = _resumed_rows(out_dir / "loss.csv", start)
 
     train_tokens = load_tokens(data_dir, "train")
     sampler = RetrievalSampler.from_tokenizer_dir(train_tokens, tokenizer_dir, run_config["retrieval_max_keys"]) \
         if retrieval_fraction > 0 else None
-    batches = TokenBatches(train_tokens, batch_size, seq_len, seed, sampler, retrieval_fraction)
+    batches = TokenBatches(train_tokens, batch_size, seq_len, seed, sampler, retrieval_fraction,
+                           order=run_config["order"])
+    val = eval_windows(load_tokens(data_dir, "val"), batch_size, seq_len, val_batches)
+    eval_at = eval_steps(steps, run_config["eval_points"])
+    eval_rows = _resumed_rows(out_dir / "evals.csv", start)
+    forward = _compiled(net, run_config["compile"])
+    flops = step_flops(distributed.unwrap(net).config, batch_size, seq_len)
+    peak = matmul_tflops(device, DTYPES[dtype]) if flops else None
     save_every = save_every or max(1, steps // 4)
     _reset_kernel_usage()
     t0 = time.perf_counter()
@@ -246,7 +268,7 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
         x = batches.batch(data_offset + step - 1)  # the global batch; this rank trains on its rows
         x_rank = distributed.shard_rows(x, ctx).to(device)
         with autocast(device, dtype):
-            loss = net(input_ids=x_rank, labels=x_rank).loss
+            loss = forward(input_ids=x_rank, labels=x_rank).loss
         loss_val = distributed.mean(loss.detach(), ctx)
         where = f"step {step} of {steps} (run {out_dir})"
         kept = f"the checkpoint of step {saved} is kept" if saved else "no checkpoint was written"
@@ -271,16 +293,27 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
                           "tok_s": x.numel() / dt, "wall_s": wall_before + time.perf_counter() - t0})
         bar.update(1)
         bar.set_postfix(loss=f"{loss_val:.3f}", tok_s=f"{x.numel() / dt:.0f}")
+        if step in eval_at or step == steps:
+            t_eval = time.perf_counter()
+            val_loss = evaluate(net, [distributed.shard_rows(b, ctx) for b in val], device, dtype)
+            if ctx.active:
+                val_loss = distributed.mean(torch.tensor(val_loss), ctx)
+            stop_if_not_finite(val_loss, "the validation loss", f"step {step} of run {out_dir}",
+                               "no metrics.csv written" if step == steps else f"{kept}; no metrics.csv written")
+            t0 += time.perf_counter() - t_eval  # evaluations are not training time
+            if step in eval_at:
+                eval_rows.append({"step": step, "tokens": tokens_done, "val_loss": val_loss})
+                if ctx.main:
+                    write_csv(eval_rows, out_dir / "evals.csv")
         if step % save_every == 0 or step == steps:
             snapshot(step)
     bar.close()
-
-    val = eval_windows(load_tokens(data_dir, "val"), batch_size, seq_len, val_batches)
-    val_loss = evaluate(net, [distributed.shard_rows(b, ctx) for b in val], device, dtype)
-    if ctx.active:
-        val_loss = distributed.mean(torch.tensor(val_loss), ctx)
-    stop_if_not_finite(val_loss, "the validation loss", f"the end of run {out_dir} ({steps} steps)",
-                       "no metrics.csv written")
+    if start >= steps:  # resumed a finished run whose metrics row is missing: evaluate it once
+        val_loss = evaluate(net, [distributed.shard_rows(b, ctx) for b in val], device, dtype)
+        if ctx.active:
+            val_loss = distributed.mean(torch.tensor(val_loss), ctx)
+        stop_if_not_finite(val_loss, "the validation loss", f"the end of run {out_dir} ({steps} steps)",
+                           "no metrics.csv written")
     wall_s = wall_before + time.perf_counter() - t0
     frame = pd.DataFrame(loss_rows)
     train_loss = float(frame["loss"].tail(10).mean())
@@ -293,6 +326,8 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
            "batch_size": batch_size, "steps": steps, "lr": lr, "train_loss": train_loss, "val_loss": val_loss,
            "val_ppl": math.exp(val_loss), "val_tokens": val_batches * batch_size * seq_len,
            "tok_s": tokens_done / train_wall if train_wall > 0 else float("nan"),
+           "order": run_config["order"], "epochs": batches.epochs(steps), "compile": run_config["compile"],
+           "step_flops": flops, "mfu": _mfu(flops, frame, peak), "peak_tflops": peak,
            "retrieval_fraction": retrieval_fraction, "init_from": run_config["init_from"],
            "data_sha256": corpus["sha256"],
            **provenance(profile, seed, dtype, backend, device, wall_s, ctx.world_size)}
@@ -300,6 +335,34 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
         write_csv([row], out_dir / "metrics.csv")
     distributed.barrier(ctx)
     return row
+
+
+def eval_steps(steps: int, points: int) -> list[int]:
+    """The ``points`` steps of a run of ``steps`` at which the held-out loss is measured: evenly spaced, the last
+    one the final step (none for 0 points)."""
+    return sorted({max(1, round(k * steps / points)) for k in range(1, points + 1)}) if points else []
+
+
+def _compiled(net, compile: bool):
+    """The module the training step calls: ``net``, or ``torch.compile(net)``."""
+    return torch.compile(net) if compile else net
+
+
+def _mfu(flops: int | None, frame: pd.DataFrame, peak: float | None) -> float | None:
+    """Model FLOPs utilisation over the run's steps after the first (compilation and warm-up): FLOPs a step x
+    steps / their wall time / the matmul rate; None where either is unknown."""
+    if not flops or not peak or len(frame) < 3:
+        return None
+    rest = frame.iloc[1:]
+    seconds = float(rest["wall_s"].iloc[-1] - frame["wall_s"].iloc[0])
+    return flops * len(rest) / seconds / (peak * 1e12) if seconds > 0 else None
+
+
+def _resumed_rows(path: Path, start: int) -> list[dict]:
+    """The rows of a per-step CSV of ``path`` up to step ``start`` (a resume), or none."""
+    if not start or not path.exists():
+        return []
+    return [r for r in read_csv(path).to_dict("records") if r["step"] <= start]
 
 
 def _prepare_out_dir(out_dir: Path, run_config: dict, overwrite: bool,
@@ -337,7 +400,8 @@ def _run_config_problem(out_dir: Path, ckpt: Path, config_path: Path, new: dict)
 
 
 def _clear_run(out_dir: Path) -> None:
-    for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "loss.csv", "metrics.csv", "run_config.json"):
+    for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "loss.csv", "evals.csv", "metrics.csv",
+                 "run_config.json"):
         path = out_dir / name
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 

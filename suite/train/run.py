@@ -26,6 +26,7 @@ from pathlib import Path
 from suite.cli import (
     device_name,
     fraction,
+    in_file,
     int_list,
     nonnegative_float,
     nonnegative_int,
@@ -36,6 +37,7 @@ from suite.cli import (
     usage_errors,
 )
 from suite.common import DTYPES, arch_name, quiet_hf_progress_bars, size_name
+from suite.data.batches import ORDERS
 from suite.train import distributed
 from suite.train.loop import TrainingDivergedError, train
 from suite.train.model import window_overrides
@@ -89,6 +91,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--parallel", choices=distributed.PARALLEL, default="fsdp",
                     help="under torchrun: FSDP2 sharding (default) or DDP replication; ignored in one process")
+    ap.add_argument("--order", choices=ORDERS, default="random",
+                    help="data order: random crops (default) or epoch (non-overlapping windows, each read once an "
+                         "epoch)")
+    ap.add_argument("--eval-points", type=nonnegative_int, default=0,
+                    help="held-out evaluations along the run, evenly spaced (evals.csv); 0: the final one only")
+    ap.add_argument("--compile", action="store_true", help="run the training step through torch.compile")
+    ap.add_argument("--record-divergence", action="store_true",
+                    help="a run whose loss or gradient turns non-finite writes a metrics row with status 'diverged: "
+                         "...' and exits 0 (a learning-rate sweep's high end) instead of stopping with an error")
+    ap.add_argument("--lr-from", type=in_file,
+                    help="a learning-rate pick (suite.train.lr_pick): the rate it picked for --arch, instead of --lr")
     args = ap.parse_args(argv)
     if not (args.arch or args.model):
         ap.error("give --arch (build a model) or --model (continue a checkpoint)")
@@ -99,6 +112,13 @@ def main(argv: list[str] | None = None) -> None:
             arch_name(args.arch)
     if args.no_progress:
         quiet_hf_progress_bars()
+    if args.lr_from:
+        if args.lr is not None:
+            ap.error("give --lr or --lr-from, not both")
+        from suite.train.lr_pick import picked_lr
+
+        with usage_errors(ap):
+            args.lr = picked_lr(args.lr_from, args.arch)
 
     cfg: dict = {}
     if args.config:
@@ -236,7 +256,37 @@ def _seed_list(text: str) -> list[int]:
 
 def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx, out_dir, model_dir,
                init_from) -> None:
-    model = model_dir or model
+    try:
+        _train_run(args, cfg, hp, data_cfg, pick, model_dir or model, overrides, data_offset, seed, device, ctx,
+                   out_dir, init_from)
+    except TrainingDivergedError as err:
+        if not args.record_divergence:
+            raise
+        _record_divergence(args, cfg, pick, seed, device, ctx, out_dir, err)
+
+
+def _record_divergence(args, cfg, pick, seed, device, ctx, out_dir, err) -> None:
+    """The metrics row of a run that diverged (``--record-divergence``): its settings, no held-out loss, the error as
+    its status; loss.csv as far as its last checkpoint (a header alone where none was written)."""
+    if not ctx.main:
+        return
+    from suite.provenance import provenance, write_csv
+
+    steps, batch, seq_len = pick("steps"), pick("batch_size"), pick("seq_len")
+    row = {"arch": args.arch or "checkpoint", "size": args.size or cfg.get("main_size"),
+           "tokens": steps * batch * seq_len, "seq_len": seq_len, "batch_size": batch, "steps": steps,
+           "lr": pick("lr", 3e-4), "val_loss": None, "status": f"diverged: {err}",
+           **provenance(args.profile or cfg.get("profile", "default"), seed, args.dtype or cfg.get("dtype", "float32"),
+                        "torch", device, None, ctx.world_size)}
+    out = Path(out_dir)
+    write_csv([row], out / "metrics.csv")
+    if not (out / "loss.csv").exists():
+        (out / "loss.csv").write_text("step,tokens,loss,lr,tok_s,wall_s\n")
+    print(json.dumps({"arch": row["arch"], "lr": row["lr"], "status": row["status"]}))
+
+
+def _train_run(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx, out_dir,
+               init_from) -> None:
     row = train(model, args.data_dir, out_dir, steps=pick("steps"), batch_size=pick("batch_size"),
                 seq_len=pick("seq_len"), lr=pick("lr", 3e-4), warmup=pick("warmup", 0),
                 min_lr_ratio=pick("min_lr_ratio", 0.1), weight_decay=pick("weight_decay", 0.05), seed=seed,
@@ -248,7 +298,8 @@ def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, see
                 save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=init_from,
                 arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), overrides=overrides,
                 data_offset=data_offset, overwrite=args.overwrite, restart_if_changed=args.restart_if_changed,
-                progress=not args.no_progress, threads=cfg.get("threads"), parallel=args.parallel)
+                progress=not args.no_progress, threads=cfg.get("threads"), parallel=args.parallel,
+                order=args.order, eval_points=args.eval_points, compile=args.compile)
     keys = ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl", "tok_s", "wall_s")
     if ctx.main:
         print(json.dumps({k: row.get(k) for k in keys + (("world_size",) if ctx.active else ())}, default=str))

