@@ -69,8 +69,8 @@ def rule_config(study, schema, rule_keys, rule, arch=None) -> str:
 def path_inputs(study) -> dict[str, list[str]]:
     """The local files a study config names by path, as the inputs of the rules that read them, by rule: the
     ``data.files`` globs of a ``files`` corpus (``corpus``), a ``{gguf:}`` file or every file of a ``{folder:}`` base
-    model (``base_model``), the local files of a ``conversion.pretrained.corpus`` (``english_data``). Replacing one
-    in place makes it newer than the rule's outputs, and a file that a glob gains or loses changes the rule's set of
+    model (``base_model``), the local files of ``conversion.pretrained.corpus`` sources (``english_data``). Replacing
+    one in place makes it newer than the rule's outputs, and a file that a glob gains or loses changes the rule's set of
     inputs: either reruns the rule and what depends on it. A package's archive is pinned by the sha256 in the rule's
     config values instead; a Hub source is not local."""
     from suite.data.corpus import matching_files
@@ -82,10 +82,11 @@ def path_inputs(study) -> dict[str, list[str]]:
         base = [str(Path(spec["gguf"]).expanduser())]
     elif "folder" in spec:
         base = sorted(str(f) for f in Path(spec["folder"]).expanduser().rglob("*") if f.is_file())
-    corpus = pretrained.get("corpus", {})
+    corpus = pretrained.get("corpus", [])
+    english = [c for c in (corpus if isinstance(corpus, list) else [corpus]) if "package" not in c]
     return {"corpus": matching_files(data.get("files", []), data.get("max_files")) if data["source"] == "files" else [],
             "base_model": base,
-            "english_data": matching_files(corpus["files"]) if corpus and "package" not in corpus else []}
+            "english_data": sorted({f for c in english for f in matching_files(c["files"])})}
 
 
 def folder(path, up=1) -> str:

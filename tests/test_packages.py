@@ -1,13 +1,12 @@
 """Packages used as data archives (suite.data.packages): cache, sha256 check, member extraction, .deb reading."""
 from __future__ import annotations
 
-import io
-import tarfile
 import zipfile
 
 import pytest
 
 from suite.data import packages
+from tests.tiny import make_deb
 
 
 def _wheel(folder, name="demo_data", version="1.0", files=None):
@@ -20,22 +19,7 @@ def _wheel(folder, name="demo_data", version="1.0", files=None):
 
 
 def _deb(folder, files):
-    """A minimal Debian package: ar archive with debian-binary, control.tar.gz and data.tar.xz."""
-    data = io.BytesIO()
-    with tarfile.open(fileobj=data, mode="w:xz") as tar:
-        for name, text in files.items():
-            blob = text.encode()
-            info = tarfile.TarInfo("./" + name)
-            info.size = len(blob)
-            tar.addfile(info, io.BytesIO(blob))
-    parts = [("debian-binary", b"2.0\n"), ("control.tar.gz", b""), ("data.tar.xz", data.getvalue())]
-    out = b"!<arch>\n"
-    for name, blob in parts:
-        out += f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(blob):<10}`\n".encode() + blob
-        out += b"\n" if len(blob) % 2 else b""
-    path = folder / "demo-doc_1.0-1_all.deb"
-    path.write_bytes(out)
-    return path
+    return make_deb(folder, files)
 
 
 def test_parse_pin_refuses_unpinned():

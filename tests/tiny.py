@@ -161,3 +161,26 @@ def nan_gradient_on_call(model, at_call):
 
     next(model.parameters()).register_hook(hook)
     return model
+
+
+def make_deb(folder: str | Path, files: dict, name: str = "demo-doc", version: str = "1.0-1") -> Path:
+    """A minimal Debian package ``<name>_<version>_all.deb`` in ``folder``: an ar archive with debian-binary,
+    control.tar.gz and data.tar.xz holding ``files`` ({member path: str or bytes})."""
+    import io
+    import tarfile
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:xz") as tar:
+        for member, text in files.items():
+            blob = text.encode() if isinstance(text, str) else text
+            info = tarfile.TarInfo("./" + member)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    parts = [("debian-binary", b"2.0\n"), ("control.tar.gz", b""), ("data.tar.xz", data.getvalue())]
+    out = b"!<arch>\n"
+    for part, blob in parts:
+        out += f"{part:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(blob):<10}`\n".encode() + blob
+        out += b"\n" if len(blob) % 2 else b""
+    path = Path(folder) / f"{name}_{version.replace(':', '%3a')}_all.deb"
+    path.write_bytes(out)
+    return path

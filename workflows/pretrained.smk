@@ -50,7 +50,8 @@ rule base_model:
 
 
 rule english_data:
-    """English prose, split by document and encoded with the base model's tokenizer (suite.data.english)."""
+    """English prose, split by document and encoded with the base model's tokenizer (suite.data.english); per source,
+    where it came from and what was kept (pretrained_corpus.csv)."""
     input:
         base=rules.base_model.output.base,
         code=sources("suite.data.english"),
@@ -61,6 +62,7 @@ rule english_data:
         val=f"{ENGLISH}/tokens/val.npy",
         test=f"{ENGLISH}/tokens/test.npy",
         haystack=f"{ENGLISH}/test.txt",
+        sources=f"{RES}/pretrained_corpus.csv",
     params:
         cfg=rule_config("english_data"),
         study=STUDY_ARG,
@@ -72,7 +74,7 @@ rule english_data:
         CONDA_ENV
     shell:
         "python -m suite.data.english --config {params.study} --base-model {params.base} --data-dir {params.data} "
-        "> {log} 2>&1"
+        "--results {output.sources} > {log} 2>&1"
 
 
 rule convert_base:

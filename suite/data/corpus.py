@@ -272,13 +272,29 @@ def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[s
         meta = json.loads(meta_path.read_text())
         if meta.get("settings") == settings:
             return meta
-    docs: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
     log = ReadLog()
-    for name, text in documents(source, files, hf, max_files, log=log):
+    docs = split_documents(documents(source, files, hf, max_files, log=log), val_fraction, test_fraction)
+    log.check(source)
+    return write_corpus(data_dir, docs, source, settings, val_fraction, test_fraction, log.skipped)
+
+
+def split_documents(named: Iterable[tuple[str, str]], val_fraction: float = 0.05,
+                    test_fraction: float = 0.05) -> dict[str, list[tuple[str, str]]]:
+    """``{split: [(name, text), ...]}`` of the (name, text) documents ``named``, each to the split of its name
+    (:func:`split_of`), in their order; the separator removed from each text, empty documents left out."""
+    docs: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
+    for name, text in named:
         text = text.replace(EOS_TOKEN, "")  # the separator must not occur inside a document
         if text.strip():
             docs[split_of(name, val_fraction, test_fraction)].append((name, text))
-    log.check(source)
+    return docs
+
+
+def write_corpus(data_dir: str | Path, docs: dict[str, list[tuple[str, str]]], source: str, settings: dict,
+                 val_fraction: float, test_fraction: float, skipped: Iterable = ()) -> dict:
+    """Write the split documents ``docs`` (:func:`split_documents`) as ``{train,val,test}.txt`` and ``corpus.json``
+    (``settings``: what built them, for reuse); return the corpus.json dict. Raises ValueError when a split with a
+    non-zero fraction is empty (too few documents)."""
     empty = [s for s in SPLITS if not docs[s] and (s == "train" or (s == "val" and val_fraction) or
                                                     (s == "test" and test_fraction))]
     if empty:
@@ -287,16 +303,17 @@ def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[s
     corpus_hash = hashlib.sha256()
     for name, text in sorted(d for split in docs.values() for d in split):
         corpus_hash.update(name.encode() + b"\0" + text.encode("utf-8", "replace") + b"\0")
+    data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     meta = {"source": source, "python_version": sys.version.split()[0], "separator": DOC_SEPARATOR,
             "n_docs": {s: len(docs[s]) for s in SPLITS}, "bytes": {}, "sha256": corpus_hash.hexdigest(),
             "settings": settings, "docs": {s: [name for name, _ in docs[s]] for s in SPLITS},
-            "skipped": [{"name": name, "bytes": n, "reason": why} for name, n, why in log.skipped]}
+            "skipped": [{"name": name, "bytes": n, "reason": why} for name, n, why in skipped]}
     for split in SPLITS:
         body = DOC_SEPARATOR.join(text for _, text in docs[split])
         meta["bytes"][split] = len(body.encode("utf-8", "replace"))
         _atomic_write(data_dir / f"{split}.txt", body)
-    _atomic_write(meta_path, json.dumps(meta, indent=2))
+    _atomic_write(data_dir / "corpus.json", json.dumps(meta, indent=2))
     return meta
 
 

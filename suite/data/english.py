@@ -1,68 +1,193 @@
 """English prose for the pretrained base model's continued training and held-out tests, offline.
 
 The base model of the conversion arms (SmolLM2) is an English model: continued training on Python source alone would
-move both arms away from the benchmarks. The default text is the Python documentation (tutorial, library reference,
-HOWTOs, FAQs, "What's New": about 11 MB of reST prose in ~500 long documents), taken from Debian's ``python3.11-doc``
-package as a data archive (:mod:`suite.data.packages`; PSF licence). ``conversion.pretrained.corpus`` names it:
-``{package: NAME==VERSION, kind: deb, sha256: HEX, files: [PREFIX, ...]}`` (the archive members that are text), or
-``{files: [GLOB, ...]}`` for local text files.
+move both arms away from the benchmarks. ``conversion.pretrained.corpus`` names the text, in one of two forms:
+
+- a list of sources (:mod:`suite.data.doc_sources`): Debian documentation packages fetched as data archives
+  (:mod:`suite.data.packages`) or local files, each with its markup format, the members to read and, for a package
+  organised by language, the folders to keep. Each member becomes one document as prose (:mod:`suite.data.markup`);
+  a document with too few words or too few English stopwords (:mod:`suite.data.prose`) is dropped, and so is one
+  whose normalised text an earlier document had (sources in the list's order), each drop counted;
+- one source as a mapping (the form of the default profile): ``{package: NAME==VERSION, kind: deb, sha256: HEX,
+  files: [PREFIX, ...]}`` (the archive members that are text, read as they are; ``licence`` as in a list's source)
+  or ``{files: [GLOB, ...]}``.
 
 The data folder it writes has the layout every training and evaluation CLI of the suite reads
 (:func:`suite.data.tokenizer.check_data_dir`): ``{train,val,test}.txt`` and ``corpus.json``
-(:func:`suite.data.corpus.build_corpus`, split by document), ``tokenizer/`` (the base model's own tokenizer files)
-and ``tokens/{split}.npy`` encoded with it, its end-of-text token between documents.
+(:mod:`suite.data.corpus`, split by document), ``tokenizer/`` (the base model's own tokenizer files)
+and ``tokens/{split}.npy`` encoded with it, its end-of-text token between documents; ``english.json`` records per
+source its package, version, licence, archive sha256, documents kept and dropped, bytes and tokens per split, the
+rows ``--results`` writes as a CSV.
+
+A folder packed by :mod:`suite.data.shards` for a host without a package index is used instead of building when its
+shards lie in the archive cache (``--cache``) and it was built from the same corpus, fractions and tokenizer.
 
 CLI: ``python -m suite.data.english --config gpu --base-model work_dirs/gpu/models/base --data-dir
-work_dirs/gpu/data/english``
+work_dirs/gpu/data/english --results results/gpu/pretrained_corpus.csv``
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
 
-from suite.cli import in_folder, out_folder, study_config
-from suite.data import packages
-from suite.data.corpus import EOS_TOKEN, build_corpus
+import numpy as np
+
+from suite.cli import in_folder, out_file, out_folder, study_config
+from suite.data import doc_sources, packages, prose, shards
+from suite.data.corpus import EOS_TOKEN, SPLITS, build_corpus, split_documents, write_corpus
 from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer
 
 RAW = "raw"
+SUMMARY = "english.json"
+TEXT_CODE = ("markup.py", "prose.py", "doc_sources.py", "corpus.py")  # in suite/data: what makes the documents
 
 
-def prepare(corpus: dict, base_model: str | Path, data_dir: str | Path, cache: str | Path,
-            val_fraction: float = 0.05, test_fraction: float = 0.05) -> dict:
-    """Build the English data folder ``data_dir`` from ``corpus`` with the tokenizer of ``base_model``.
-
-    Returns ``{"corpus": corpus.json record, "tokens": {split: n_tokens}}``. Raises ValueError naming the base
-    model's tokenizer when it has no ``<|endoftext|>`` token (the document separator every split is encoded with),
-    PackageError when the archive cannot be fetched or fails its sha256, ValueError when no file matches.
+def collect(sources: list[dict], cache: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], list]:
+    """The kept documents of ``sources`` as (name, text), in order; each document's source label by name; and each
+    source's :class:`~suite.data.doc_sources.SourceLog` (drops counted: language by path or stopwords, short, dup).
     """
-    data_dir, base_model = Path(data_dir), Path(base_model)
-    tok = load_tokenizer(base_model)
-    if tok.token_to_id(EOS_TOKEN) is None:
-        raise ValueError(f"{base_model}/tokenizer.json has no {EOS_TOKEN} token to separate documents with")
+    docs, label, logs, seen = [], {}, [], set()
+    for spec in sources:
+        log = doc_sources.SourceLog(doc_sources.label_of(spec))
+        logs.append(log)
+        for doc in doc_sources.read_source(spec, cache, log):
+            why = prose.verdict(doc.text)
+            key = prose.dedup_key(doc.text)
+            if why is None and key in seen:
+                why = "dup"
+            if why:
+                log.dropped[why] += 1
+                continue
+            seen.add(key)
+            docs.append((doc.name, doc.text))
+            label[doc.name] = log.label
+    return docs, label, logs
+
+
+def doc_tokens(tokens: np.ndarray, eos: int) -> np.ndarray:
+    """The token count of each document of an encoded split (its documents end with ``eos``), separator included."""
+    ends = np.flatnonzero(np.asarray(tokens) == eos)
+    return np.diff(np.concatenate([[-1], ends]))
+
+
+def source_rows(data_dir: Path, meta: dict, label: dict[str, str], logs: list, eos: int) -> list[dict]:
+    """One record per source: where it came from, documents kept and dropped, and docs, bytes and tokens per split
+    (a document's bytes as written, its tokens with the separator after it)."""
+    rows = {log.label: {"source": log.label, "package": log.package, "version": log.version, "licence": log.licence,
+                        "archive_sha256": log.sha256, "members": log.members,
+                        "docs": 0, **{f"dropped_{k}": v for k, v in log.dropped.items()},
+                        **{f"{what}_{s}": 0 for what in ("docs", "bytes", "tokens") for s in SPLITS}}
+            for log in logs}
+    texts = {s: (data_dir / f"{s}.txt").read_text(encoding="utf-8").split(f"\n{EOS_TOKEN}\n") for s in SPLITS}
+    for split in SPLITS:
+        names = meta["docs"][split]
+        counts = doc_tokens(np.load(data_dir / "tokens" / f"{split}.npy", mmap_mode="r"), eos)
+        if len(counts) != len(names):
+            raise ValueError(f"{data_dir}/tokens/{split}.npy holds {len(counts)} documents, corpus.json {len(names)}")
+        for name, n_tok, text in zip(names, counts, texts[split] if names else []):
+            row = rows[label[name]]
+            row["docs"] += 1
+            row[f"docs_{split}"] += 1
+            row[f"bytes_{split}"] += len(text.encode("utf-8"))
+            row[f"tokens_{split}"] += int(n_tok)
+    return list(rows.values())
+
+
+def _legacy(corpus: dict, data_dir: Path, cache, val_fraction, test_fraction):
+    """The one-source mapping form: the members (or files) as they are, no filter (module docstring)."""
+    log = doc_sources.SourceLog(doc_sources.label_of(corpus))
     if "package" in corpus:
         raw = data_dir / RAW
         packages.clear(raw)
         record = packages.unpack(corpus, list(corpus["files"]), raw, cache)
         globs = [str(raw / prefix / "**" / "*") for prefix in corpus["files"]]
+        archive = packages.fetch(corpus, cache)
+        notice = f"usr/share/doc/{log.label}/copyright"
+        text = packages.read_files(archive, [notice]).get(notice, b"").decode("utf-8", "replace")
+        log.package, log.sha256 = corpus["package"], corpus["sha256"]
+        log.version = packages.parse_pin(corpus["package"])[1]
+        log.licence = doc_sources.licence_of(text) or corpus.get("licence") or "not stated (copyright file not DEP-5)"
+        log.members = record["files"]
     else:
         record, globs = {"files": list(corpus["files"])}, list(corpus["files"])
     meta = build_corpus(data_dir, source="files", files=globs, val_fraction=val_fraction,
                         test_fraction=test_fraction, overwrite=True)
+    if "package" not in corpus:
+        log.members = sum(meta["n_docs"].values())
+    label = dict.fromkeys((n for s in SPLITS for n in meta["docs"][s]), log.label)
+    return meta, record, label, [log]
+
+
+def build_key(corpus, val_fraction: float, test_fraction: float, tok) -> dict:
+    """What a prepared folder was built from: the corpus spec, the split fractions, the sha256 of the code that
+    turns pages into documents (``TEXT_CODE``) and of the tokenizer's vocabulary (token -> id; not of its file, which
+    another transformers version may write differently). A packed folder is used in place of a build only when its
+    key equals the study's."""
+    code = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes() for name in TEXT_CODE))
+    vocab = json.dumps(tok.get_vocab(with_added_tokens=True), sort_keys=True).encode()
+    return {"corpus": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction,
+            "code_sha256": code.hexdigest(), "vocab_sha256": hashlib.sha256(vocab).hexdigest()}
+
+
+def prepare(corpus: dict | list, base_model: str | Path, data_dir: str | Path, cache: str | Path,
+            val_fraction: float = 0.05, test_fraction: float = 0.05) -> dict:
+    """Build the English data folder ``data_dir`` from ``corpus`` with the tokenizer of ``base_model``.
+
+    Returns the summary ``english.json`` holds: ``{"key": ..., "corpus": {n_docs, bytes, sha256, archive?},
+    "tokens": {split: n_tokens}, "sources": [one record per source], "wall_s": ...}``. Raises ValueError naming the
+    base model's tokenizer when it has no ``<|endoftext|>`` token (the document separator every split is encoded
+    with), PackageError when an archive cannot be fetched or fails its sha256, ValueError when no file matches.
+    """
+    start = time.perf_counter()
+    data_dir, base_model, cache = Path(data_dir), Path(base_model), Path(cache)
+    tok = load_tokenizer(base_model)
+    eos = tok.token_to_id(EOS_TOKEN)
+    if eos is None:
+        raise ValueError(f"{base_model}/tokenizer.json has no {EOS_TOKEN} token to separate documents with")
+    key = build_key(corpus, val_fraction, test_fraction, tok)
+    packed = shards.find(cache, {"english": key})
+    if packed is not None:
+        for split in SPLITS:  # the train text is not packed: no stale copy of another corpus may stay
+            (data_dir / f"{split}.txt").unlink(missing_ok=True)
+        shards.unpack(packed, data_dir)
+        return json.loads((data_dir / SUMMARY).read_text())
+    record = None
+    if isinstance(corpus, dict):
+        meta, record, label, logs = _legacy(corpus, data_dir, cache, val_fraction, test_fraction)
+    else:
+        docs, label, logs = collect(corpus, cache)
+        settings = {"sources": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction}
+        meta = write_corpus(data_dir, split_documents(docs, val_fraction, test_fraction), "sources", settings,
+                            val_fraction, test_fraction)
     tok_dir = data_dir / "tokenizer"
     tok_dir.mkdir(parents=True, exist_ok=True)
     for name in TOKENIZER_FILES:
         shutil.copyfile(base_model / name, tok_dir / name)
     paths = encode_splits(data_dir, tok_dir)
     counts = json.loads((data_dir / "tokens" / "meta.json").read_text())
-    summary = {"corpus": {"archive": record, "n_docs": meta["n_docs"], "bytes": meta["bytes"],
+    summary = {"key": key,
+               "corpus": {**({"archive": record} if record else {}), "n_docs": meta["n_docs"], "bytes": meta["bytes"],
                           "sha256": meta["sha256"]},
-               "tokens": {split: counts[split]["n_tokens"] for split in paths}}
-    (data_dir / "english.json").write_text(json.dumps(summary, indent=1) + "\n")
+               "tokens": {split: counts[split]["n_tokens"] for split in paths},
+               "dtype": str(np.load(paths["train"], mmap_mode="r").dtype),
+               "sources": source_rows(data_dir, meta, label, logs, eos),
+               "wall_s": round(time.perf_counter() - start, 1)}
+    (data_dir / SUMMARY).write_text(json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def results_rows(summary: dict, profile: str) -> list[dict]:
+    """The ``pretrained_corpus.csv`` rows of a summary: one per source, with the provenance columns (dtype: the
+    token arrays'; wall_s: the build's)."""
+    from suite.provenance import provenance
+
+    prov = provenance(profile, None, summary["dtype"], "tokenizers", "cpu", summary["wall_s"])
+    return [{**row, **prov} for row in summary["sources"]]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,7 +198,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="the base model folder (python -m suite.train.base_model)")
     ap.add_argument("--data-dir", required=True, type=out_folder, help="output data folder")
     ap.add_argument("--cache", type=out_folder,
-                    help="where fetched archives are kept (default: <data-dir>/../archives)")
+                    help="where fetched archives (and packed data folders) are kept (default: <data-dir>/../archives)")
+    ap.add_argument("--results", type=out_file,
+                    help="the per-source CSV to write (e.g. results/gpu/pretrained_corpus.csv)")
     args = ap.parse_args(argv)
     from suite.config import load_config
 
@@ -88,9 +215,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         summary = prepare(spec, args.base_model, args.data_dir, args.cache or Path(args.data_dir).parent / "archives",
                           data.get("val_fraction", 0.05), data.get("test_fraction", 0.05))
-    except (packages.PackageError, ValueError) as err:
+    except (packages.PackageError, shards.ShardError, ValueError) as err:
         sys.exit(f"error: {err}")
-    print(json.dumps(summary))
+    if args.results:
+        from suite.provenance import write_csv
+
+        write_csv(results_rows(summary, cfg["profile"]), args.results)
+    print(json.dumps({k: summary[k] for k in ("corpus", "tokens")}))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 
 KINDS = ("wheel", "deb")
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_~:-]+)$")  # a Debian version may hold ~ and an epoch
 
 
 class PackageError(RuntimeError):
@@ -57,7 +57,11 @@ def _normal(name: str) -> str:
 def _cached(cache: Path, name: str, version: str, kind: str) -> list[Path]:
     """Archives of ``name`` at ``version`` in ``cache`` (wheel file names normalise '-' and '.' to '_')."""
     suffix = ".whl" if kind == "wheel" else ".deb"
-    prefix = f"{_normal(name)}_{_normal(version)}" if kind == "deb" else f"{_normal(name)}-{version}"
+    # apt-get download writes a version's epoch colon as %3a (llvm-15-doc_1%3a15.0.6-4_all.deb)
+    if kind == "deb":
+        prefix = f"{_normal(name)}_{_normal(version.replace(':', '%3a'))}"
+    else:
+        prefix = f"{_normal(name)}-{version}"
     return sorted(p for p in cache.glob(f"*{suffix}") if _normal(p.name).startswith(_normal(prefix)))
 
 

@@ -60,10 +60,14 @@ SCHEMAS |= {
     "pretrained_evals": {"variant": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG, "val_loss": NONNEG},
     "pretrained_lr": {"arch": TEXT, "lr": NONNEG, "val_loss": NONNEG, "tokens": NONNEG, "steps": NONNEG,
                       "seed": NUMBER, "picked": TEXT, "rule": TEXT},
+    "pretrained_corpus": {"source": TEXT, "licence": TEXT, "members": NONNEG, "docs": NONNEG,
+                          **{f"dropped_{why}": NONNEG for why in ("language", "stopwords", "short", "dup")},
+                          **{f"{what}_{split}": NONNEG for what in ("docs", "bytes", "tokens")
+                             for split in ("train", "val", "test")}},
 }
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
                                                       "pretrained_niah", "pretrained_loss", "pretrained_train",
-                                                      "pretrained_evals", "pretrained_lr")}
+                                                      "pretrained_evals", "pretrained_lr", "pretrained_corpus")}
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]

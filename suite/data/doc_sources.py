@@ -1,0 +1,116 @@
+"""The documents of one English text source: a package's members (or local files) chosen by path, as prose.
+
+A source (one entry of ``conversion.pretrained.corpus``) is ``{package: NAME==VERSION, kind: deb, sha256: HEX,
+files: [PREFIX, ...]}`` (the archive members under those prefixes) or ``{files: [GLOB, ...]}`` (local files), with:
+
+- ``format``: ``html``, ``pod`` or ``text`` (:mod:`suite.data.markup`; default ``text``, the file as it is);
+- ``include`` / ``exclude``: ``fnmatch`` patterns on the member path (``*`` also matches ``/``): a member is read when
+  it matches an ``include`` pattern (all do when there is none) and no ``exclude`` pattern;
+- ``language``: ``{dir: PATH, keep: [NAME, ...]}`` for a package organised by language: a member in a sub-folder of
+  ``dir`` other than those ``keep`` names is dropped as another language (counted);
+- ``licence``: for a package whose copyright file is not machine-readable (DEP-5), the licence to record.
+
+:func:`read_source` yields each chosen member as a :class:`Doc` (its name ``PACKAGE:PATH``, or the local path) with
+its prose, and counts the members dropped by ``language``; :func:`licence_of` reads a package's licence.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from suite.data import markup, packages
+from suite.data.corpus import matching_files
+
+
+@dataclass
+class Doc:
+    name: str
+    text: str
+
+
+@dataclass
+class SourceLog:
+    """Where one source's documents came from, and how many of its members each rule dropped."""
+
+    label: str
+    package: str = ""
+    version: str = ""
+    sha256: str = ""
+    licence: str = ""
+    members: int = 0  # members chosen by prefix, include and exclude
+    # language: in another language's folder; stopwords: too few English stopwords (another language, or not prose)
+    dropped: dict = field(default_factory=lambda: {"language": 0, "stopwords": 0, "short": 0, "dup": 0})
+
+
+def label_of(spec: dict) -> str:
+    """A source's name in the records: its package's name, else ``files``."""
+    return packages.parse_pin(spec["package"])[0] if "package" in spec else "files"
+
+
+def chosen(name: str, spec: dict) -> bool:
+    """Whether member ``name`` passes the source's ``include`` and ``exclude`` patterns."""
+    include, exclude = spec.get("include") or ["*"], spec.get("exclude") or []
+    return (any(fnmatch.fnmatchcase(name, p) for p in include)
+            and not any(fnmatch.fnmatchcase(name, p) for p in exclude))
+
+
+def other_language(name: str, spec: dict) -> bool:
+    """Whether member ``name`` lies in a language folder of ``spec["language"]["dir"]`` that is not kept."""
+    lang = spec.get("language")
+    if not lang:
+        return False
+    root = lang["dir"].rstrip("/") + "/"
+    parts = name[len(root):].split("/") if name.startswith(root) else []
+    return len(parts) > 1 and parts[0] not in lang.get("keep", [])
+
+
+def licence_of(copyright_text: str) -> str | None:
+    """The licence of a Debian copyright file in the machine-readable format (DEP-5): the ``License`` of the stanza
+    whose ``Files`` lists ``*``, else of the first stanza with ``Files``; None for a file in another format."""
+    if not copyright_text.startswith("Format:"):
+        return None
+    first = None
+    for stanza in re.split(r"\n\s*\n", copyright_text):
+        files = re.search(r"^Files:((?:.*\n?)(?:[ \t].*\n?)*)", stanza, re.M)
+        found = re.search(r"^License:[ \t]*(.+)", stanza, re.M)
+        if files and found:
+            if "*" in files.group(1).split():
+                return found.group(1).strip()
+            first = first or found.group(1).strip()
+    return first
+
+
+def read_source(spec: dict, cache: str | Path, log: SourceLog) -> Iterator[Doc]:
+    """The documents of one source, in member order, as prose; fills ``log`` (package, version, sha256, licence,
+    members, language drops). Raises PackageError (fetch, sha256, a prefix with no member) or ValueError (no local
+    file matches; an unknown format)."""
+    fmt = spec.get("format", "text")
+    if "package" in spec:
+        name, version = packages.parse_pin(spec["package"])
+        archive = packages.fetch(spec, cache)
+        files = packages.read_files(archive, list(spec["files"]))
+        empty = [p for p in spec["files"] if not any(n.startswith(p) for n in files)]
+        if empty:
+            raise packages.PackageError(f"{archive.name} holds no file under {empty}")
+        copyright_file = f"usr/share/doc/{name}/copyright"
+        notice = packages.read_files(archive, [copyright_file]).get(copyright_file, b"").decode("utf-8", "replace")
+        log.package, log.version, log.sha256 = spec["package"], version, spec["sha256"]
+        log.licence = licence_of(notice) or spec.get("licence") or "not stated (copyright file not DEP-5)"
+        members = ((m, files[m], f"{name}:{m}") for m in sorted(files))
+    else:
+        paths = matching_files(spec["files"])
+        if not paths:
+            raise ValueError(f"no file matches {list(spec['files'])}")
+        log.licence = spec.get("licence", "not stated (local files)")
+        members = ((p, Path(p).read_bytes(), p) for p in paths)
+    for member, data, doc_name in members:
+        if not chosen(member, spec):
+            continue
+        log.members += 1
+        if other_language(member, spec):
+            log.dropped["language"] += 1
+            continue
+        yield Doc(doc_name, markup.to_text(data, fmt))
