@@ -379,15 +379,20 @@ def test_compile_trains_the_compiled_step_and_saves_the_eager_model(data_dir, tm
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "c" / "checkpoint").config.model_type == "orthros"
 
 
-def test_the_suite_keeps_hub_kernels_off_unless_asked():
-    """transformers would swap a loaded model's layers for kernels from the Hub (a download; other code than on a
-    CPU): importing suite turns that off, and USE_HUB_KERNELS in the environment still wins."""
-    import os
-    import subprocess
-    import sys
+def test_checkpoints_load_with_their_own_layers(tmp_path, monkeypatch):
+    """transformers >= 5.25 would swap a loaded model's layers for kernels fetched from the Hub (a download, and other
+    code than on a CPU): the suite's loader asks for the model's own layers, whatever the environment says."""
+    from suite.train.checkpoint import load_weights
 
-    code = "import suite; from transformers.integrations.hub_kernels import _kernels_enabled; print(_kernels_enabled())"
-    env = {k: v for k, v in os.environ.items() if k != "USE_HUB_KERNELS"}
-    out = [subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True).stdout
-           for e in (env, {**env, "USE_HUB_KERNELS": "1"})]
-    assert [o.strip() for o in out] == ["False", "True"]
+    monkeypatch.setenv("USE_HUB_KERNELS", "1")
+    tiny_llama().save_pretrained(tmp_path)
+    seen = {}
+    real = LlamaForCausalLM.from_pretrained.__func__
+
+    def spy(cls, path, **kw):
+        seen.update(kw)
+        return real(cls, path, **kw)
+
+    monkeypatch.setattr(LlamaForCausalLM, "from_pretrained", classmethod(spy))
+    model = load_weights(LlamaForCausalLM, tmp_path)
+    assert seen["use_kernels"] is False and not getattr(model, "use_kernels", False)

@@ -80,7 +80,8 @@ def _load(spec: dict, cache: Path, dtype: str, pretrained: dict | None = None):
         with named_failure(f"conversion.base_model.{kind}: {path} does not load as a GGUF model"):
             record |= _gguf_record(path)
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch_dtype,
+                                                         use_kernels=False)
         record["quantization"] += f"; dequantized to {dtype}"
     else:
         where = model_folder(spec) if kind == "folder" else spec["hub"]
@@ -92,7 +93,7 @@ def _load(spec: dict, cache: Path, dtype: str, pretrained: dict | None = None):
         _check(config, kind, spec.get(kind), pretrained)
         with named_failure(f"conversion.base_model.{kind}: {why}"):
             tokenizer = AutoTokenizer.from_pretrained(where, **extra)
-            model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **extra)
+            model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, use_kernels=False, **extra)
         record |= {kind: str(spec[kind]), **extra, "name": Path(str(where)).name,
                    "quantization": getattr(model.config, "quantization_config", None) and "quantized" or "none"}
     return model, tokenizer, record

@@ -164,10 +164,14 @@ def check_folder(folder: str | Path) -> None:
 
 def load_weights(model_cls, ckpt: str | Path, check: bool = True, **kwargs):
     """``model_cls.from_pretrained(ckpt, **kwargs)`` (a model or tokenizer class) after ``check_folder`` (unless
-    ``check`` is False); raises ValueError naming the bad file, or the folder when loading fails."""
+    ``check`` is False); raises ValueError naming the bad file, or the folder when loading fails. A model loads with
+    its own layers (``use_kernels=False`` unless given: transformers >= 5.25 would otherwise swap some for kernels it
+    downloads from the Hub, which fails offline and runs other code than on a CPU)."""
     ckpt = Path(ckpt)
     if check:
         check_folder(ckpt)
+    if hasattr(model_cls, "from_config") or hasattr(model_cls, "_from_config"):  # a model class, not a tokenizer's
+        kwargs.setdefault("use_kernels", False)
     try:
         return model_cls.from_pretrained(str(ckpt), **kwargs)
     except Exception as err:

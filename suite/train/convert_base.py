@@ -26,7 +26,7 @@ def load_base(base_dir: str | Path, dtype=torch.float32):
     from transformers import AutoModelForCausalLM
 
     with named_failure(f"base model folder {base_dir} does not load"):
-        return AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype).eval()
+        return AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype, use_kernels=False).eval()
 
 
 def convert(base_dir: str | Path, out_dir: str | Path, window: int) -> dict:
