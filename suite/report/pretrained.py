@@ -1,8 +1,9 @@
 """Table 2 on a real pretrained LM: the four arms' measured rows, and the loss gap of conversion against Base CPT.
 
-Inputs (``results/<profile>/``, :mod:`workflows/pretrained.smk`): ``pretrained.csv`` (benchmark rows of every arm),
-``pretrained_ppl.csv`` (held-out NLL by position bucket), ``pretrained_identity.csv`` (the conversion identity control),
-``pretrained_niah.csv`` and ``pretrained_loss.csv`` (continued-training curves). Pure functions of DataFrames.
+Inputs (``results/<profile>/``, written by the DAG's pretrained rules): ``pretrained.csv`` (benchmark rows of every
+arm), ``pretrained_ppl.csv`` (held-out NLL by position bucket), ``pretrained_identity.csv`` (the conversion identity
+control), ``pretrained_niah.csv``, ``pretrained_loss.csv`` and ``pretrained_evals.csv`` (continued-training and held-out
+curves), ``pretrained_lr.csv`` (the rate sweep's pick). Pure functions of DataFrames.
 
 A benchmark cell is the mean over the arm's seeds of the task's table metric (:func:`suite.eval.controls.table_metric`:
 acc_norm for ARC-C and HellaSwag, acc elsewhere: this suite's choice, as no seed note says which of the paper's
