@@ -242,7 +242,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
         scale: softmax scale, default ``1/sqrt(d)``.
 
     Returns:
-        ``[B, Hq, Tq, d]`` in the dtype of ``q``.
+        ``[B, Hq, Tq, d]`` in the dtype of ``q``; under autocast, in the autocast dtype: q, k and v are cast to it
+        first, as autocast does for SDPA, so that a bf16 training step can use the bf16-only windowed kernels.
 
     Raises:
         ValueError: on inconsistent shapes, an int ``q_index`` that puts a query past the keys, ``window < 1``, or a
@@ -256,6 +257,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_index: torch.
     Dynamo refuse :func:`_select`: "assume_constant_result argument conversion failed").
     """
     _check(q, k, v, q_index, window, key_mask)
+    if torch.is_autocast_enabled(q.device.type):  # fp32 q/k (RoPE's fp32 tables) would rule out fa2 and FLA
+        dt = torch.get_autocast_dtype(q.device.type)
+        q, k, v = q.to(dt), k.to(dt), v.to(dt)
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     Tq = q.shape[2]
     if isinstance(q_index, int):  # the first and last query's key index, on the host

@@ -348,3 +348,16 @@ def test_int_q_index_is_the_tensor_form_bit_for_bit(monkeypatch, Tq, Tk, window,
         assert kernels.kernels_used() == {"blocked": 2}
     with pytest.raises(ValueError, match=r"q_index=3 puts the 9 queries at keys 3\.\.11, outside the 11 keys"):
         kernels.attention(*_qkv(9, 11), 3)
+
+
+def test_attention_under_autocast_runs_in_the_autocast_dtype():
+    """Under autocast the kernels get q, k and v in the autocast dtype (as SDPA does), so a bf16 training step whose
+    q/k came out of RoPE in fp32 can still use the bf16-only windowed kernels; the result equals the call on bf16
+    inputs."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 40, 16, generator=g) for _ in range(3))
+    for window in (None, 8):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = kernels.attention(q, k, v, 0, window=window)
+        ref = kernels.attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), 0, window=window)
+        assert out.dtype == torch.bfloat16 and torch.equal(out, ref)
