@@ -382,7 +382,7 @@ def test_compile_trains_the_compiled_step_and_saves_the_eager_model(data_dir, tm
 def test_checkpoints_load_with_their_own_layers(tmp_path, monkeypatch):
     """transformers >= 5.25 would swap a loaded model's layers for kernels fetched from the Hub (a download, and other
     code than on a CPU): the suite's loader asks for the model's own layers, whatever the environment says."""
-    from suite.train.checkpoint import load_weights
+    from suite.train.checkpoint import load_model
 
     monkeypatch.setenv("USE_HUB_KERNELS", "1")
     tiny_llama().save_pretrained(tmp_path)
@@ -394,5 +394,5 @@ def test_checkpoints_load_with_their_own_layers(tmp_path, monkeypatch):
         return real(cls, path, **kw)
 
     monkeypatch.setattr(LlamaForCausalLM, "from_pretrained", classmethod(spy))
-    model = load_weights(LlamaForCausalLM, tmp_path)
+    model = load_model(tmp_path, dtype=None, tokenizer=False, model_cls=LlamaForCausalLM)[0]
     assert seen["use_kernels"] is False and not getattr(model, "use_kernels", False)

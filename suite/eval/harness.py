@@ -406,7 +406,7 @@ def run_tasks(checkpoint: str | Path, tokenizer: str | Path | None, tasks: list[
 
     tokenizer = str(tokenizer or checkpoint)
     if lm is None:
-        # use_kernels: the model's own layers, not kernels transformers would fetch from the Hub (load_weights)
+        # use_kernels: the model's own layers, not kernels transformers would fetch from the Hub (as load_model)
         model_args = {"pretrained": str(checkpoint), "tokenizer": tokenizer, "dtype": dtype, "device": device,
                       "batch_size": batch_size, "use_kernels": False}
         if max_length:

@@ -6,9 +6,10 @@ folder), ``trainer_state.json`` (step, tokens, wall_s: human-readable) and ``tra
 (optimizer, scheduler, RNG states). A checkpoint is written to ``checkpoint.tmp/`` and swapped in by
 renames, so a kill at any moment leaves either the old or the new checkpoint complete.
 
-Loading for evaluation and benchmarks goes through ``load_model`` (NIAH, the CPU prefill sweep) or, where lm-eval
-loads the folder itself, ``check_folder`` first: a missing, truncated or half-written file is a ValueError naming
-that file, never a bare SafetensorError / JSONDecodeError.
+Every checkpoint is loaded through :func:`load_model` (a training run's start and resume, NIAH, the CPU prefill
+sweep) or, where lm-eval loads the folder itself, checked by :func:`check_folder` first: a missing, truncated or
+half-written file is a ValueError naming that file, never a bare SafetensorError / JSONDecodeError.
+:func:`load_matching` loads the weights of one checkpoint into a model of another architecture (conversion).
 """
 from __future__ import annotations
 
@@ -162,53 +163,71 @@ def check_folder(folder: str | Path) -> None:
             raise ValueError(f"corrupt checkpoint file {path}: {err}") from err
 
 
-def load_weights(model_cls, ckpt: str | Path, check: bool = True, **kwargs):
-    """``model_cls.from_pretrained(ckpt, **kwargs)`` (a model or tokenizer class) after ``check_folder`` (unless
-    ``check`` is False); raises ValueError naming the bad file, or the folder when loading fails. A model loads with
-    its own layers (``use_kernels=False`` unless given: transformers >= 5.25 would otherwise swap some for kernels it
-    downloads from the Hub, which fails offline and runs other code than on a CPU)."""
-    ckpt = Path(ckpt)
-    if check:
-        check_folder(ckpt)
-    if hasattr(model_cls, "from_config") or hasattr(model_cls, "_from_config"):  # a model class, not a tokenizer's
-        kwargs.setdefault("use_kernels", False)
-    try:
-        return model_cls.from_pretrained(str(ckpt), **kwargs)
-    except Exception as err:
-        files = sorted(p.name for p in ckpt.iterdir()) if ckpt.is_dir() else "not a folder"
-        raise ValueError(f"cannot load {ckpt} (files: {files}): {err}") from err
+def load_model(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, dtype: str | None = "float32",
+               device: str | None = None, *, tokenizer: bool = True, check: bool = True, model_cls=None,
+               **model_kwargs):
+    """``(model, tokenizer)`` of a checkpoint folder, the model in eval mode: the one loader of the suite's
+    checkpoints (a training run's start and resume, NIAH, the CPU prefill sweep, ...).
 
-
-def load_pretrained(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, *, tokenizer: bool = True,
-                    **model_kwargs):
-    """``(model, tokenizer)`` of a checkpoint folder, model in eval mode: the loader of every evaluation and
-    benchmark (NIAH, CPU prefill sweep). The tokenizer comes from ``tokenizer_dir`` (default: the checkpoint);
-    ``tokenizer=False`` returns None for it. ``model_kwargs`` go to ``from_pretrained`` (``dtype``,
-    ``max_position_embeddings``, ...). Raises ValueError naming the missing or corrupt file (``check_folder``)
-    or the folder that does not load."""
+    The folder's files are checked first (:func:`check_folder`; ``check=False`` where they were verified already).
+    ``dtype`` names the weights' dtype ("float32", "bfloat16", "float16"; None: what ``from_pretrained`` picks);
+    ``device`` moves the model there; ``model_cls`` loads it as that class (default ``AutoModelForCausalLM``, which
+    knows every model type of the suite); ``model_kwargs`` go to ``from_pretrained`` (``max_position_embeddings``,
+    ...). The tokenizer comes from ``tokenizer_dir`` (default: the checkpoint); ``tokenizer=False`` returns None for
+    it. Raises ValueError naming the missing or corrupt file, or the folder that does not load."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from models.registry import register_auto_classes
-
-    register_auto_classes()
-    model = load_weights(AutoModelForCausalLM, checkpoint, **model_kwargs).eval()
-    if not tokenizer:
-        return model, None
-    return model, load_weights(AutoTokenizer, tokenizer_dir or checkpoint, check=tokenizer_dir is not None)
-
-
-def load_model(checkpoint: str | Path, tokenizer_dir: str | Path | None = None, dtype: str | None = "float32",
-               device: str | None = None, *, tokenizer: bool = True, **model_kwargs):
-    """``(model, tokenizer)`` of a checkpoint folder for an evaluation or benchmark (NIAH, the CPU prefill sweep):
-    :func:`load_pretrained` with the weights' ``dtype`` by name ("float32", "bfloat16", "float16"; None: what
-    ``from_pretrained`` picks), the model moved to ``device`` when one is given. Raises ValueError as
-    :func:`load_pretrained` does."""
     from suite.common import DTYPES
 
+    register_auto_classes()
     if dtype is not None:
         model_kwargs["dtype"] = DTYPES[dtype]
-    model, tok = load_pretrained(checkpoint, tokenizer_dir, tokenizer=tokenizer, **model_kwargs)
-    return (model if device is None else model.to(device)), tok
+    model = _from_pretrained(model_cls or AutoModelForCausalLM, checkpoint, check, **model_kwargs).eval()
+    if device is not None:
+        model = model.to(device)
+    if not tokenizer:
+        return model, None
+    return model, _from_pretrained(AutoTokenizer, tokenizer_dir or checkpoint, check and tokenizer_dir is not None)
+
+
+def _from_pretrained(cls, folder: str | Path, check: bool, **kwargs):
+    """``cls.from_pretrained(folder, **kwargs)`` after :func:`check_folder` (unless ``check`` is False); ValueError
+    naming the bad file, or the folder when loading fails. A model loads with its own layers (``use_kernels=False``
+    unless given: transformers >= 5.25 would otherwise swap some for kernels it downloads from the Hub, which fails
+    offline and runs other code than on a CPU)."""
+    folder = Path(folder)
+    if check:
+        check_folder(folder)
+    if hasattr(cls, "from_config") or hasattr(cls, "_from_config"):  # a model class, not a tokenizer's
+        kwargs.setdefault("use_kernels", False)
+    try:
+        return cls.from_pretrained(str(folder), **kwargs)
+    except Exception as err:
+        files = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else "not a folder"
+        raise ValueError(f"cannot load {folder} (files: {files}): {err}") from err
+
+
+def load_matching(model, checkpoint: str | Path) -> list[str]:
+    """Load into ``model`` the weights of a checkpoint folder whose names and shapes match its own (conversion: a
+    Transformer's weights into Orthros, whose query scale-offsets keep their initial values); return the names of the
+    tensors that kept their initial values. A tied LM head is re-tied when the checkpoint has none. Raises ValueError
+    when the weights file does not read, or shares no parameter with ``model``."""
+    from safetensors.torch import load_file
+
+    path = Path(checkpoint) / WEIGHTS
+    try:
+        source = load_file(str(path))
+    except Exception as err:
+        raise ValueError(f"cannot read checkpoint file {path}: {err}") from err
+    own = model.state_dict()
+    loaded = {k: v for k, v in source.items() if k in own and own[k].shape == v.shape}
+    if not loaded:
+        raise ValueError(f"{path} shares no parameter (name and shape) with {type(model).__name__}")
+    model.load_state_dict(loaded, strict=False)
+    if "lm_head.weight" not in source and getattr(model.config, "tie_word_embeddings", False):
+        model.tie_weights()
+    return [k for k in own if k not in loaded]
 
 
 def load_training_state(ckpt: str | Path, optimizer, scheduler, model=None) -> None:

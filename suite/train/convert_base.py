@@ -15,18 +15,16 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from suite.base_source import named_failure
 from suite.cli import in_folder, out_folder, positive_int
 from suite.train.base_model import META, read_record, save_folder
+from suite.train.checkpoint import load_model
 
 
-def load_base(base_dir: str | Path, dtype=torch.float32):
-    from transformers import AutoModelForCausalLM
-
+def load_base(base_dir: str | Path, dtype: str = "float32"):
+    """The base model of a prepared folder, in eval mode (:func:`suite.train.checkpoint.load_model`)."""
     with named_failure(f"base model folder {base_dir} does not load"):
-        return AutoModelForCausalLM.from_pretrained(base_dir, dtype=dtype, use_kernels=False).eval()
+        return load_model(base_dir, dtype=dtype, tokenizer=False)[0]
 
 
 def convert(base_dir: str | Path, out_dir: str | Path, window: int) -> dict:

@@ -3,7 +3,7 @@
 The model is anything with ``model(input_ids=[B, T] int64, labels=[B, T] int64).loss`` (a scalar,
 mean next-token cross-entropy in nats) and ``save_pretrained`` / ``from_pretrained``: a
 ``transformers`` model, or the suite's Orthros and baselines from ``models.registry.build``
-(:mod:`suite.train.model` builds it; :mod:`suite.train.run` is the command line).
+(:mod:`suite.train.run` is the command line).
 
 Recipe (the paper's Table 5 / Table 6 settings, scaled down in the study config): AdamW, linear warmup
 then cosine decay to ``min_lr_ratio * lr`` (``transformers.get_cosine_with_min_lr_schedule_with_warmup``),
@@ -58,7 +58,7 @@ from suite.deps import source_digest
 from suite.provenance import provenance, read_csv, write_csv, write_text
 from suite.train import checkpoint as ckpt_io
 from suite.train import distributed
-from suite.train.model import build_model, set_special_ids
+from suite.train.model import set_special_ids
 from suite.train.optim import TrainingDivergedError, adamw, clip_gradients, cosine_to_min_lr, stop_if_not_finite
 from suite.train.throughput import matmul_tflops, step_flops
 
@@ -91,7 +91,7 @@ def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch
           compile: bool = False) -> dict:
     """Train ``model`` for ``steps`` optimizer steps of [batch_size, seq_len] tokens; return the metrics row.
 
-    ``model``: checkpoint folder, ``PreTrainedConfig`` or zero-argument factory returning a fresh model
+    ``model``: checkpoint folder or zero-argument factory returning a fresh model
     (called after seeding, so the init is reproducible). A folder means continued pretraining of that
     checkpoint; ``init_from`` loads a checkpoint's weights into a factory-built model (conversion).
     ``data_offset``: step s trains on batch ``data_offset + s - 1`` of the seed's stream, so continued
@@ -212,9 +212,9 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
     np.random.seed(seed)
     if deterministic and torch.device(device).type == "cpu":
         torch.use_deterministic_algorithms(True, warn_only=True)
-    net = build_model(model, init_from if ckpt is None else None)
-    if ckpt is not None:
-        net = ckpt_io.load_weights(type(net), ckpt, check=False)  # sha256-verified in train()
+    net = _network(model, init_from if ckpt is None else None)
+    if ckpt is not None:  # sha256-verified in train()
+        net = ckpt_io.load_model(ckpt, dtype=None, tokenizer=False, check=False, model_cls=type(net))[0]
     net.to(device).train()
     tokenizer_dir = data_dir / "tokenizer"
     set_special_ids(net, tokenizer_dir)
@@ -335,6 +335,25 @@ def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: 
         write_csv([row], out_dir / "metrics.csv")
     distributed.barrier(ctx)
     return row
+
+
+def _network(model, init_from: str | Path | None):
+    """The network ``model`` names: a checkpoint folder (:func:`suite.train.checkpoint.load_model`) or a factory's
+    fresh model; ``init_from`` then loads a checkpoint's weights into it (:func:`suite.train.checkpoint.load_matching`:
+    shape-matching names; new parameters keep their initial values, e.g. Orthros's query scale-offsets when converting
+    a Transformer)."""
+    if isinstance(model, (str, Path)):
+        net = ckpt_io.load_model(model, dtype=None, tokenizer=False)[0]
+    elif callable(model):
+        net = model()
+    else:
+        raise ValueError(f"model must be a checkpoint folder or a factory, got {type(model)}")
+    if init_from is not None:
+        kept = ckpt_io.load_matching(net, init_from)
+        total = len(net.state_dict())
+        print(f"init_from {init_from}: loaded {total - len(kept)} of {total} tensors; kept initial values for "
+              f"{len(kept)}: {kept[:8]}{' ...' if len(kept) > 8 else ''}", file=sys.stderr)
+    return net
 
 
 def eval_steps(steps: int, points: int) -> list[int]:
