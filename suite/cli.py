@@ -213,13 +213,20 @@ def device_name(text: str) -> str:
     return text
 
 
-def study_config(text: str) -> str:
-    """argparse ``type=`` of a ``--config`` option: ``text`` when it names a study config that loads and validates
-    (a profile name or a YAML path; ``suite.config.load_config``), else its ConfigError as a usage error."""
+def study(text: str) -> dict:
+    """argparse ``type=`` of a ``--config`` option whose command reads the study config: the config ``text`` names (a
+    profile name or a YAML path), loaded and validated here, once (``suite.config.load_config``), else its
+    ConfigError as a usage error."""
     from suite.config import ConfigError, load_config
 
     try:
-        load_config(text)
+        return load_config(text)
     except ConfigError as err:
         raise ArgumentTypeError(str(err)) from None
+
+
+def study_config(text: str) -> str:
+    """argparse ``type=`` of a ``--config`` option kept as the name given: ``text`` when it names a study config that
+    loads and validates (:func:`study`)."""
+    study(text)
     return text

@@ -508,7 +508,7 @@ def _type_bad_values(tmp: Path) -> dict:
     return {cli.positive_int: "0", cli.nonnegative_int: "-1", cli.positive_float: "0", cli.nonnegative_float: "-1",
             cli.fraction: "1.5", cli.positive_ints: "8,0", cli.in_file: str(tmp / "missing.csv"),
             cli.in_folder: "", cli.in_path: str(tmp / "missing"), cli.out_file: under_file,
-            cli.out_folder: under_file, cli.device_name: "cuda:99", cli.study_config: "defualt",
+            cli.out_folder: under_file, cli.device_name: "cuda:99", cli.study_config: "defualt", cli.study: "defualt",
             common.size_name: "1X", common.size_names: "12M,1X", common.arch_name: "orthos",
             common.arch_names: "orthros,orthos", common.kernel_names: "warp-attn"}
 

@@ -392,8 +392,11 @@ def test_phase_parser_and_rope_theta_reach_only_rope_models():
             niah._phases(bad)
     with pytest.raises(argparse.ArgumentTypeError, match="sum to below 1"):
         niah._phases("48:0.6:4,64:0.6:4")
-    assert niah._build("transformer", "1M", 256, None, 128, rope_theta=5e5).config.rope_theta == 5e5
-    assert niah._build("swa", "1M", 256, None, 128).config.rope_theta == 10000.0
+    from models.registry import build
+
+    assert build("transformer", "1M", **niah._model_overrides("transformer", 256, None, 128, 5e5)).config.rope_theta \
+        == 5e5
+    assert build("swa", "1M", **niah._model_overrides("swa", 256, None, 128)).config.rope_theta == 10000.0
 
 
 def test_training_uses_the_schedule_asked_for(suite_data, monkeypatch):

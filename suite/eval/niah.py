@@ -51,7 +51,7 @@ from suite.cli import (
     positive_float,
     positive_int,
     positive_ints,
-    study_config,
+    study,
     usage_errors,
 )
 from suite.common import arch_name, quiet_hf_progress_bars, size_name
@@ -87,26 +87,14 @@ def _phases(text: str) -> list[tuple]:
     return phases
 
 
-def _model_config(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
-                  rope_theta: float | None = None):
-    """The config of the fresh model a ``--arch`` run trains (its windows from the study config ``config``)."""
-    from models.registry import make_config
+def _model_overrides(arch: str, vocab_size: int, cfg: dict | None, train_len: int,
+                     rope_theta: float | None = None) -> dict:
+    """The ``models.registry`` overrides of the fresh model a ``--arch`` run trains: the tokenizer's vocabulary, the
+    windows of the study config ``cfg`` and the RoPE base of a model with RoPE."""
     from suite.train.model import window_overrides
 
-    cfg = {}
-    if config:
-        from suite.config import load_config
-
-        cfg = load_config(config)
     extra = {"rope_theta": rope_theta} if rope_theta is not None and arch in ROPE_ARCHS else {}
-    return make_config(arch, size, vocab_size=vocab_size, **window_overrides(arch, cfg, train_len), **extra)
-
-
-def _build(arch: str, size: str, vocab_size: int, config: str | None, train_len: int,
-           rope_theta: float | None = None):
-    from models.registry import ARCHS
-
-    return ARCHS[arch].model_cls(_model_config(arch, size, vocab_size, config, train_len, rope_theta))
+    return {"vocab_size": vocab_size, **window_overrides(arch, cfg or {}, train_len), **extra}
 
 
 def _check_memory(a: argparse.Namespace, config) -> None:
@@ -155,6 +143,7 @@ def _check_lengths(parser: argparse.ArgumentParser, a: argparse.Namespace, task:
                          "(or fewer --queries)")
 
 
+# what a saved model was trained with (--save-model); "config" is the study config's values (the model's windows)
 TRAINING_ARGS = ("arch", "size", "config", "format", "value_digits", "train_len", "steps", "batch_size", "lr",
                  "queries", "curriculum", "lm_weight", "replay", "schedule", "rope_theta", "seed", "dtype")
 
@@ -164,18 +153,15 @@ def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tok
     from suite.eval.niah_saved import load_trained, save_trained, training_stamp
 
     if a.save_model:  # the stamp (code digest, study config) is only needed to reuse or save a model
-        args = {k: getattr(a, k) for k in TRAINING_ARGS}
-        if a.config:  # the model's windows come from the study config: any change to it trains again
-            from suite.config import load_config
-
-            args["study_config"] = load_config(a.config)
-        stamp = training_stamp(args, len(tokenizer), len(train_tokens))
+        stamp = training_stamp({k: getattr(a, k) for k in TRAINING_ARGS}, len(tokenizer), len(train_tokens))
         model, summary, why = load_trained(a.save_model, stamp, a.device)
         if model is not None:
             print(f"niah: evaluating the model trained before in {a.save_model} (same training arguments and code)")
             return model, summary
         print(f"niah: training ({why})")
-    model = _build(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta)
+    from models.registry import build
+
+    model = build(a.arch, a.size, **_model_overrides(a.arch, len(tokenizer), a.config, a.train_len, a.rope_theta))
     fit = train_needle_model(model, task, train_tokens, seq_len=a.train_len, steps=a.steps,
                              batch_size=a.batch_size, lr=a.lr, n_queries=a.queries,
                              curriculum=a.curriculum, lm_weight=a.lm_weight, replay=a.replay,
@@ -198,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
                      help="train a fresh model of this architecture (needs --size, --data-dir)")
     src.add_argument("--checkpoint", help="evaluate an HF checkpoint folder instead (no training)")
     p.add_argument("--size", type=size_name, default=None, help="model size name (models.sizes)")
-    p.add_argument("--config", type=study_config, default=None,
+    p.add_argument("--config", type=study, default=None,
                    help="study config (profile name or YAML) for the model windows")
     p.add_argument("--data-dir", default=None, help="data folder: tokenizer/ and tokens/train.npy")
     p.add_argument("--tokenizer", type=in_folder, default=None,
@@ -300,7 +286,10 @@ def main(argv: list[str] | None = None) -> None:
         task = _task(p, a, tokenizer, train_tokens)
         _check_lengths(p, a, task)
         with usage_errors(p):
-            _check_memory(a, _model_config(a.arch, a.size, len(tokenizer), a.config, a.train_len, a.rope_theta))
+            from models.registry import make_config
+
+            _check_memory(a, make_config(a.arch, a.size, **_model_overrides(a.arch, len(tokenizer), a.config,
+                                                                            a.train_len, a.rope_theta)))
         model, extra = _trained_model(a, task, tokenizer, train_tokens)
         arch, train_len = a.arch, a.train_len
     hay = haystack_ids(tokenizer, a.haystack)

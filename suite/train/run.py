@@ -33,7 +33,7 @@ from suite.cli import (
     out_folder,
     positive_float,
     positive_int,
-    study_config,
+    study,
     usage_errors,
 )
 from suite.common import DTYPES, arch_name, quiet_hf_progress_bars, size_name
@@ -60,7 +60,7 @@ def _parse_overrides(items: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Train a causal LM on the suite's corpus.")
-    ap.add_argument("--config", type=study_config, default=None,
+    ap.add_argument("--config", type=study, default=None,
                     help="profile name or study-config path (defaults for the rest)")
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--out-dir", required=True, type=out_folder)
@@ -120,12 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         with usage_errors(ap):
             args.lr = picked_lr(args.lr_from, args.arch)
 
-    cfg: dict = {}
-    if args.config:
-        from suite.config import load_config
-
-        with usage_errors(ap):  # ConfigError: no such profile, a bad key or value
-            cfg = load_config(args.config)
+    cfg: dict = args.config or {}  # the study config, loaded and validated by its type
     from suite.data.tokenizer import check_data_dir
     from suite.train.checkpoint import checkpoint_folder
 
