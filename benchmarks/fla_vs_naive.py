@@ -141,7 +141,9 @@ def _tilelang_version() -> str:
 
 def throughput(arch: str, size: str, batch: int, seq_len: int, steps: int, warmup: int, device: str,
                seed: int = 0) -> dict:
-    """Training tokens/s of ``arch`` at ``size`` (AdamW; bf16 autocast on CUDA)."""
+    """Training tokens/s of ``arch`` at ``size`` (AdamW; bf16 autocast on CUDA). A bare step on purpose, not
+    :func:`suite.train.loop.fit`: it times every architecture's forward, backward and update alike, without the
+    loop's per-step host sync (its divergence check), clipping or schedule."""
     from baselines import swa_window
     from models.registry import build
     from models.sizes import count_parameters

@@ -96,8 +96,8 @@ def _non_finite(node, path: str = ""):
 def warmup_problem(warmup: int, steps: int, warmup_key: str = "warmup", steps_key: str = "steps") -> str | None:
     """Why a linear warmup of ``warmup`` steps cannot run in a schedule of ``steps`` (None when it can): it must end
     before the last step, or the lr never reaches its peak, nor the decay its floor. The one rule of every schedule,
-    in the study config (:func:`validate`) and in each training loop (:mod:`suite.train.loop`, the NIAH and MQAR
-    runs), which name their own keys or arguments."""
+    in the study config (:func:`validate`) and in every training run's recipe (:class:`suite.train.optim.Recipe`;
+    the command lines name their own options)."""
     if warmup and warmup >= steps:
         return (f"{warmup_key}: {warmup} must be below {steps_key} {steps} (a warmup that does not end before the "
                 f"last step never reaches the peak lr)")

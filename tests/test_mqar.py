@@ -1,9 +1,12 @@
 """MQAR generator, accuracy, train-then-evaluate loop and grid (suite.eval.mqar_data, mqar_eval, mqar_train,
 mqar_grid) and its command line (suite.eval.mqar)."""
+from functools import partial
+
 import numpy as np
 import pytest
 import torch
 
+from models.registry import build
 from suite.eval.mqar_data import mqar_data, query_distances
 from suite.eval.mqar_eval import mqar_accuracy
 from suite.eval.mqar_grid import MQAR_COLUMNS, run_grid
@@ -122,26 +125,24 @@ def test_training_learns_recall_and_rows():
 def test_a_nan_gradient_stops_mqar_training_naming_the_step():
     """MQAR does not clip (Zoology's recipe), but its gradient norm is checked each step all the same."""
     from suite.eval.mqar_train import train_and_eval
-    from suite.train.optim import TrainingDivergedError
+    from suite.train.loop import TrainingDivergedError
     from tests.tiny import nan_gradient_on_call
 
     built = []
     factory = llama_factory(hidden_size=32, num_layers=1, num_heads=2)
 
-    def poisoned(vocab_size, seq_len):
-        built.append(nan_gradient_on_call(factory(vocab_size, seq_len), 3))
+    def poisoned(vocab_size):
+        built.append(nan_gradient_on_call(factory(vocab_size=vocab_size), 3))
         return built[-1]
 
-    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at MQAR training step 2 of 5 \(seq_len "
-                                                    r"16, 2 pairs\)"):
+    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at step 3 of 5 \(MQAR training, "
+                                                    r"seq_len 16, 2 pairs, 4 rows\)"):
         train_and_eval(poisoned, [(16, 2)], 5, vocab_size=32, batch_size=4, num_test=4)
     assert all(torch.isfinite(p).all() for p in built[0].parameters())
 
 
 def test_one_model_per_seq_len_evaluated_at_every_pair_count():
-    from suite.eval.mqar_train import registry_factory
-
-    rows = run_grid(registry_factory("swa", "1M", window_size=4), [32], [2, 4, 16], steps=3, arch="swa", size="1M",
+    rows = run_grid(partial(build, "swa", "1M", window_size=4), [32], [2, 4, 16], steps=3, arch="swa", size="1M",
                     profile="test", train_kv=[2], window=4, num_layers=2, vocab_size=64, batch_size=8, num_test=16)
     by_kv = {r["num_kv_pairs"]: r for r in rows}
     assert by_kv[2]["status"] == by_kv[4]["status"] == "ok" and by_kv[2]["train_kv"] == by_kv[4]["train_kv"] == "2"
@@ -183,7 +184,7 @@ def test_one_model_trained_on_the_mixture_in_turn_and_evaluated_at_every_cell(mo
         return real(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs)
 
     monkeypatch.setattr(mqar_train, "mqar_data", recording)
-    rows = run_grid(mqar_train.registry_factory("transformer", "1M"), [16, 32], [2, 4, 8], steps=5, arch="transformer",
+    rows = run_grid(partial(build, "transformer", "1M"), [16, 32], [2, 4, 8], steps=5, arch="transformer",
                     size="1M", profile="test", train_kv=[[2], [2, 8]], vocab_size=64, batch_size=8, num_test=16)
     assert drawn == [(16, 2), (32, 2), (32, 8), (16, 2), (32, 2)]
     by_cell = {(r["seq_len"], r["num_kv_pairs"]): r for r in rows}
@@ -198,12 +199,10 @@ def test_one_model_trained_on_the_mixture_in_turn_and_evaluated_at_every_cell(mo
 def test_one_seq_len_mixture_is_the_old_single_length_training():
     """With one seq_len a flat train_kv and the same list per seq_len train the same model (the default profile's
     cell: one model trained at its pair counts, evaluated at every pair count)."""
-    from suite.eval.mqar_train import registry_factory
-
     kwargs = dict(arch="swa", size="1M", profile="test", window=4, num_layers=2, vocab_size=64, batch_size=8,
                   num_test=16)
-    flat = run_grid(registry_factory("swa", "1M", window_size=4), [32], [2, 4], 3, train_kv=[2, 4], **kwargs)
-    aligned = run_grid(registry_factory("swa", "1M", window_size=4), [32], [2, 4], 3, train_kv=[[2, 4]], **kwargs)
+    flat = run_grid(partial(build, "swa", "1M", window_size=4), [32], [2, 4], 3, train_kv=[2, 4], **kwargs)
+    aligned = run_grid(partial(build, "swa", "1M", window_size=4), [32], [2, 4], 3, train_kv=[[2, 4]], **kwargs)
     keys = ["accuracy", "accuracy_far", "final_train_loss", "train_kv", "train_mix"]
     assert [{k: r[k] for k in keys} for r in flat] == [{k: r[k] for k in keys} for r in aligned]
 
@@ -232,7 +231,7 @@ def test_curriculum_and_constant_tokens_schedule(monkeypatch):
         return real(vocab_size, seq_len, num_kv_pairs, num_examples, seed, *args, **kwargs)
 
     monkeypatch.setattr(mqar_train, "mqar_data", recording)
-    rows = run_grid(mqar_train.registry_factory("transformer", "1M"), [16, 32, 64], [2], steps=8, arch="transformer",
+    rows = run_grid(partial(build, "transformer", "1M"), [16, 32, 64], [2], steps=8, arch="transformer",
                     size="1M", profile="test", train_kv=[[2], [2], [4]], vocab_size=64, batch_size=8, num_test=16,
                     first_cell_frac=0.25, constant_tokens=True)
     assert drawn == [(16, 2, 8), (16, 2, 8),                                  # 2 of 8 steps on the first cell
@@ -297,3 +296,22 @@ def test_bad_warmup_or_stop_after_is_refused(kwargs, message, capsys):
         main(["--arch", "transformer", "--size", "1M", "--seq-len", "64", "--steps", "2", "--stop-after", "3",
               "--out", "/tmp/never.csv"])
     assert "--stop-after 3 must be <= --steps 2" in capsys.readouterr().err
+
+
+def test_log_lines_are_those_the_control_calibration_reads(capsys):
+    """--log-every: a line every N steps and at the last, in the form tools/offline_gpu/mqar_control.py reads
+    (``step N ... loss X ...``)."""
+    import importlib.util
+    from pathlib import Path
+
+    from suite.eval.mqar_train import train_and_eval
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "offline_gpu" / "mqar_control.py"
+    spec = importlib.util.spec_from_file_location("mqar_control_under_test", path)
+    ctl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ctl)
+    out = train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=5, vocab_size=64,
+                         batch_size=4, num_test=4, log_every=2)
+    log = capsys.readouterr().out
+    assert [int(step) for step, _ in ctl.STEP_LINE.findall(log)] == [2, 4, 5] and ctl.last_step(log) == 5
+    assert float(ctl.STEP_LINE.findall(log)[-1][1]) == pytest.approx(out["final_train_loss"], abs=1e-4)

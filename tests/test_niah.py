@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from suite.data.needles import NeedleTask, whole_number_match
-from suite.eval import niah, niah_eval, niah_train
+from suite.eval import niah, niah_eval
 from suite.provenance import PROVENANCE_COLUMNS
+from suite.train import optim
 from tests.tiny import make_tiny_checkpoint, stdlib_data, stdlib_text
 
 
@@ -275,11 +276,11 @@ def test_training_a_suite_model_lowers_the_answer_loss(suite_data):
 
 
 def test_a_nan_gradient_stops_niah_training_naming_the_step(suite_data):
-    """The step guard of every training loop (suite.train.optim.clip_gradients): the run stops at the step whose
-    gradient is NaN, before the optimizer writes it into the weights."""
+    """The step guard of every training loop (suite.train.loop.fit): the run stops at the step whose gradient is NaN,
+    before the optimizer writes it into the weights."""
     from models.registry import build
     from suite.data.tokenizer import load_tokenizer, load_tokens
-    from suite.train.optim import TrainingDivergedError
+    from suite.train.loop import TrainingDivergedError
 
     tok = load_tokenizer(suite_data / "tokenizer")
     train = load_tokens(suite_data, "train")
@@ -287,7 +288,7 @@ def test_a_nan_gradient_stops_niah_training_naming_the_step(suite_data):
     from tests.tiny import nan_gradient_on_call
 
     model = nan_gradient_on_call(build("transformer", "1M", vocab_size=tok.get_vocab_size()), 3)
-    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at NIAH training step 2 of 5"):
+    with pytest.raises(TrainingDivergedError, match=r"the gradient norm is nan at step 3 of 5 \(NIAH training, "):
         niah.train_needle_model(model, task, train, seq_len=32, steps=5, batch_size=2, lr=1e-3, progress=False)
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
@@ -402,8 +403,8 @@ def test_phase_parser_and_rope_theta_reach_only_rope_models():
 def test_training_uses_the_schedule_asked_for(suite_data, monkeypatch):
     task, train, model, _ = _recording_task(suite_data, monkeypatch)
     asked = []
-    real = niah_train.lr_schedule
-    monkeypatch.setattr(niah_train, "lr_schedule", lambda opt, name, steps, warmup: asked.append(name) or
+    real = optim.lr_schedule
+    monkeypatch.setattr(optim, "lr_schedule", lambda opt, name, steps, warmup, floor: asked.append(name) or
                         real(opt, name, steps, warmup))
     niah.train_needle_model(model, task, train, seq_len=32, steps=2, batch_size=1, lr=1e-3, schedule="wsd",
                             progress=False)

@@ -13,7 +13,7 @@ from models.registry import build
 from suite.data.batches import TokenBatches
 from suite.data.tokenizer import load_tokens
 from suite.train import distributed
-from suite.train.run import train
+from suite.train.lm import TrainConfig, train
 
 VOCAB = 512  # the tokenizer of the data_dir fixture (conftest.py)
 TINY = dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -54,7 +54,7 @@ def _worker(rank, world, init_file, factory, data_dir, out_dir, kwargs):
     try:
         torch.set_num_threads(1)
         SEEN.clear()  # a forked child starts with its parent's list
-        train(factory, data_dir, out_dir, **kwargs)
+        train(factory, data_dir, out_dir, TrainConfig(**kwargs))
         torch.save(SEEN, os.path.join(out_dir, f"seen-rank{rank}.pt"))
     except Interrupt:
         pass  # the "kill": every rank stops at the same step, after the last checkpoint
@@ -75,7 +75,7 @@ def losses(out_dir):
 
 @pytest.mark.parametrize("arch, parallel", [("orthros", "fsdp"), ("transformer", "fsdp"), ("transformer", "ddp")])
 def test_two_ranks_match_one_process(data_dir, tmp_path, arch, parallel):
-    one = train(tiny(arch), data_dir, tmp_path / "one", steps=5, **HP)
+    one = train(tiny(arch), data_dir, tmp_path / "one", TrainConfig(steps=5, **HP))
     run_ranks(2, tmp_path, tiny(arch), data_dir, tmp_path / "two", steps=5, parallel=parallel, **HP)
     assert losses(tmp_path / "one").shape == (5,)
     torch.testing.assert_close(losses(tmp_path / "two"), losses(tmp_path / "one"), atol=1e-5, rtol=0)
@@ -109,7 +109,7 @@ def test_two_rank_kill_and_resume_matches_uninterrupted(data_dir, tmp_path):
     assert len(losses(tmp_path / "cut")) == 6
     # the sharded run's checkpoint also resumes in one process (optimizer state stored by parameter name)
     run_ranks(2, tmp_path, tiny("orthros", interrupt_at=4), data_dir, tmp_path / "cut1", **kw)
-    train(tiny("orthros"), data_dir, tmp_path / "cut1", **kw)
+    train(tiny("orthros"), data_dir, tmp_path / "cut1", TrainConfig(**kw))
     torch.testing.assert_close(losses(tmp_path / "cut1"), losses(tmp_path / "full"), atol=1e-5, rtol=0)
 
 
@@ -120,6 +120,6 @@ def test_shard_rows_and_bad_arguments(data_dir, tmp_path):
     with pytest.raises(ValueError, match="batch_size 6 is not a multiple of the world size 4"):
         distributed.shard_rows(x, distributed.Dist(0, 4))
     with pytest.raises(ValueError, match="parallel must be one of"):
-        train(tiny("transformer"), data_dir, tmp_path, steps=2, parallel="zero3", **HP)
+        train(tiny("transformer"), data_dir, tmp_path, TrainConfig(steps=2, parallel="zero3", **HP))
     with pytest.raises(ValueError, match="parallel must be one of"):
         distributed.wrap(torch.nn.Linear(2, 2), distributed.Dist(), "tp")

@@ -37,7 +37,7 @@ from suite.cli import (
 from suite.common import arch_name, size_name
 from suite.config import warmup_problem
 from suite.eval.mqar_grid import run_grid, train_kv_per_seq_len
-from suite.eval.mqar_train import llama_factory, registry_factory
+from suite.eval.mqar_train import llama_factory
 from suite.provenance import write_csv
 
 
@@ -129,14 +129,16 @@ def main(argv: list[str] | None = None) -> None:
     if a.arch == "llama":
         if a.tie_embeddings:
             p.error("--tie-embeddings: the built-in llama reference is untied")
-        factory = llama_factory()
+        factory = llama_factory(max_len=max(a.seq_len))
     else:
+        from models.registry import build
         from models.sizes import get_size
 
         layers = get_size(a.size).num_hidden_layers
         overrides = {"window_size": a.window} if a.window and a.arch in WINDOWED_ARCHS else {}
-        factory = registry_factory(a.arch, a.size, **overrides, **({"tie_word_embeddings": True}
-                                                                  if a.tie_embeddings else {}))
+        if a.tie_embeddings:
+            overrides["tie_word_embeddings"] = True
+        factory = functools.partial(build, a.arch, a.size, **overrides)  # factory(vocab_size=...)
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
                     seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window,
                     num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,

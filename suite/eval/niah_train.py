@@ -1,23 +1,72 @@
 """The NIAH retrieval run (paper Sec. 4.4 / Fig. 3): a fresh model learns the retrieval task of
 :mod:`suite.data.needles` on train-split haystacks, after a curriculum of shorter phases, with the loss on the answer
 tokens only (the SFT regime of Sec. 3.2, so Orthros carries an output-stream token only at answer positions).
-AdamW and the lr schedule come from :mod:`suite.train.optim`; :mod:`suite.eval.niah` is the command line.
+What is NIAH's here is its data (:class:`NeedleBatches`) and its loss (:func:`answer_loss`);
+:func:`suite.train.loop.fit` trains, with AdamW and the lr schedule of :mod:`suite.train.optim`.
+:mod:`suite.eval.niah` is the command line.
 """
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from suite.common import autocast
-from suite.config import curriculum_problem, warmup_problem
+from suite.config import curriculum_problem
 from suite.data.needles import NeedleTask
-from suite.train.optim import adamw, clip_gradients, lr_schedule, stop_if_not_finite
+from suite.train.loop import Batch, fit
+from suite.train.optim import Recipe
 
 WARMUP = 30  # linear-warmup steps of the lr schedule (fewer in a run of at most 30 steps: it must end before the last)
+
+
+class NeedleBatches:
+    """The training rows of step ``i`` (0-based), drawn from ``np.random.default_rng([seed, i])``: the curriculum
+    phase it falls in (or, with ``replay``, an earlier phase drawn at random), else ``batch_size`` rows of
+    ``seq_len`` tokens with ``n_queries`` needles; the labels are the answer tokens, -100 elsewhere."""
+
+    def __init__(self, task: NeedleTask, hay: np.ndarray, steps: int, seq_len: int, batch_size: int,
+                 n_queries: int, curriculum, replay: float, seed: int):
+        self.task, self.hay, self.replay, self.seed = task, hay, replay, seed
+        self.final = (seq_len, batch_size, n_queries)
+        self.phases, end = [], 0  # (until step, length, rows, queries)
+        for n, frac, rows, q in [tuple(p) + (n_queries,) * (4 - len(p)) for p in curriculum]:
+            end += int(frac * steps)
+            self.phases.append((end, n, rows, q))
+
+    def __call__(self, i: int) -> Batch:
+        rng = np.random.default_rng([self.seed, i])
+        now = next((k for k, (until, *_) in enumerate(self.phases) if i < until), len(self.phases))
+        if now and self.replay and rng.random() < self.replay:
+            now = int(rng.integers(now))
+        length, rows, queries = self.phases[now][1:] if now < len(self.phases) else self.final
+        seqs = [self.task.training_sequence(rng, self.hay, length, queries) for _ in range(rows)]
+        x = np.stack([s for s, _ in seqs])
+        labels = np.full_like(x, -100)
+        for row, (_, positions) in enumerate(seqs):  # on the host: one copy per step, not one sync per row
+            labels[row, positions] = x[row, np.asarray(positions) + 1]
+        return Batch((torch.from_numpy(x), torch.from_numpy(labels)), x.size,
+                     f"seq_len {length}, {queries} needles, {rows} rows")
+
+
+def answer_loss(device: str, dtype: str, lm_weight: float = 0.0):
+    """NIAH's loss: cross-entropy on the answer tokens only (the suite's models compute logits at those positions
+    alone: ``output_mask``); with ``lm_weight`` > 0, ``(answer loss + lm_weight x next-token loss on every token,
+    answer loss)``: the model computes every position's logits then (the PT regime)."""
+    def loss(model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor]):
+        x, labels = (t.to(device) for t in data)
+        if lm_weight:
+            with autocast(device, dtype):
+                logits = model(input_ids=x).logits
+            scored = labels != -100
+            answer = F.cross_entropy(logits[scored].float(), labels[scored])
+            lm = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), x[:, 1:].flatten())
+            return answer + lm_weight * lm, answer
+        mask = (labels != -100).any(0)
+        with autocast(device, dtype):
+            logits = model(input_ids=x, output_mask=mask).logits
+        return F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
+    return loss
 
 
 def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int, steps: int, batch_size: int,
@@ -37,9 +86,10 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     that built the copy circuit keep training it while the context grows. ``schedule``: ``"cosine"`` (linear warmup
     times a cosine over all steps) or ``"wsd"`` (warmup-stable-decay, ``transformers.get_wsd_schedule``: the peak lr
     until the last :data:`suite.train.optim.WSD_DECAY` of the steps, then a cosine to 0), so the long phases at the
-    end of a curriculum train at the peak lr (:func:`suite.train.optim.lr_schedule`). Raises ValueError for bad
-    settings; :class:`suite.train.optim.TrainingDivergedError` naming the step for a non-finite loss or gradient norm
-    (before that step updates the model)."""
+    end of a curriculum train at the peak lr (:func:`suite.train.optim.lr_schedule`). AdamW with weight decay by
+    parameter role, gradients clipped at 1.0. ``progress``: the bar, else a log line every 1/40 of the steps.
+    Raises ValueError for bad settings; :class:`suite.train.loop.TrainingDivergedError` naming the step for a
+    non-finite loss or gradient norm (before that step updates the model)."""
     if steps < 1 or batch_size < 1 or n_queries < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size} and n_queries={n_queries} must be >= 1")
     if not lm_weight >= 0:
@@ -47,59 +97,15 @@ def train_needle_model(model, task: NeedleTask, hay: np.ndarray, *, seq_len: int
     if not 0 <= replay < 1:
         raise ValueError(f"replay={replay} must be in [0, 1)")
     check_curriculum(curriculum)
-    if warmup is None:
-        warmup = min(WARMUP, steps - 1)
-    if warmup_problem(warmup, steps):
-        raise ValueError(warmup_problem(warmup, steps))
-    curriculum = [tuple(p) + (n_queries,) * (4 - len(p)) for p in curriculum]
-    phases, end = [], 0
-    for n, frac, rows, q in curriculum:
-        end += int(frac * steps)
-        phases.append((end, n, rows, q))
+    recipe = Recipe(lr=lr, weight_decay=weight_decay, steps=steps, schedule=schedule,
+                    warmup=min(WARMUP, steps - 1) if warmup is None else warmup, grad_clip=1.0)
+    batches = NeedleBatches(task, hay, steps, seq_len, batch_size, n_queries, curriculum, replay, seed)
     torch.manual_seed(seed)
-    model.to(device).train()
-    opt = adamw(model, lr, weight_decay)
-    sched = lr_schedule(opt, schedule, steps, warmup)
-    start, tokens, loss_val = time.perf_counter(), 0, float("nan")
-    bar = tqdm(range(steps), desc="niah train", disable=not progress, mininterval=2.0)
-    for step in bar:
-        rng = np.random.default_rng([seed, step])
-        now = next((i for i, (until, *_) in enumerate(phases) if step < until), len(phases))
-        if now and replay and rng.random() < replay:
-            now = int(rng.integers(now))
-        T, rows, queries = phases[now][1:] if now < len(phases) else (seq_len, batch_size, n_queries)
-        seqs = [task.training_sequence(rng, hay, T, queries) for _ in range(rows)]
-        x_np = np.stack([s for s, _ in seqs])
-        labels_np = np.full_like(x_np, -100)
-        for row, (_, positions) in enumerate(seqs):  # on the host: one copy per step, not one sync per row
-            labels_np[row, positions] = x_np[row, np.asarray(positions) + 1]
-        x, labels = torch.from_numpy(x_np).to(device), torch.from_numpy(labels_np).to(device)
-        if lm_weight:
-            with autocast(device, dtype):
-                logits = model(input_ids=x).logits
-            scored = labels != -100
-            loss = F.cross_entropy(logits[scored].float(), labels[scored])
-            lm = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), x[:, 1:].flatten())
-            total = loss + lm_weight * lm
-        else:
-            mask = (labels != -100).any(0)
-            with autocast(device, dtype):
-                logits = model(input_ids=x, output_mask=mask).logits
-            loss = total = F.cross_entropy(logits.flatten(0, 1).float(), labels[:, mask].flatten(), ignore_index=-100)
-        where, hint = f"NIAH training step {step} of {steps}", f"lower the lr ({lr})"
-        loss_val = stop_if_not_finite(float(loss.detach()), "the answer loss", where, hint)
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        clip_gradients(model.parameters(), 1.0, where, hint)
-        opt.step()
-        sched.step()
-        tokens += x.numel()
-        bar.set_postfix(loss=f"{loss_val:.3f}")
-        if not progress and (step % max(1, steps // 40) == 0 or step == steps - 1):  # the rule's log: a loss curve
-            print(f"niah train step {step}/{steps} T={T} rows={rows} queries={queries} answer_loss={loss_val:.4f} "
-                  f"lr={sched.get_last_lr()[0]:.2e} {time.perf_counter() - start:.0f}s", flush=True)
+    model.to(device)
+    run = fit(model, batches, answer_loss(device, dtype, lm_weight), recipe, name="NIAH training", progress=progress,
+              log_every=0 if progress else max(1, steps // 40))
     model.eval()
-    return {"final_loss": loss_val, "tokens": tokens, "train_s": time.perf_counter() - start}
+    return {"final_loss": run.final_loss, "tokens": run.tokens, "train_s": run.wall_s}
 
 
 def check_curriculum(phases) -> None:

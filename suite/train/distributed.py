@@ -1,4 +1,5 @@
-"""Data-parallel / sharded training over several processes (``torchrun``): the hooks :mod:`suite.train.loop` calls.
+"""Data-parallel / sharded training over several processes (``torchrun``): the hooks :mod:`suite.train.loop` and
+:mod:`suite.train.lm` call.
 
 One code path: with one process every function here is a no-op (``world_size == 1``), so a plain
 ``python -m suite.train.run ...`` trains exactly as before. Under ``torchrun --nproc_per_node N`` (or with a
@@ -124,13 +125,18 @@ def is_fsdp(model: torch.nn.Module) -> bool:
     return isinstance(model, FSDPModule)
 
 
-def mean(value: torch.Tensor, ctx: Dist) -> float:
-    """Mean over ranks of a scalar tensor, as a Python float (one process: ``value.item()``)."""
+def total(value: torch.Tensor, ctx: Dist) -> torch.Tensor:
+    """Sum over ranks of a tensor, without a host sync (one process: ``value`` itself; else a float32 copy)."""
     if not ctx.active:
-        return value.item()
+        return value
     value = value.detach().float().clone()
     dist.all_reduce(value)
-    return value.item() / ctx.world_size
+    return value
+
+
+def mean(value: torch.Tensor, ctx: Dist) -> float:
+    """Mean over ranks of a scalar tensor, as a Python float (one process: ``value.item()``)."""
+    return total(value, ctx).item() / ctx.world_size
 
 
 def broadcast(obj, ctx: Dist):

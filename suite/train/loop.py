@@ -1,450 +1,213 @@
-"""The training loop: train (or continue training) any HF causal LM on the study's token arrays.
+"""The training loop of every run in the suite: :func:`fit` takes a model, a batch source and a loss.
 
-The model is anything with ``model(input_ids=[B, T] int64, labels=[B, T] int64).loss`` (a scalar,
-mean next-token cross-entropy in nats) and ``save_pretrained`` / ``from_pretrained``: a
-``transformers`` model, or the suite's Orthros and baselines from ``models.registry.build``
-(:mod:`suite.train.run` is the command line).
+The three runs give their data and their loss, and nothing else: the next-token loss on the study's token arrays
+(LM pretraining and continued training, :mod:`suite.train.lm`), the loss on the answer tokens only (the NIAH
+retrieval run, :mod:`suite.eval.niah_train`) and the loss on the logits at the query slots (MQAR,
+:mod:`suite.eval.mqar_train`). The loop owns the rest:
 
-Recipe (the paper's Table 5 / Table 6 settings, scaled down in the study config): AdamW, linear warmup
-then cosine decay to ``min_lr_ratio * lr`` (``transformers.get_cosine_with_min_lr_schedule_with_warmup``),
-weight decay by parameter role (matrices; not norms, biases, gates or the scale-offset; both from
-:mod:`suite.train.optim`), gradient clipping at 1.0.
+- the optimizer and its learning-rate schedule, from the run's :class:`suite.train.optim.Recipe`, stepped once a
+  batch;
+- gradient clipping (the recipe's ``grad_clip``; a recipe without clipping still measures the norm);
+- the divergence check: a non-finite loss or gradient norm stops the run with :class:`TrainingDivergedError` naming
+  the step, before the optimizer could write it into the weights (the loss and the norm are read in one host sync a
+  step); a checkpoint of non-finite weights is never written;
+- checkpoints and resume (:class:`Checkpoints`): model, optimizer, schedule and RNG state with the per-step rows
+  (``loss.csv``), every ``every`` steps and at the end; a resumed run continues at the exact step and sample;
+- the progress bar, or a log line every ``log_every`` steps;
+- ``compile``: the training step's forward and backward through ``torch.compile``; the model handed to
+  ``after_step`` (evaluations) and saved stays eager.
 
-Outputs in ``out_dir`` (keep it under a git-ignored folder such as ``work_dirs/``):
-
-- ``loss.csv``: step, tokens, loss, lr, tok_s, wall_s (one row per step; tok/s of that step);
-- ``evals.csv`` (with ``eval_points``): step, tokens, val_loss at evenly spaced steps, the last one the final step,
-  on the same fixed val windows as the metrics row (the held-out loss curve);
-- ``checkpoint/``: HF model folder + tokenizer + optimizer/scheduler/RNG state, every ``save_every`` steps
-  and at the end; an interrupted run resumes from it, a finished run is not recomputed;
-- ``metrics.csv``: one row, final train loss (mean of the last 10 steps), val loss / perplexity on fixed
-  val windows, tokens, n_params, tok/s, the data order and how many times it read the train split (``epochs``),
-  training FLOPs a step, MFU against the device's measured matmul rate (CUDA; empty elsewhere), corpus sha256 and
-  the provenance columns;
-- ``run_config.json``: the run's settings (hyperparameters, arch, size, model, overrides, init_from, data,
-  profile, dtype) and what it trains from: the corpus and tokenizer sha256, the sha256 of the starting weights
-  (``--model`` / ``--init-from``) and ``code_sha256``, a digest of the repository code ``python -m
-  suite.train.run`` runs (``suite.deps.source_digest``); a resume must match every one of them.
-  ``--restart-if-changed`` (what the DAG passes: Snakemake reruns a job when its code, inputs or config values
-  changed) then trains afresh instead.
-
-Several GPUs: under ``torchrun`` every rank calls :func:`train`; each rank takes ``batch_size / N`` rows of the
-same global batch, rank 0 writes every output, and the metrics row records ``world_size``
-(:mod:`suite.train.distributed`).
+Several GPUs: ``ctx`` (:mod:`suite.train.distributed`) is the process's place in a torchrun job: the loss is
+averaged over ranks, rank 0 alone shows progress and writes files.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import math
-import shutil
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
-import numpy as np
-import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from suite.common import DTYPES, autocast, kernels_summary
-from suite.config import warmup_problem
-from suite.data.batches import ORDERS, TokenBatches, eval_windows
-from suite.data.packages import sha256_of
-from suite.data.retrieval import RetrievalSampler
-from suite.data.tokenizer import load_tokens
-from suite.deps import source_digest
-from suite.provenance import provenance, read_csv, write_csv, write_text
+from suite.provenance import read_csv, write_csv
 from suite.train import checkpoint as ckpt_io
 from suite.train import distributed
-from suite.train.model import set_special_ids
-from suite.train.optim import TrainingDivergedError, adamw, clip_gradients, cosine_to_min_lr, stop_if_not_finite
-from suite.train.throughput import matmul_tflops, step_flops
+from suite.train.optim import Recipe, clip_gradients
 
-__all__ = ["TrainingDivergedError", "evaluate", "train"]
+__all__ = ["Batch", "Checkpoints", "Fit", "TrainingDivergedError", "fit", "rows_until", "stop_if_not_finite"]
 
-
-@torch.no_grad()
-def evaluate(model, batches: list[torch.Tensor], device: str = "cpu", dtype: str = "float32") -> float:
-    """Mean next-token loss (nats/token) of ``model`` over fixed LongTensor batches [B, T]."""
-    was_training = model.training
-    model.eval()
-    losses = []
-    for x in batches:
-        x = x.to(device)
-        with autocast(device, dtype):
-            losses.append(float(model(input_ids=x, labels=x).loss))
-    model.train(was_training)
-    return float(np.mean(losses))
+LOSS_CSV = "loss.csv"  # the per-step rows a checkpointed run writes beside its checkpoint
 
 
-def train(model, data_dir: str | Path, out_dir: str | Path, *, steps: int, batch_size: int, seq_len: int,
-          lr: float = 3e-4, warmup: int = 0, min_lr_ratio: float = 0.1, weight_decay: float = 0.05,
-          grad_clip: float = 1.0, seed: int = 42, profile: str = "default", device: str = "cpu",
-          dtype: str = "float32", retrieval_fraction: float = 0.0, retrieval_max_keys: int = 4,
-          save_every: int | None = None, val_batches: int = 8, init_from: str | Path | None = None,
-          arch: str | None = None, size: str | None = None, overrides: dict | None = None,
-          backend: str | None = None, overwrite: bool = False, progress: bool = True, deterministic: bool = True,
-          threads: int | None = None, data_offset: int = 0, parallel: str = "fsdp",
-          restart_if_changed: bool = False, order: str = "random", eval_points: int = 0,
-          compile: bool = False) -> dict:
-    """Train ``model`` for ``steps`` optimizer steps of [batch_size, seq_len] tokens; return the metrics row.
+class TrainingDivergedError(RuntimeError):
+    """A loss, gradient norm or weight became NaN or infinite; the message names the step."""
 
-    ``model``: checkpoint folder or zero-argument factory returning a fresh model
-    (called after seeding, so the init is reproducible). A folder means continued pretraining of that
-    checkpoint; ``init_from`` loads a checkpoint's weights into a factory-built model (conversion).
-    ``data_offset``: step s trains on batch ``data_offset + s - 1`` of the seed's stream, so continued
-    pretraining (Base CPT, conversion) with ``data_offset = base steps`` sees tokens the base run did not.
-    ``threads`` sets torch's CPU threads (1 is fastest for tiny models on a shared 2-core machine).
-    ``lr`` is the peak learning rate, ``warmup`` the linear-warmup steps (0, or fewer than ``steps``:
-    :func:`suite.config.warmup_problem`), ``min_lr_ratio`` the final lr as a fraction of ``lr``. ``dtype``
-    "bfloat16"/"float16" means autocast with float32 master weights.
-    ``retrieval_fraction`` of the rows are synthetic retrieval sequences (``suite.data.retrieval``).
-    ``order``: ``"random"`` crops or ``"epoch"`` (non-overlapping windows read once an epoch;
-    :class:`suite.data.batches.TokenBatches`). ``eval_points``: held-out evaluations along the run (``evals.csv``),
-    0 for the final one only. ``compile``: the training forward and backward run through ``torch.compile`` (the
-    evaluations and the saved model stay eager).
 
-    ``backend`` (provenance column) defaults to the attention kernels ``models.kernels`` used, else "torch".
-    ``arch``, ``size`` and ``overrides`` (the model-config overrides the factory applies) label the run; with
-    the other settings they go to run_config.json.
+def stop_if_not_finite(value: float, what: str, where: str, hint: str = "") -> float:
+    """``value``, or TrainingDivergedError ``"{what} is {value} at {where}; {hint}"`` when it is NaN or infinite."""
+    if not math.isfinite(value):
+        raise TrainingDivergedError(f"{what} is {value} at {where}" + (f"; {hint}" if hint else ""))
+    return value
 
-    Under torchrun (or any initialised process group of N > 1 ranks) every rank calls ``train`` with the
-    same arguments and its own ``device``: ``batch_size`` is the global batch (a multiple of N), the model is
-    sharded with FSDP2 (``parallel="fsdp"``) or replicated with DDP (``"ddp"``), and rank 0 alone writes
-    files; every rank returns the metrics row.
 
-    Resumes from ``<out_dir>/checkpoint`` when present: every run_config.json field must be the same (else
-    ValueError naming the differing fields, and run_config.json is left untouched; ``overwrite=True`` starts
-    afresh, and so does ``restart_if_changed=True`` when a field differs); returns the saved metrics when the run is
-    finished. The fields include the code: ``code_sha256`` of the repository files ``suite.train.run`` runs (this
-    module among them), so a resume never continues a checkpoint of other code.
-    Raises TrainingDivergedError naming the step when the loss or the gradient norm is NaN/inf (checked before the
-    optimizer step, so the weights stay finite and the last checkpoint, of finite weights, is kept for a resume), and
-    at the end when the validation loss is (no metrics.csv then); ValueError naming a corrupt
-    checkpoint file, a batch_size that is not a multiple of the world size, or an unknown ``parallel``.
+@dataclass(frozen=True)
+class Batch:
+    """One step's data: ``data`` (what the loss reads), the ``tokens`` it holds (rows x length, of every rank) and its
+    ``shape`` in words, for the log and the divergence message (e.g. ``"seq_len 64, 4 pairs, 64 rows"``)."""
+
+    data: Any
+    tokens: int
+    shape: str = ""
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Resumable checkpoints of a run in ``out_dir`` (:mod:`suite.train.checkpoint`, with the tokenizer files of
+    ``tokenizer_dir``), every ``every`` steps and at the last; ``resume``: a verified checkpoint to continue from,
+    whose trainer state (step, tokens, wall_s) is ``state``."""
+
+    out_dir: Path
+    every: int
+    tokenizer_dir: Path | None = None
+    resume: Path | None = None
+    state: dict | None = None
+
+
+@dataclass
+class Fit:
+    """A run as the loop keeps it: its per-step ``rows`` (step, tokens, loss, lr, tok_s, wall_s; a resumed run's
+    earlier rows first), the training ``tokens`` so far, ``wall_s`` (training time; what ``after_step`` takes is not)
+    and the step of the last checkpoint written (``saved``)."""
+
+    rows: list[dict] = field(default_factory=list)
+    tokens: int = 0
+    wall_s: float = 0.0
+    saved: int | None = None
+
+    @property
+    def final_loss(self) -> float:
+        return self.rows[-1]["loss"] if self.rows else float("nan")
+
+    def kept(self) -> str:
+        """What a run stopped now leaves on disk."""
+        return f"the checkpoint of step {self.saved} is kept" if self.saved else "no checkpoint was written"
+
+
+Loss = Callable[[torch.nn.Module, Any], "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"]
+
+
+def fit(model: torch.nn.Module, batches: Callable[[int], Batch], loss: Loss, recipe: Recipe, *,
+        name: str = "train", where: str = "", stop_after: int | None = None, progress: bool = True,
+        log_every: int = 0, checkpoints: Checkpoints | None = None,
+        after_step: Callable[[int, Fit], None] | None = None, compile: bool = False,
+        ctx: distributed.Dist | None = None) -> Fit:
+    """Train ``model`` (on its device, already wrapped for ``ctx``) for ``recipe.steps`` optimizer steps; return the
+    :class:`Fit`.
+
+    Step ``s`` (1-based) trains on ``batches(s - 1)``: ``loss(model, batch.data)`` is the scalar loss to minimise, or
+    ``(loss to minimise, loss to report)`` (NIAH's answer loss beside an added next-token loss); with ``compile`` the
+    loss gets the compiled model. ``stop_after``: train only the first steps of the schedule. ``name`` and ``where``
+    (e.g. the run folder) label the progress bar, the log lines and the messages. ``after_step(step, fit)`` runs after
+    each step, before its checkpoint (a held-out evaluation: its time is not training time). ``ctx``: this process's
+    place in a torchrun job (default: the only process).
+
+    Raises TrainingDivergedError naming the step (and, with ``checkpoints``, the checkpoint kept) when the loss or
+    the gradient norm is NaN or infinite (before the optimizer step: nothing is updated), or when weights are at a
+    checkpoint (not written).
     """
-    for name, val in (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)):
-        if not isinstance(val, int) or val < 1:
-            raise ValueError(f"{name} must be a positive integer, got {val!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} not in {list(DTYPES)}")
-    if not (lr > 0 and 0 <= min_lr_ratio <= 1 and warmup >= 0 and weight_decay >= 0):
-        raise ValueError(f"bad optimizer settings lr={lr}, min_lr_ratio={min_lr_ratio}, warmup={warmup}, "
-                         f"weight_decay={weight_decay}")
-    if warmup_problem(warmup, steps):
-        raise ValueError(warmup_problem(warmup, steps))
-    ctx = distributed.context()
-    if batch_size % ctx.world_size:
-        raise ValueError(f"batch_size {batch_size} is not a multiple of the world size {ctx.world_size}")
-    if parallel not in distributed.PARALLEL:
-        raise ValueError(f"parallel must be one of {distributed.PARALLEL}, got {parallel!r}")
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-    if order == "epoch" and retrieval_fraction > 0:
-        raise ValueError(f"order 'epoch' takes no retrieval rows (retrieval_fraction {retrieval_fraction})")
-    if not isinstance(eval_points, int) or not 0 <= eval_points <= steps:
-        raise ValueError(f"eval_points must be an integer in [0, steps={steps}], got {eval_points!r}")
-    data_dir, out_dir = Path(data_dir), Path(out_dir)
-    if not (data_dir / "corpus.json").exists():
-        raise ValueError(f"{data_dir / 'corpus.json'} does not exist: build the corpus and tokenizer first "
-                         f"(python -m suite.data.corpus / suite.data.tokenizer --data-dir {data_dir})")
-    corpus = json.loads((data_dir / "corpus.json").read_text())
-    run_config = {"data_offset": data_offset, "steps": steps, "batch_size": batch_size, "seq_len": seq_len,
-                  "lr": lr, "warmup": warmup, "min_lr_ratio": min_lr_ratio, "weight_decay": weight_decay,
-                  "grad_clip": grad_clip, "seed": seed, "retrieval_fraction": retrieval_fraction,
-                  "retrieval_max_keys": retrieval_max_keys, "init_from": None if init_from is None else str(init_from),
-                  "model": str(model) if isinstance(model, (str, Path)) else None, "data_sha256": corpus["sha256"],
-                  "arch": arch, "size": size, "overrides": overrides, "profile": profile, "dtype": dtype,
-                  "val_batches": val_batches, "order": order, "eval_points": eval_points, "compile": compile,
-                  "tokenizer_sha256": _file_sha256(data_dir / "tokenizer" / "tokenizer.json"),
-                  "base_sha256": _weights_sha256(model if isinstance(model, (str, Path)) else init_from),
-                  "code_sha256": source_digest("suite.train.run")}
-    if ctx.main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive(out_dir) if ctx.main else contextlib.nullcontext():
-        ckpt, info, error = None, None, None
-        if ctx.main:  # rank 0 checks the run folder; the others follow its verdict
-            try:
-                ckpt = _prepare_out_dir(out_dir, run_config, overwrite, restart_if_changed)
-                info = ckpt_io.verify_checkpoint(ckpt) if ckpt is not None else None
-            except ValueError as err:
-                error = str(err)
-        ckpt, info, error = distributed.broadcast((ckpt, info, error), ctx)
-        if error is not None:
-            raise ValueError(error)
-        if info is not None and info["step"] >= steps and (out_dir / "metrics.csv").exists():
-            return read_csv(out_dir / "metrics.csv").iloc[0].to_dict()
-        if info is not None:
-            print(f"resuming {out_dir} from its checkpoint at step {info['step']} of {steps}", file=sys.stderr)
-        return _train_loop(model, data_dir, out_dir, corpus, run_config, ckpt, info, init_from=init_from,
-                           device=device, dtype=dtype, threads=threads, deterministic=deterministic,
-                           save_every=save_every, progress=progress, val_batches=val_batches, backend=backend,
-                           ctx=ctx, parallel=parallel)
-
-
-@contextlib.contextmanager
-def _exclusive(out_dir: Path):
-    """Hold an exclusive lock on ``out_dir`` so two processes never train into the same run folder."""
-    with open(out_dir / ".lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise ValueError(f"another process is training in {out_dir}") from None
-        yield
-
-
-def _train_loop(model, data_dir: Path, out_dir: Path, corpus: dict, run_config: dict, ckpt, info, *, init_from,
-                device, dtype, threads, deterministic, save_every, progress, val_batches, backend,
-                ctx: distributed.Dist, parallel: str) -> dict:
-    steps, batch_size, seq_len = run_config["steps"], run_config["batch_size"], run_config["seq_len"]
-    lr, warmup, seed = run_config["lr"], run_config["warmup"], run_config["seed"]
-    retrieval_fraction, data_offset = run_config["retrieval_fraction"], run_config["data_offset"]
-    arch, size, profile = run_config["arch"], run_config["size"], run_config["profile"]
-
-    if threads:
-        torch.set_num_threads(threads)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    if deterministic and torch.device(device).type == "cpu":
-        torch.use_deterministic_algorithms(True, warn_only=True)
-    net = _network(model, init_from if ckpt is None else None)
-    if ckpt is not None:  # sha256-verified in train()
-        net = ckpt_io.load_model(ckpt, dtype=None, tokenizer=False, check=False, model_cls=type(net))[0]
-    net.to(device).train()
-    tokenizer_dir = data_dir / "tokenizer"
-    set_special_ids(net, tokenizer_dir)
-    net = distributed.wrap(net, ctx, parallel)  # one process: net itself
-    optimizer = adamw(net, lr, run_config["weight_decay"])
-    scheduler = cosine_to_min_lr(optimizer, steps, warmup, run_config["min_lr_ratio"])
-    start, tokens_done, wall_before = 0, 0, 0.0
-    loss_rows: list[dict] = []
-    if ckpt is not None:
-        ckpt_io.load_training_state(ckpt, optimizer, scheduler, model=net)
-        start, tokens_done, wall_before = info["step"], info["tokens"], info["wall_s"]
-        loss_rows = _resumed_rows(out_dir / "loss.csv", start)
-
-    train_tokens = load_tokens(data_dir, "train")
-    sampler = RetrievalSampler.from_tokenizer_dir(train_tokens, tokenizer_dir, run_config["retrieval_max_keys"]) \
-        if retrieval_fraction > 0 else None
-    batches = TokenBatches(train_tokens, batch_size, seq_len, seed, sampler, retrieval_fraction,
-                           order=run_config["order"])
-    val = eval_windows(load_tokens(data_dir, "val"), batch_size, seq_len, val_batches)
-    eval_at = eval_steps(steps, run_config["eval_points"])
-    eval_rows = _resumed_rows(out_dir / "evals.csv", start)
-    forward = _compiled(net, run_config["compile"])
-    flops = step_flops(distributed.unwrap(net).config, batch_size, seq_len)
-    peak = matmul_tflops(device, DTYPES[dtype]) if flops else None
-    save_every = save_every or max(1, steps // 4)
-    _reset_kernel_usage()
+    ctx = ctx or distributed.Dist()
+    last = stop_after or recipe.steps
+    device = next(model.parameters()).device
+    model.train()
+    optimizer, forward = recipe.optimizer(model), _compiled(model, compile)
+    scheduler = recipe.scheduler(optimizer)
+    run, start, wall_before = Fit(), 0, 0.0
+    if checkpoints is not None and checkpoints.resume is not None:
+        ckpt_io.load_training_state(checkpoints.resume, optimizer, scheduler, model=model)
+        start = checkpoints.state["step"]
+        run = Fit(rows_until(checkpoints.out_dir / LOSS_CSV, start), checkpoints.state["tokens"],
+                  checkpoints.state["wall_s"], start or None)
+        wall_before = run.wall_s
+    # a run whose rows are written waits for each step on a GPU, so that its tok_s is the step's own; the others keep
+    # to the one host sync a step of the divergence check
+    sync = checkpoints is not None and device.type == "cuda"
+    label = ", ".join(filter(None, (name, where)))
     t0 = time.perf_counter()
 
-    saved = start or None  # the step of the checkpoint on disk
-
-    def snapshot(step: int) -> None:
-        nonlocal saved
-        bad = ckpt_io.non_finite(net.named_parameters())  # this rank's shard under FSDP2
+    def save(step: int) -> None:
+        bad = ckpt_io.non_finite(model.named_parameters())  # this rank's shard under FSDP2
         if distributed.mean(torch.tensor(float(bool(bad)), device=device), ctx) > 0:  # any rank's: all stop
-            raise TrainingDivergedError(f"weights {bad[:3]} are not finite after step {step} of {steps} (run "
-                                        f"{out_dir}); not saved, " + (f"the checkpoint of step {saved} is kept"
-                                                                      if saved else "no checkpoint was written"))
-        model_state, optimizer_state = distributed.full_state(net, optimizer, ctx)  # collective
+            raise TrainingDivergedError(f"weights {bad[:3]} are not finite after step {step} of {recipe.steps} "
+                                        f"({label}); not saved, {run.kept()}")
+        model_state, optimizer_state = distributed.full_state(model, optimizer, ctx)  # collective
         if ctx.main:
-            write_csv(loss_rows, out_dir / "loss.csv")
-            state = {"step": step, "tokens": tokens_done, "wall_s": wall_before + time.perf_counter() - t0}
-            ckpt_io.save_checkpoint(out_dir, distributed.unwrap(net), optimizer, scheduler, state,
-                                    tokenizer_dir if tokenizer_dir.exists() else None, model_state, optimizer_state)
-        saved = step
+            write_csv(run.rows, checkpoints.out_dir / LOSS_CSV)
+            state = {"step": step, "tokens": run.tokens, "wall_s": wall_before + time.perf_counter() - t0}
+            tokenizer = checkpoints.tokenizer_dir
+            ckpt_io.save_checkpoint(checkpoints.out_dir, distributed.unwrap(model), optimizer, scheduler, state,
+                                    tokenizer if tokenizer is not None and tokenizer.exists() else None, model_state,
+                                    optimizer_state)
+        run.saved = step
         distributed.barrier(ctx)
 
-    bar = tqdm(total=steps, initial=start, disable=not progress or not ctx.main, mininterval=1.0,
-               desc=f"train {arch or ''} {size or ''}".strip())
-    for step in range(start + 1, steps + 1):
-        t_step = time.perf_counter()
-        x = batches.batch(data_offset + step - 1)  # the global batch; this rank trains on its rows
-        x_rank = distributed.shard_rows(x, ctx).to(device)
-        with autocast(device, dtype):
-            loss = forward(input_ids=x_rank, labels=x_rank).loss
-        loss_val = distributed.mean(loss.detach(), ctx)
-        where = f"step {step} of {steps} (run {out_dir})"
-        kept = f"the checkpoint of step {saved} is kept" if saved else "no checkpoint was written"
-        try:
-            stop_if_not_finite(loss_val, "loss", where, f"lower lr ({lr}) or check the model; {kept}")
-            loss.backward()
-            # before optimizer.step(): a NaN or infinite gradient never reaches the weights or a checkpoint
-            clip_gradients(net.parameters(), run_config["grad_clip"], where,
-                           f"nothing was updated at this step and {kept}; lower lr ({lr}) or check the data")
-        except TrainingDivergedError:
-            bar.close()
-            raise
-        step_lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        tokens_done += x.numel()
-        if torch.device(device).type == "cuda":
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t_step
-        loss_rows.append({"step": step, "tokens": tokens_done, "loss": loss_val, "lr": step_lr,
-                          "tok_s": x.numel() / dt, "wall_s": wall_before + time.perf_counter() - t0})
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss_val:.3f}", tok_s=f"{x.numel() / dt:.0f}")
-        if step in eval_at or step == steps:
-            t_eval = time.perf_counter()
-            val_loss = evaluate(net, [distributed.shard_rows(b, ctx) for b in val], device, dtype)
-            if ctx.active:
-                val_loss = distributed.mean(torch.tensor(val_loss), ctx)
-            stop_if_not_finite(val_loss, "the validation loss", f"step {step} of run {out_dir}",
-                               "no metrics.csv written" if step == steps else f"{kept}; no metrics.csv written")
-            t0 += time.perf_counter() - t_eval  # evaluations are not training time
-            if step in eval_at:
-                eval_rows.append({"step": step, "tokens": tokens_done, "val_loss": val_loss})
-                if ctx.main:
-                    write_csv(eval_rows, out_dir / "evals.csv")
-        if step % save_every == 0 or step == steps:
-            snapshot(step)
-    bar.close()
-    if start >= steps:  # resumed a finished run whose metrics row is missing: evaluate it once
-        val_loss = evaluate(net, [distributed.shard_rows(b, ctx) for b in val], device, dtype)
-        if ctx.active:
-            val_loss = distributed.mean(torch.tensor(val_loss), ctx)
-        stop_if_not_finite(val_loss, "the validation loss", f"the end of run {out_dir} ({steps} steps)",
-                           "no metrics.csv written")
-    wall_s = wall_before + time.perf_counter() - t0
-    frame = pd.DataFrame(loss_rows)
-    train_loss = float(frame["loss"].tail(10).mean())
-    train_wall = float(frame["wall_s"].iloc[-1]) if len(frame) else wall_s
-    if backend is None:
-        backend = kernels_summary("torch")  # the attention kernels models.kernels ran, else "torch"
-    from models.sizes import count_parameters
-
-    row = {"arch": arch, "size": size, "n_params": count_parameters(net), "tokens": tokens_done, "seq_len": seq_len,
-           "batch_size": batch_size, "steps": steps, "lr": lr, "train_loss": train_loss, "val_loss": val_loss,
-           "val_ppl": math.exp(val_loss), "val_tokens": val_batches * batch_size * seq_len,
-           "tok_s": tokens_done / train_wall if train_wall > 0 else float("nan"),
-           "order": run_config["order"], "epochs": batches.epochs(steps), "compile": run_config["compile"],
-           "step_flops": flops, "mfu": _mfu(flops, frame, peak), "peak_tflops": peak,
-           "retrieval_fraction": retrieval_fraction, "init_from": run_config["init_from"],
-           "data_sha256": corpus["sha256"],
-           **provenance(profile, seed, dtype, backend, device, wall_s, ctx.world_size)}
-    if ctx.main:
-        write_csv([row], out_dir / "metrics.csv")
-    distributed.barrier(ctx)
-    return row
+    bar = tqdm(total=last, initial=start, disable=not progress or not ctx.main, mininterval=1.0, desc=name)
+    try:
+        for step in range(start + 1, last + 1):
+            t_step = time.perf_counter()
+            batch = batches(step - 1)
+            out = loss(forward, batch.data)
+            minimised, reported = out if isinstance(out, tuple) else (out, out)
+            minimised.backward()
+            norm = clip_gradients(model.parameters(), recipe.grad_clip)
+            loss_val, norm_val = _read(reported, norm, ctx)
+            at = f"step {step} of {recipe.steps} ({', '.join(filter(None, (label, batch.shape)))})"
+            hint = f"nothing was updated at this step; lower the lr ({recipe.lr}) or check the model and data" + \
+                (f"; {run.kept()}" if checkpoints is not None else "")
+            stop_if_not_finite(loss_val, "the loss", at, hint)
+            stop_if_not_finite(norm_val, "the gradient norm", at, hint)
+            step_lr = optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            run.tokens += batch.tokens
+            if sync:
+                torch.cuda.synchronize()
+            dt = time.perf_counter() - t_step
+            run.rows.append({"step": step, "tokens": run.tokens, "loss": loss_val, "lr": step_lr,
+                             "tok_s": batch.tokens / dt, "wall_s": wall_before + time.perf_counter() - t0})
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_val:.3f}", tok_s=f"{batch.tokens / dt:.0f}")
+            if log_every and ctx.main and (step % log_every == 0 or step == last):
+                # "step N ... loss X ...": the lines tools/offline_gpu/mqar_control.py reads
+                print(f"{at} loss {loss_val:.4f} lr {step_lr:.2e} {time.perf_counter() - t0:.0f}s", flush=True)
+            if after_step is not None:
+                t_hook = time.perf_counter()
+                after_step(step, run)
+                t0 += time.perf_counter() - t_hook  # evaluations are not training time
+            if checkpoints is not None and (step % checkpoints.every == 0 or step == recipe.steps):
+                save(step)
+    finally:
+        bar.close()
+    run.wall_s = wall_before + time.perf_counter() - t0
+    return run
 
 
-def _network(model, init_from: str | Path | None):
-    """The network ``model`` names: a checkpoint folder (:func:`suite.train.checkpoint.load_model`) or a factory's
-    fresh model; ``init_from`` then loads a checkpoint's weights into it (:func:`suite.train.checkpoint.load_matching`:
-    shape-matching names; new parameters keep their initial values, e.g. Orthros's query scale-offsets when converting
-    a Transformer)."""
-    if isinstance(model, (str, Path)):
-        net = ckpt_io.load_model(model, dtype=None, tokenizer=False)[0]
-    elif callable(model):
-        net = model()
-    else:
-        raise ValueError(f"model must be a checkpoint folder or a factory, got {type(model)}")
-    if init_from is not None:
-        kept = ckpt_io.load_matching(net, init_from)
-        total = len(net.state_dict())
-        print(f"init_from {init_from}: loaded {total - len(kept)} of {total} tensors; kept initial values for "
-              f"{len(kept)}: {kept[:8]}{' ...' if len(kept) > 8 else ''}", file=sys.stderr)
-    return net
+def _read(reported: torch.Tensor, norm: torch.Tensor, ctx: distributed.Dist) -> tuple[float, float]:
+    """The step's loss (its mean over ranks) and gradient norm as Python floats, read in one host sync."""
+    total = distributed.total(reported.detach().float(), ctx)
+    loss_sum, norm_val = torch.stack([total.reshape(()), norm.float().to(total.device)]).tolist()
+    return loss_sum / ctx.world_size, norm_val
 
 
-def eval_steps(steps: int, points: int) -> list[int]:
-    """The ``points`` steps of a run of ``steps`` at which the held-out loss is measured: evenly spaced, the last
-    one the final step (none for 0 points)."""
-    return sorted({max(1, round(k * steps / points)) for k in range(1, points + 1)}) if points else []
+def rows_until(path: Path, step: int) -> list[dict]:
+    """The rows of a per-step CSV up to ``step`` (a resume), or none."""
+    if not step or not path.exists():
+        return []
+    return [r for r in read_csv(path).to_dict("records") if r["step"] <= step]
 
 
 def _compiled(net, compile: bool):
     """The module the training step calls: ``net``, or ``torch.compile(net)``."""
     return torch.compile(net) if compile else net
-
-
-def _mfu(flops: int | None, frame: pd.DataFrame, peak: float | None) -> float | None:
-    """Model FLOPs utilisation over the run's steps after the first (compilation and warm-up): FLOPs a step x
-    steps / their wall time / the matmul rate; None where either is unknown."""
-    if not flops or not peak or len(frame) < 3:
-        return None
-    rest = frame.iloc[1:]
-    seconds = float(rest["wall_s"].iloc[-1] - frame["wall_s"].iloc[0])
-    return flops * len(rest) / seconds / (peak * 1e12) if seconds > 0 else None
-
-
-def _resumed_rows(path: Path, start: int) -> list[dict]:
-    """The rows of a per-step CSV of ``path`` up to step ``start`` (a resume), or none."""
-    if not start or not path.exists():
-        return []
-    return [r for r in read_csv(path).to_dict("records") if r["step"] <= start]
-
-
-def _prepare_out_dir(out_dir: Path, run_config: dict, overwrite: bool,
-                     restart_if_changed: bool = False) -> Path | None:
-    """Check that a checkpoint in ``out_dir`` comes from a run with exactly these settings (every field of
-    ``run_config``; ValueError naming the differing ones, or a missing/corrupt run_config.json, and nothing
-    written; with ``restart_if_changed`` the run is cleared instead, saying why on stderr), then write
-    run_config.json; return the checkpoint to resume from, or None."""
-    if overwrite:
-        _clear_run(out_dir)
-    ckpt = ckpt_io.find_checkpoint(out_dir)
-    config_path = out_dir / "run_config.json"
-    new = json.loads(json.dumps(run_config, default=str))  # as it reads back (tuples -> lists, Paths -> str)
-    problem = _run_config_problem(out_dir, ckpt, config_path, new) if ckpt is not None else None
-    if problem and not restart_if_changed:
-        raise ValueError(f"{problem}; use another out_dir, overwrite=True or restart_if_changed=True")
-    if problem:
-        print(f"training afresh: {problem}", file=sys.stderr)
-        _clear_run(out_dir)
-        ckpt = None
-    write_text(json.dumps(new, indent=2), config_path)
-    return ckpt
-
-
-def _run_config_problem(out_dir: Path, ckpt: Path, config_path: Path, new: dict) -> str | None:
-    """Why the checkpoint ``ckpt`` cannot be resumed with the settings ``new``, or None when it can."""
-    if not config_path.exists():
-        return f"{config_path} is missing, so the settings of the checkpoint {ckpt} are unknown"
-    try:
-        old = json.loads(config_path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        return f"corrupt run config {config_path}: {err}"
-    changed = {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
-    return f"{out_dir} holds a run with other settings {changed} (old, new)" if changed else None
-
-
-def _clear_run(out_dir: Path) -> None:
-    for name in ("checkpoint", "checkpoint.old", "checkpoint.tmp", "loss.csv", "evals.csv", "metrics.csv",
-                 "run_config.json"):
-        path = out_dir / name
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-
-
-def _file_sha256(path: Path) -> str | None:
-    return sha256_of(path) if path.is_file() else None
-
-
-def _weights_sha256(folder: str | Path | None) -> str | None:
-    """sha256 of a checkpoint folder's weights (recorded in a suite checkpoint's trainer_state.json, else computed);
-    None for no folder."""
-    if folder is None:
-        return None
-    folder = Path(folder)
-    if (folder / ckpt_io.STATE_JSON).exists():
-        recorded = ckpt_io.read_info(folder).get("files_sha256", {}).get(ckpt_io.WEIGHTS)
-        if recorded:
-            return recorded
-    return _file_sha256(folder / ckpt_io.WEIGHTS)
-
-
-def _reset_kernel_usage() -> None:
-    try:
-        from models.kernels import reset_usage
-    except ImportError:
-        return
-    reset_usage()

@@ -1,5 +1,5 @@
-"""Command line of training: ``python -m suite.train.run``, the study config resolved into one :func:`train` call
-per seed.
+"""Command line of training: ``python -m suite.train.run``, the study config resolved into one
+:class:`suite.train.lm.TrainConfig`, trained (:func:`suite.train.lm.train`) once per seed.
 
 CLI: ``python -m suite.train.run --config default --arch orthros --size 3M --data-dir D --out-dir O``
 (``--model DIR`` trains an HF checkpoint folder instead; ``--init-from DIR`` loads a checkpoint's
@@ -9,8 +9,8 @@ optimizer settings, ``extra_steps`` and ``base_steps`` as the data offset), the 
 the arch's window (:func:`suite.train.model.window_overrides`), device, dtype, profile and threads; a flag given
 on the command line wins.
 
-The pieces: :mod:`suite.train.loop` (the training loop, its outputs and resume rules: :func:`train`) and
-:mod:`suite.train.model` (building the model).
+The pieces: :mod:`suite.train.lm` (the run: its settings, outputs and resume rules), :mod:`suite.train.loop` (the
+training loop) and :mod:`suite.train.model` (the model settings from the study config).
 
 Several GPUs: the same command under ``torchrun --standalone --nproc_per_node N -m suite.train.run ...``
 trains data-parallel, FSDP2-sharded by default (``--parallel ddp`` replicates instead): each rank takes
@@ -20,6 +20,7 @@ trains data-parallel, FSDP2-sharded by default (``--parallel ddp`` replicates in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -39,10 +40,11 @@ from suite.cli import (
 from suite.common import DTYPES, arch_name, quiet_hf_progress_bars, size_name
 from suite.data.batches import ORDERS
 from suite.train import distributed
-from suite.train.loop import TrainingDivergedError, train
+from suite.train.lm import TrainConfig, train
+from suite.train.loop import TrainingDivergedError
 from suite.train.model import window_overrides
 
-__all__ = ["main", "train", "TrainingDivergedError", "window_overrides"]  # train and its error: suite.train.loop
+__all__ = ["main"]
 
 
 def _parse_overrides(items: list[str]) -> dict:
@@ -187,15 +189,14 @@ def main(argv: list[str] | None = None) -> None:
                                  f"{pick('seq_len')} (--seq-len or train.seq_len)")
         window = window_overrides(args.arch, cfg, pick("seq_len")) if not args.model else {}
         overrides = None if args.model else {"vocab_size": tokenizer.get_vocab_size(), **window, **user_overrides}
-        config = _check_positions(args, pick, size, overrides, seeds)
+        model_config = _check_positions(args, pick, size, overrides, seeds)
+    factory = None
     if not args.model:
         import functools
 
         from models.registry import build
 
-        model = functools.partial(build, args.arch, size, **overrides)  # built per seed
-    else:
-        model = args.model
+        factory = functools.partial(build, args.arch, size, **overrides)  # built per seed
     data_offset = args.data_offset
     if data_offset is None:
         data_offset = cfg.get("conversion", {}).get("base_steps", 0) if args.recipe == "conversion" else 0
@@ -204,19 +205,59 @@ def main(argv: list[str] | None = None) -> None:
     device = distributed.init_from_env(args.device or cfg.get("device", "cpu"))  # torchrun: one rank per GPU
     ctx = distributed.context()
     try:
-        with usage_errors(ap):  # this rank's device and rows, before a model is built or run_config.json written
+        with usage_errors(ap):  # every setting, this rank's device and rows, before a model is built or a file written
+            config = TrainConfig(
+                steps=pick("steps"), batch_size=pick("batch_size"), seq_len=pick("seq_len"), lr=pick("lr", 3e-4),
+                warmup=pick("warmup", 0), min_lr_ratio=pick("min_lr_ratio", 0.1),
+                weight_decay=pick("weight_decay", 0.05), grad_clip=hp.get("grad_clip", 1.0), seed=seeds[0],
+                data_offset=data_offset, retrieval_fraction=retrieval,
+                retrieval_max_keys=data_cfg.get("retrieval_max_keys", 4), order=args.order,
+                val_batches=pick("val_batches", 8), eval_points=args.eval_points, compile=args.compile,
+                dtype=args.dtype or cfg.get("dtype", "float32"), arch=args.arch or "checkpoint", size=size,
+                overrides=overrides, profile=args.profile or cfg.get("profile", "default"), device=device,
+                threads=cfg.get("threads"), parallel=args.parallel, save_every=pick("save_every"),
+                progress=not args.no_progress, overwrite=args.overwrite, restart_if_changed=args.restart_if_changed)
             from suite.memory import check_fits, training_bytes
 
-            element = 4 if (args.dtype or cfg.get("dtype", "float32")) == "float32" else 2
-            check_fits(training_bytes(config, max(1, pick("batch_size") // ctx.world_size), pick("seq_len"), element),
-                       f"{_seq_len_option(args, pick)} at batch {pick('batch_size')}", device)
+            element = 4 if config.dtype == "float32" else 2
+            check_fits(training_bytes(model_config, max(1, config.batch_size // ctx.world_size), config.seq_len,
+                                      element), f"{_seq_len_option(args, pick)} at batch {config.batch_size}", device)
         for seed in seeds:
             fmt = {"seed": seed}
-            _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx,
-                       args.out_dir.format(**fmt), args.model.format(**fmt) if args.model else None,
-                       args.init_from.format(**fmt) if args.init_from else None)
+            out_dir = args.out_dir.format(**fmt)
+            run = dataclasses.replace(config, seed=seed,
+                                      init_from=args.init_from.format(**fmt) if args.init_from else None)
+            try:
+                row = train(args.model.format(**fmt) if args.model else factory, args.data_dir, out_dir, run)
+            except TrainingDivergedError as err:
+                if not args.record_divergence:
+                    raise
+                _record_divergence(run, ctx, out_dir, err)
+                continue
+            keys = ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl", "tok_s", "wall_s")
+            if ctx.main:
+                print(json.dumps({k: row.get(k) for k in keys + (("world_size",) if ctx.active else ())},
+                                 default=str))
     finally:
         distributed.shutdown()
+
+
+def _record_divergence(config: TrainConfig, ctx, out_dir: str, err: TrainingDivergedError) -> None:
+    """The metrics row of a run that diverged (``--record-divergence``): its settings, no held-out loss, the error as
+    its status; loss.csv as far as its last checkpoint (a header alone where none was written)."""
+    if not ctx.main:
+        return
+    from suite.provenance import provenance, write_csv
+
+    row = {"arch": config.arch, "size": config.size, "tokens": config.steps * config.batch_size * config.seq_len,
+           "seq_len": config.seq_len, "batch_size": config.batch_size, "steps": config.steps, "lr": config.lr,
+           "val_loss": None, "status": f"diverged: {err}",
+           **provenance(config.profile, config.seed, config.dtype, "torch", config.device, None, ctx.world_size)}
+    out = Path(out_dir)
+    write_csv([row], out / "metrics.csv")
+    if not (out / "loss.csv").exists():
+        (out / "loss.csv").write_text("step,tokens,loss,lr,tok_s,wall_s\n")
+    print(json.dumps({"arch": row["arch"], "lr": row["lr"], "status": row["status"]}))
 
 
 def _seq_len_option(args, pick) -> str:
@@ -247,57 +288,6 @@ def _check_positions(args, pick, size, overrides, seeds):
 
 def _seed_list(text: str) -> list[int]:
     return int_list(text, "seeds", minimum=0, error=argparse.ArgumentTypeError)
-
-
-def _train_one(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx, out_dir, model_dir,
-               init_from) -> None:
-    try:
-        _train_run(args, cfg, hp, data_cfg, pick, model_dir or model, overrides, data_offset, seed, device, ctx,
-                   out_dir, init_from)
-    except TrainingDivergedError as err:
-        if not args.record_divergence:
-            raise
-        _record_divergence(args, cfg, pick, seed, device, ctx, out_dir, err)
-
-
-def _record_divergence(args, cfg, pick, seed, device, ctx, out_dir, err) -> None:
-    """The metrics row of a run that diverged (``--record-divergence``): its settings, no held-out loss, the error as
-    its status; loss.csv as far as its last checkpoint (a header alone where none was written)."""
-    if not ctx.main:
-        return
-    from suite.provenance import provenance, write_csv
-
-    steps, batch, seq_len = pick("steps"), pick("batch_size"), pick("seq_len")
-    row = {"arch": args.arch or "checkpoint", "size": args.size or cfg.get("main_size"),
-           "tokens": steps * batch * seq_len, "seq_len": seq_len, "batch_size": batch, "steps": steps,
-           "lr": pick("lr", 3e-4), "val_loss": None, "status": f"diverged: {err}",
-           **provenance(args.profile or cfg.get("profile", "default"), seed, args.dtype or cfg.get("dtype", "float32"),
-                        "torch", device, None, ctx.world_size)}
-    out = Path(out_dir)
-    write_csv([row], out / "metrics.csv")
-    if not (out / "loss.csv").exists():
-        (out / "loss.csv").write_text("step,tokens,loss,lr,tok_s,wall_s\n")
-    print(json.dumps({"arch": row["arch"], "lr": row["lr"], "status": row["status"]}))
-
-
-def _train_run(args, cfg, hp, data_cfg, pick, model, overrides, data_offset, seed, device, ctx, out_dir,
-               init_from) -> None:
-    row = train(model, args.data_dir, out_dir, steps=pick("steps"), batch_size=pick("batch_size"),
-                seq_len=pick("seq_len"), lr=pick("lr", 3e-4), warmup=pick("warmup", 0),
-                min_lr_ratio=pick("min_lr_ratio", 0.1), weight_decay=pick("weight_decay", 0.05), seed=seed,
-                profile=args.profile or cfg.get("profile", "default"), device=device,
-                dtype=args.dtype or cfg.get("dtype", "float32"),
-                retrieval_fraction=args.retrieval_fraction if args.retrieval_fraction is not None
-                else data_cfg.get("retrieval_fraction", 0.0),
-                retrieval_max_keys=data_cfg.get("retrieval_max_keys", 4), grad_clip=hp.get("grad_clip", 1.0),
-                save_every=pick("save_every"), val_batches=pick("val_batches", 8), init_from=init_from,
-                arch=args.arch or "checkpoint", size=args.size or cfg.get("main_size"), overrides=overrides,
-                data_offset=data_offset, overwrite=args.overwrite, restart_if_changed=args.restart_if_changed,
-                progress=not args.no_progress, threads=cfg.get("threads"), parallel=args.parallel,
-                order=args.order, eval_points=args.eval_points, compile=args.compile)
-    keys = ("arch", "size", "n_params", "tokens", "train_loss", "val_loss", "val_ppl", "tok_s", "wall_s")
-    if ctx.main:
-        print(json.dumps({k: row.get(k) for k in keys + (("world_size",) if ctx.active else ())}, default=str))
 
 
 if __name__ == "__main__":
