@@ -7,6 +7,7 @@ import copy
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from suite.config import ConfigError, load_config, scratch_corpus, scratch_warmup, validate
@@ -101,6 +102,83 @@ def test_vocab_compare_reports_bytes_per_token_by_kind(tmp_path):
     assert [r["vocab_size"] for r in rows] == [280, 400] and rows[1]["embedding_params"] == 2 * 400 * 8
     assert rows[1]["bytes_per_token_all"] >= rows[0]["bytes_per_token_all"] > 1
     assert rows[0]["tokens_code"] + rows[0]["tokens_prose"] == rows[0]["tokens_all"]
+
+
+# ---- the equal-GPU-time budget ----------------------------------------------------------------------------------
+
+def _loss(step_s: float, steps: int = 20, tokens: int = 64) -> pd.DataFrame:
+    tok_s = np.full(steps, tokens / step_s)
+    tok_s[0] = tokens / (50 * step_s)  # the first step compiles: the median leaves it out
+    return pd.DataFrame({"step": range(1, steps + 1), "tok_s": tok_s})
+
+
+def test_budget_gives_each_arch_the_reference_gpu_seconds():
+    from suite.train import budget
+
+    loss = {"orthros": [_loss(0.2), _loss(0.2)], "transformer": [_loss(0.1)], "swa": [_loss(0.08)]}
+    rows = {r["arch"]: r for r in budget.derive(loss, "orthros", 100, 4, 16, 0.05, n_train_tokens=16 * 1000 + 16)}
+    assert set(rows) == {"transformer", "swa"}
+    assert rows["transformer"]["steps"] == 200 and rows["transformer"]["warmup"] == 10
+    assert rows["swa"]["steps"] == 250 and rows["swa"]["tokens"] == 250 * 4 * 16
+    assert rows["transformer"]["target_s"] == pytest.approx(20.0) and rows["swa"]["epochs"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="swa: 250 steps .* 1.25 times"):
+        budget.derive(loss, "orthros", 100, 4, 16, 0.05, n_train_tokens=16 * 800 + 16)
+    with pytest.raises(ValueError, match="reference arch 'gdn'"):
+        budget.derive(loss, "gdn", 100, 4, 16, 0.05, 10 ** 6)
+    with pytest.raises(ValueError, match="transformer: no step with a finite tok_s"):
+        budget.derive({"orthros": [_loss(0.2)], "transformer": [_loss(0.1).assign(tok_s=0.0)]}, "orthros", 10, 4,
+                      16, 0.0, 10 ** 6)
+
+
+def test_budget_cli_writes_the_file_the_runs_read_back(tmp_path, capsys):
+    from suite.provenance import write_csv
+    from suite.train import budget
+
+    data = tmp_path / "data"
+    (data / "tokens").mkdir(parents=True)
+    np.save(data / "tokens" / "train.npy", np.zeros(16 * 1000 + 16, dtype=np.uint16))
+    paths = []
+    for arch, step_s in (("orthros", 0.2), ("transformer", 0.1)):
+        paths.append(f"{arch}={write_csv(_loss(step_s), tmp_path / arch / 'loss.csv')}")
+    out = tmp_path / "budget.csv"
+    budget.main(["derive", "--reference", "orthros", "--loss", *paths, "--ref-steps", "100", "--batch-size", "4",
+                 "--seq-len", "16", "--warmup-frac", "0.05", "--data-dir", str(data), "--out", str(out)])
+    capsys.readouterr()
+    budget.main(["args", "--budget", str(out), "--arch", "transformer"])
+    assert capsys.readouterr().out.strip() == "--steps 200 --warmup 10"
+    with pytest.raises(SystemExit):
+        budget.main(["args", "--budget", str(out), "--arch", "swa"])
+    assert "no budget row for 'swa'" in capsys.readouterr().err
+
+
+# ---- position buckets, the labelled collect ---------------------------------------------------------------------
+
+def test_position_buckets_from_their_upper_ends():
+    from suite.eval.ppl_buckets import BUCKETS, bucket_rows, buckets_of
+
+    assert buckets_of([128, 512, 2048]) == ((2, 128, "<=128"), (129, 512, "129-512"), (513, 2048, "513-2048"))
+    for bad in ([], [1, 4], [128, 128]):
+        with pytest.raises(ValueError, match="must rise"):
+            buckets_of(bad)
+    nll = [np.arange(1.0, 16.0)]  # positions 2..16
+    rows = bucket_rows(nll, 16, buckets_of([4, 8, 16]))
+    assert [(r["bucket"], r["n_tokens"], r["nll"]) for r in rows] == [("<=4", 3, 2.0), ("5-8", 4, 5.5),
+                                                                      ("9-16", 8, 11.5)]
+    assert [r["bucket"] for r in bucket_rows(nll, 200)] == [BUCKETS[0][2], BUCKETS[1][2]]  # the default buckets
+
+
+def test_labelled_collect_gives_each_file_its_columns(tmp_path):
+    from suite.collect import labelled, main
+    from suite.provenance import read_csv, write_csv
+
+    a = write_csv([{"val_loss": 3.0, "arch": "x"}], tmp_path / "a.csv")
+    b = write_csv([{"val_loss": 2.0}], tmp_path / "b.csv")
+    frame = labelled([str(a), str(b)], [{"arch": "orthros", "budget": "tokens"}, {"arch": "swa", "budget": "time"}])
+    assert frame[["arch", "budget", "val_loss"]].values.tolist() == [["orthros", "tokens", 3.0], ["swa", "time", 2.0]]
+    with pytest.raises(ValueError, match="one label per input"):
+        labelled([str(a)], [])
+    main(["labelled", "--inputs", str(a), "--labels", "budget=tokens,seed=42", "--out", str(tmp_path / "out.csv")])
+    assert read_csv(tmp_path / "out.csv")[["budget", "seed"]].values.tolist() == [["tokens", 42]]
 
 
 # ---- the study config -------------------------------------------------------------------------------------------
