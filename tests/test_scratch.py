@@ -211,3 +211,34 @@ def test_scratch_section_errors_name_the_key(edit, message):
     with pytest.raises(ConfigError, match=message):
         validate(cfg, "gpu copy")
 
+
+# ---- the figure -------------------------------------------------------------------------------------------------
+
+def _ppl_rows() -> pd.DataFrame:
+    rows = []
+    for budget in ("tokens", "time"):
+        for arch, base in (("orthros", 3.0), ("transformer", 3.1), ("swa", 3.3)):
+            for seed in (42, 43, 44):
+                for lo, hi, name in ((2, 128, "<=128"), (129, 512, "129-512"), (513, 2048, "513-2048")):
+                    rows.append({"arch": arch, "budget": budget, "seed": seed, "bucket": name, "pos_min": lo,
+                                 "pos_max": hi, "nll": base - lo / 2048 + 0.01 * (seed - 43), "n_tokens": 10,
+                                 "n_docs": 2})
+    return pd.DataFrame(rows)
+
+
+def test_position_bands_and_figure_from_synthetic_rows(tmp_path):
+    from suite.report.figures import _save
+    from suite.report.schema import validate as check
+    from suite.report.scratch import fig_scratch_position, position_bands
+
+    rows = check("gpu_scratch_ppl", _ppl_rows(), "scratch_ppl.csv")
+    bands = position_bands(rows)
+    one = bands[(bands["budget"] == "tokens") & (bands["arch"] == "swa")]
+    assert list(one["bucket"]) == ["<=128", "129-512", "513-2048"] and set(one["n_seeds"]) == {3}
+    assert np.allclose(one["hi"] - one["lo"], 0.02) and np.allclose(one["mean"], 3.3 - one["pos_min"] / 2048)
+    paths = fig_scratch_position(rows, tmp_path, "unused", _save, window=128)
+    assert [p.name for p in paths] == ["fig_scratch_position.png", "fig_scratch_position.pdf"]
+    assert all(p.stat().st_size > 0 for p in paths)
+    paths = fig_scratch_position(rows[rows["budget"] == "tokens"], tmp_path / "half", "unused", _save)
+    assert paths[0].exists()
+    assert fig_scratch_position(None, tmp_path / "none", "results/gpu/scratch_ppl.csv missing", _save)[0].exists()
