@@ -242,3 +242,37 @@ def test_position_bands_and_figure_from_synthetic_rows(tmp_path):
     paths = fig_scratch_position(rows[rows["budget"] == "tokens"], tmp_path / "half", "unused", _save)
     assert paths[0].exists()
     assert fig_scratch_position(None, tmp_path / "none", "results/gpu/scratch_ppl.csv missing", _save)[0].exists()
+
+
+# ---- the GPU plan -----------------------------------------------------------------------------------------------
+
+def test_plan_estimates_each_job_and_packs_parts(tmp_path, capsys):
+    from suite.provenance import read_csv
+    from suite.train import plan
+
+    scratch = load_config("gpu")["scratch"]
+    throughput = pd.DataFrame([{"arch": a, "size": scratch["size"], "seq_len": scratch["seq_len"], "batch": 8,
+                                "window": 128 if a in ("orthros", "swa") else None, "tokens_per_s": r,
+                                "status": "ok"} for a, r in (("orthros", 1e5), ("transformer", 2e5), ("swa", 1.5e5),
+                                                             ("gdn", 1e5))])
+    tok_s = plan.rates(throughput, scratch, measured_vocab=4096)
+    assert tok_s["orthros"] < 1e5 and tok_s["transformer"] < 2e5  # a larger vocabulary and batch: more FLOPs a token
+    assert tok_s["gdn"] / tok_s["transformer"] == pytest.approx(0.5)  # the linear archs take the Transformer's ratio
+    items = plan.parts(plan.jobs(scratch, tok_s, overhead_s=60), part_s=1500, setup_s=300, command_s=600)
+    timed = [i for i in items if " time " in i["job"]]
+    assert len(timed) == 6 and all(i["train_s"] == pytest.approx(scratch["steps"] * 32 * 2048 / tok_s["orthros"])
+                                   for i in timed)  # the reference's seconds
+    assert all(i["target"].endswith("ppl.csv") for i in items if i["job"].startswith("scratch_train"))
+    for part in {i["part"] for i in items}:
+        group = [i for i in items if i["part"] == part]
+        assert len(group) == 1 or sum(i["seconds"] for i in group) + 300 <= 1500
+    assert [i["part"] for i in items] == sorted(i["part"] for i in items)
+    with pytest.raises(ValueError, match="no throughput row of gdn"):
+        plan.rates(throughput[throughput["arch"] != "gdn"], scratch, 4096)
+    path = tmp_path / "t.csv"
+    throughput.to_csv(path, index=False)
+    plan.main(["--config", "gpu", "--throughput", str(path), "--out", str(tmp_path / "plan.csv")])
+    assert len(read_csv(tmp_path / "plan.csv")) == len(items)
+    capsys.readouterr()
+    plan.main(["--config", "gpu", "--throughput", str(path), "--targets", "1"])
+    assert capsys.readouterr().out.split()[0] == "results/gpu/scratch/lr_sweep/orthros/lr0/metrics.csv"

@@ -30,6 +30,7 @@ SCR_SHARED = (f"--size {SCRATCH['size']} --batch-size {SCRATCH['batch_size']} --
               f"--device {STUDY['device']} --profile {PROFILE}")
 SCR_WINDOW = {a: f" --override window_size={SCRATCH['window']}" if a in SCR_WINDOWED else "" for a in SCR_ARCHS}
 SCR_COMPILE = {a: " --compile" if a in SCRATCH.get("compile", []) else "" for a in SCR_ARCHS}
+SCR_SAVE = f" --save-every {SCRATCH['save_every']}" if "save_every" in SCRATCH else ""  # checkpoints: not a study value
 SCR_STEPS = SCRATCH["steps"]
 SCR_WARMUP = scratch_warmup(SCRATCH, SCR_STEPS)
 
@@ -157,7 +158,7 @@ rule scratch_train:
         out=lambda w: f"{SCR_RUN}/{w.budget}/{w.arch}/seed{w.seed}",
         schedule=lambda w, input: budget_schedule(w.budget, w.arch, SCR_STEPS, SCR_WARMUP, input.budget),
         recipe=lambda w, input: (f"--lr-from {input.lr} --eval-points {SCRATCH.get('eval_points', 0)} "
-                                 f"--seed {w.seed} {SCR_SHARED}{SCR_WINDOW[w.arch]}{SCR_COMPILE[w.arch]}"),
+                                 f"--seed {w.seed} {SCR_SHARED}{SCR_WINDOW[w.arch]}{SCR_COMPILE[w.arch]}{SCR_SAVE}"),
         data=lambda w, input: folder(input.tokens, 2),
     threads: THREADS
     resources:
