@@ -23,7 +23,7 @@ import math
 
 import pandas as pd
 
-from suite.cli import in_file, out_file, positive_float, study_config, usage_errors
+from suite.cli import in_file, out_file, positive_float, positive_int, study_config, usage_errors
 from suite.provenance import read_csv, write_csv
 
 
@@ -99,13 +99,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True, type=study_config, help="a study config with a scratch section")
     ap.add_argument("--throughput", required=True, type=in_file, help="results/gpu/baseline_throughput.csv")
-    ap.add_argument("--measured-vocab", type=int, default=4096, help="the vocabulary of the throughput rows' models")
+    ap.add_argument("--measured-vocab", type=positive_int, default=4096,
+                    help="the vocabulary of the throughput rows' models")
     ap.add_argument("--overhead-s", type=positive_float, default=60.0, help="assumed seconds a job beyond training")
     ap.add_argument("--setup-s", type=positive_float, default=300.0, help="assumed seconds of a part's setup")
     ap.add_argument("--part-s", type=positive_float, default=1500.0, help="a part's cap, setup included")
     ap.add_argument("--command-s", type=positive_float, default=600.0, help="a command's cap")
     ap.add_argument("--out", type=out_file, help="the plan CSV to write")
-    ap.add_argument("--targets", type=int, metavar="PART", help="print only the snakemake targets of this part")
+    ap.add_argument("--targets", type=positive_int, metavar="PART",
+                    help="print only the snakemake targets of this part")
     args = ap.parse_args(argv)
     if not args.out and args.targets is None:
         ap.error("give --out (write the plan) or --targets PART (print a part's targets)")
