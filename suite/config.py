@@ -243,10 +243,11 @@ def scratch_warmup(scratch: dict, steps: int) -> int:
 
 def scratch_corpus(config: dict) -> list[dict]:
     """The sources of the from-scratch corpus: ``conversion.pretrained.corpus``'s first where
-    ``scratch.corpus.include_english`` is set, then ``scratch.corpus.sources``."""
+    ``scratch.corpus.include_english`` is set (its one-source form as one source, read as a list's source is: as prose),
+    then ``scratch.corpus.sources``."""
     corpus = config["scratch"]["corpus"]
     english = config["conversion"].get("pretrained", {}).get("corpus") if corpus.get("include_english") else []
-    return list(english) + list(corpus["sources"])
+    return ([english] if isinstance(english, dict) else list(english)) + list(corpus["sources"])
 
 
 def _scratch_checks(config: dict) -> list[str]:
@@ -276,9 +277,8 @@ def _scratch_checks(config: dict) -> list[str]:
     if timed["reference"] in timed["archs"]:
         problems.append(f"{key}.equal_time.archs: holds the reference {timed['reference']} itself (its budget is the "
                         "equal-token run)")
-    if scratch["corpus"].get("include_english") and not isinstance(
-            config["conversion"].get("pretrained", {}).get("corpus"), list):
-        problems.append(f"{key}.corpus.include_english: needs conversion.pretrained.corpus as a list of sources")
+    if scratch["corpus"].get("include_english") and not config["conversion"].get("pretrained", {}).get("corpus"):
+        problems.append(f"{key}.corpus.include_english: needs conversion.pretrained.corpus, the English sources")
     return problems
 
 

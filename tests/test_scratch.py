@@ -188,7 +188,7 @@ def test_the_gpu_profile_scratch_section():
     scratch = cfg["scratch"]
     sources = scratch_corpus(cfg)
     assert sources[:len(cfg["conversion"]["pretrained"]["corpus"])] == cfg["conversion"]["pretrained"]["corpus"]
-    assert all(s["check"] == "code" and s["kind"] == "deb" for s in scratch["corpus"]["sources"])
+    assert all(s["check"] == "code" and s["kind"] in ("deb", "wheel") for s in scratch["corpus"]["sources"])
     assert scratch["steps"] * scratch["batch_size"] * scratch["seq_len"] >= 100_000_000  # issue 48: >= 100M tokens
     assert scratch["buckets"][-1] == scratch["seq_len"] and scratch["window"] == 128
     assert scratch_warmup(scratch, scratch["steps"]) == round(0.05 * scratch["steps"])
