@@ -215,6 +215,19 @@ def test_gpu_profile_scratch_target_commands(capsys):
             ("scratch_budget", "suite.train.budget"), ("scratch_data", "suite.data.english")} <= seen
     timed = [j for j in jobs if j.rule == "scratch_train" and "/time/" in j.output[0]]
     assert len(timed) == 6 and all("results/gpu/scratch_budget.csv" in j.input for j in timed)
+    # each job's code inputs hold what its modules import (as test_code_inputs_cover_what_each_command_imports)
+    modules = sorted({m for _, m in seen})
+    out = subprocess.run([sys.executable, "-c", IMPORT_PROBE, *modules], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    skip = {str(module_path(m).relative_to(ROOT)) for m in NOT_FOLLOWED}
+    for module, files in json.loads(out.stdout.splitlines()[-1]).items():
+        loaded = {str(Path(f).resolve().relative_to(ROOT)) for f in files if Path(f).resolve().is_relative_to(ROOT)
+                  and Path(f).resolve().relative_to(ROOT).parts[0] in PACKAGES}
+        for job in jobs:
+            if (job.rule, module) in seen:
+                missing = loaded - skip - set(job.input)
+                assert not missing, f"rule {job.rule} runs {module}, which imports {sorted(missing)}"
 
 
 def test_gpu_profile_runs_one_mqar_job_per_arch_and_size():
