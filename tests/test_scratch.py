@@ -241,6 +241,8 @@ def test_position_bands_and_figure_from_synthetic_rows(tmp_path):
     assert all(p.stat().st_size > 0 for p in paths)
     paths = fig_scratch_position(rows[rows["budget"] == "tokens"], tmp_path / "half", "unused", _save)
     assert paths[0].exists()
+    timed = rows[(rows["budget"] == "tokens") | (rows["arch"] != "orthros")]  # Orthros's time is its token runs'
+    assert fig_scratch_position(timed, tmp_path / "timed", "unused", _save)[0].exists()
     assert fig_scratch_position(None, tmp_path / "none", "results/gpu/scratch_ppl.csv missing", _save)[0].exists()
 
 

@@ -29,9 +29,11 @@ def position_bands(ppl: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["budget", "arch", "pos_min"], kind="stable").reset_index(drop=True)
 
 
-def fig_scratch_position(ppl: pd.DataFrame | None, out_dir, missing: str, save, window: int | None = None) -> list:
+def fig_scratch_position(ppl: pd.DataFrame | None, out_dir, missing: str, save, window: int | None = None,
+                         reference: str = "orthros") -> list:
     """The figure (module docstring); every panel reads 'not run: <missing>' where there are no rows. ``window``:
-    a line at position w where it is known."""
+    w in the axis label where it is known. The equal-time panel shows the ``reference`` arch's equal-token runs,
+    whose GPU-seconds the others had."""
     fig, axes = plt.subplots(1, len(BUDGETS), figsize=(12, 4.4), sharey=True)
     if ppl is None or ppl.empty:
         for ax in axes:
@@ -42,6 +44,8 @@ def fig_scratch_position(ppl: pd.DataFrame | None, out_dir, missing: str, save, 
     bands = position_bands(ppl)
     for ax, (budget, title) in zip(axes, BUDGETS.items()):
         rows = bands[bands["budget"] == budget]
+        if budget == "time" and not rows.empty and reference not in set(rows["arch"]):
+            rows = pd.concat([rows, bands[(bands["budget"] == "tokens") & (bands["arch"] == reference)]])
         if rows.empty:
             ax.text(0.5, 0.5, f"not run: no {title} rows", ha="center", va="center", fontsize=9)
             ax.set_axis_off()
