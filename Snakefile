@@ -16,6 +16,9 @@ PRETRAINED_OUT = []  # Table 2 on a real pretrained LM, where the study config n
 if STUDY["conversion"].get("pretrained"):
 
     include: "workflows/pretrained.smk"
+if "scratch" in STUDY:  # from scratch at one size (the opt-in target scratch)
+
+    include: "workflows/scratch.smk"
 include: "workflows/bench.smk"
 include: "workflows/report.smk"
 

@@ -14,6 +14,7 @@ CLI::
         --out results/<p>/pretrained.csv
     python -m suite.collect curves --inputs L1.csv ... --runs base_cpt:42 ... --out results/<p>/pretrained_loss.csv
     python -m suite.collect pairs --inputs E1_docs.csv ... --key arch --out results/<p>/quality_pairs.csv
+    python -m suite.collect labelled --inputs E1.csv ... --labels arch=orthros,seed=42,budget=tokens ... --out ...
 
 The per-document rows (each job's ``<stem>_docs.csv``, :func:`suite.eval.harness.documents_path`) stay in the job
 folders: a full benchmark run scores ~30K documents per model and seed. ``pairs`` keeps what a per-document
@@ -146,6 +147,14 @@ def curves(paths: list[str], runs: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def labelled(paths: list[str], labels: list[dict[str, str]]) -> pd.DataFrame:
+    """The rows of ``paths`` in one frame, each file's rows given the columns of its entry of ``labels`` (a label
+    replaces a column of the same name)."""
+    if len(paths) != len(labels):
+        raise ValueError(f"need one label per input; got {len(paths)} files, {len(labels)} labels")
+    return pd.concat([read_csv(path).assign(**label) for path, label in zip(paths, labels)], ignore_index=True)
+
+
 def pairs(paths: list[str], key: str = "arch") -> pd.DataFrame:
     """Every two models scored on the same documents, per document: from the harness's per-document CSVs
     ``paths``, for each (size, task, shot count, metric) and each two arms (the rows' ``arch``, the column ``key``
@@ -215,10 +224,18 @@ def _not_run(text: str) -> tuple[str, str]:
     return arch, reason
 
 
+def _label(text: str) -> dict[str, str]:
+    """argparse ``type=`` of a ``--labels`` item: ``KEY=VALUE[,KEY=VALUE...]``."""
+    items = [item.partition("=") for item in text.split(",")]
+    if not all(key and sep for key, sep, _ in items):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE[,KEY=VALUE...], got {text!r}")
+    return {key: value for key, _, value in items}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat", "pretrained", "curves",
-                                         "pairs"])
+                                         "pairs", "labelled"])
     parser.add_argument("--evals", nargs="*", type=in_file, default=[])
     parser.add_argument("--metrics", nargs="*", type=in_file, default=[])
     parser.add_argument("--variants", nargs="*", default=[])
@@ -228,6 +245,8 @@ def main(argv=None):
     parser.add_argument("--base-record", type=in_file, help="pretrained: the base model's base_model.json")
     parser.add_argument("--runs", nargs="*", type=_run, default=[], metavar="VARIANT:SEED",
                         help="curves: one per input")
+    parser.add_argument("--labels", nargs="*", type=_label, default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="labelled: one per input, the columns its rows get")
     parser.add_argument("--key", default="arch", choices=["arch", "variant"],
                         help="pairs: what the arms are (the harness's --arch: an arch, or a pretrained arm's variant)")
     parser.add_argument("--out", required=True, type=out_file)
@@ -245,6 +264,8 @@ def main(argv=None):
             frame = curves(args.inputs, args.runs)
         elif args.kind == "pairs":
             frame = pairs(args.inputs, args.key)
+        elif args.kind == "labelled":
+            frame = labelled(args.inputs, args.labels)
         else:
             frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
     write_csv(frame, args.out)

@@ -158,6 +158,8 @@ def _cross_checks(config: dict) -> list[str]:
     problems += _run_time_checks(config)
     if conversion.get("pretrained"):
         problems += _pretrained_checks(conversion)
+    if "scratch" in config:
+        problems += _scratch_checks(config)
     sizes = _size_names()
     if sizes is None:
         return problems
@@ -166,6 +168,7 @@ def _cross_checks(config: dict) -> list[str]:
     named += [(f"{sec}.size", config[sec]["size"]) for sec in ("conversion", "mqar", "niah")
               if "size" in config.get(sec, {})]
     named += [(f"mqar.sizes.{i}", s) for i, s in enumerate(config.get("mqar", {}).get("sizes", []))]
+    named += [("scratch.size", config["scratch"]["size"])] if "scratch" in config else []
     problems += [f"{key}: unknown size {val!r}; known: {sorted(sizes)}" for key, val in named if val not in sizes]
     return problems
 
@@ -230,6 +233,52 @@ def _pretrained_checks(conversion: dict) -> list[str]:
             return [str(err)]
         problems += [f"conversion.base_model.{kind} ({spec[kind]}): {p}"
                      for p in base_model_problems(source, pretrained)]
+    return problems
+
+
+def scratch_warmup(scratch: dict, steps: int) -> int:
+    """The warmup steps of a from-scratch run of ``steps`` steps: ``scratch.warmup_frac`` of them, rounded."""
+    return round(scratch["warmup_frac"] * steps)
+
+
+def scratch_corpus(config: dict) -> list[dict]:
+    """The sources of the from-scratch corpus: ``conversion.pretrained.corpus``'s first where
+    ``scratch.corpus.include_english`` is set (its one-source form as one source, read as a list's source is: as prose),
+    then ``scratch.corpus.sources``."""
+    corpus = config["scratch"]["corpus"]
+    english = config["conversion"].get("pretrained", {}).get("corpus") if corpus.get("include_english") else []
+    return ([english] if isinstance(english, dict) else list(english)) + list(corpus["sources"])
+
+
+def _scratch_checks(config: dict) -> list[str]:
+    """The from-scratch section: its window below the training length, position buckets that rise and end within it,
+    schedules that end, archs named by compile and equal_time among its archs, and English sources to include."""
+    problems, scratch = [], config["scratch"]
+    archs, key = scratch["archs"], "scratch"
+    if scratch["window"] >= scratch["seq_len"]:
+        problems.append(f"{key}.window: {scratch['window']} must be below {key}.seq_len {scratch['seq_len']} (else no "
+                        "position lies beyond the window)")
+    buckets = scratch["buckets"]
+    if any(b <= a for a, b in zip(buckets, buckets[1:])) or buckets[-1] > scratch["seq_len"]:
+        problems.append(f"{key}.buckets: must rise, the last at most {key}.seq_len {scratch['seq_len']} "
+                        f"(value {buckets})")
+    sweep = scratch["lr_sweep"]
+    problems += [p for p in (warmup_problem(sweep["warmup"], sweep["steps"], f"{key}.lr_sweep.warmup",
+                                            f"{key}.lr_sweep.steps"),
+                             warmup_problem(scratch_warmup(scratch, scratch["steps"]), scratch["steps"],
+                                            f"{key}.warmup_frac x {key}.steps", f"{key}.steps")) if p]
+    if scratch.get("eval_points", 0) > scratch["steps"]:
+        problems.append(f"{key}.eval_points: {scratch['eval_points']} exceeds {key}.steps {scratch['steps']}")
+    stray = [("compile", a) for a in scratch.get("compile", []) if a not in archs]
+    timed = scratch["equal_time"]
+    stray += [("equal_time.archs", a) for a in timed["archs"] if a not in archs]
+    stray += [("equal_time.reference", timed["reference"])] if timed["reference"] not in archs else []
+    problems += [f"{key}.{where}: {arch} is not in {key}.archs {archs}" for where, arch in stray]
+    if timed["reference"] in timed["archs"]:
+        problems.append(f"{key}.equal_time.archs: holds the reference {timed['reference']} itself (its budget is the "
+                        "equal-token run)")
+    if scratch["corpus"].get("include_english") and not config["conversion"].get("pretrained", {}).get("corpus"):
+        problems.append(f"{key}.corpus.include_english: needs conversion.pretrained.corpus, the English sources")
     return problems
 
 

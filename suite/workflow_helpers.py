@@ -127,3 +127,11 @@ def lm_tasks(lm_eval, main_size, size) -> str:
     """lm-eval tasks of one run: the configured ones at every size when the benchmark data is local (lm_eval.data),
     else at the main size only (Hub datasets), held-out perplexity elsewhere."""
     return csv_list(lm_eval["tasks"]) if size == main_size or lm_eval.get("data") else "val_ppl"
+
+
+def budget_schedule(budget, arch, steps, warmup, budget_file) -> str:
+    """A from-scratch long run's --steps and --warmup as shell words: the equal-token budget's (``budget`` tokens), or
+    what ``suite.train.budget args`` prints of ``arch``'s line of the equal-time budget file when the job runs."""
+    if budget == "tokens":
+        return f"'--steps {steps} --warmup {warmup}'"
+    return f"$(python -m suite.train.budget args --budget {budget_file} --arch {arch} )"

@@ -469,6 +469,7 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("suite.eval.identity", "--profile"): "a label (provenance column)",
     ("suite.eval.ppl_buckets", "--profile"): "a label (provenance column)",
     ("suite.eval.ppl_buckets", "--variant"): "a label of the rows (the arm)",
+    ("suite.data.vocab_compare", "--profile"): "a label (provenance column)",
     ("suite.eval.prompt_lengths", "--tasks"): "task_names in main (BAD_IN_MAIN)",
     ("suite.eval.prompt_lengths", "--profile"): "a label (provenance column)",
 }
@@ -488,6 +489,8 @@ LOCAL_BAD = {  # (module, option) -> a bad value of a CLI's own argparse type
     ("benchmarks.seq_parallel_gpu", "--layer-wise-from"): "orthros",
     ("suite.collect", "--not-run"): "gdn",
     ("suite.collect", "--runs"): "conversion",
+    ("suite.collect", "--labels"): "budget",
+    ("suite.eval.ppl_buckets", "--tag"): "arch",
     ("suite.eval.harness", "--num-fewshot"): "-1",
     ("suite.eval.prompt_lengths", "--num-fewshot"): "-1",
     ("suite.eval.prompt_lengths", "--tokenizer"): "base",

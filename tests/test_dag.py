@@ -187,6 +187,49 @@ def test_job_count_of_each_profile(profile):
     assert len(jobs) == TOTAL_JOBS[profile], rule_counts(jobs)
 
 
+# The from-scratch study (issue 48) is the gpu profile's opt-in target `scratch`, outside `all` (the counts above): the
+# corpus, 4 archs x 3 swept rates, the pick, 4 archs x 3 seeds at equal tokens and 2 x 3 at equal GPU time, their
+# budget, a position-bucket job per long run, 3 collects and the target.
+SCRATCH_JOBS = {"scratch_data": 1, "scratch_lr_sweep": 12, "scratch_lr_pick": 1, "scratch_train": 18,
+                "scratch_budget": 1, "scratch_ppl": 18, "collect_scratch_train": 1, "collect_scratch_evals": 1,
+                "collect_scratch_ppl": 1, "scratch": 1}
+
+
+def test_gpu_profile_scratch_target_commands(capsys):
+    """Every command of the scratch target passes its module's parser, the equal-time runs reading their --steps
+    and --warmup from the budget file when they run (here: as if it gave 10 and 1)."""
+    jobs = dry_run("-F", "--config", "profile=gpu", "--", "scratch")
+    assert rule_counts(jobs) == SCRATCH_JOBS
+    seen = set()
+    for job in jobs:
+        shell = (job.shell or "").replace("'--steps", "--steps").replace("--warmup 76'", "--warmup 76")
+        shell = shell.replace(" )", " ;").replace("$schedule", "--steps 10 --warmup 1")
+        for module, argv in suite_commands(shell):
+            try:
+                parse_only(module, argv)
+            except SystemExit as err:
+                pytest.fail(f"rule {job.rule}: {module} rejects {argv}: {capsys.readouterr().err.strip()} "
+                            f"(exit {err.code})")
+            seen.add((job.rule, module))
+    assert {("scratch_train", "suite.train.budget"), ("scratch_train", "suite.train.run"),
+            ("scratch_budget", "suite.train.budget"), ("scratch_data", "suite.data.english")} <= seen
+    timed = [j for j in jobs if j.rule == "scratch_train" and "/time/" in j.output[0]]
+    assert len(timed) == 6 and all("results/gpu/scratch_budget.csv" in j.input for j in timed)
+    # each job's code inputs hold what its modules import (as test_code_inputs_cover_what_each_command_imports)
+    modules = sorted({m for _, m in seen})
+    out = subprocess.run([sys.executable, "-c", IMPORT_PROBE, *modules], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    skip = {str(module_path(m).relative_to(ROOT)) for m in NOT_FOLLOWED}
+    for module, files in json.loads(out.stdout.splitlines()[-1]).items():
+        loaded = {str(Path(f).resolve().relative_to(ROOT)) for f in files if Path(f).resolve().is_relative_to(ROOT)
+                  and Path(f).resolve().relative_to(ROOT).parts[0] in PACKAGES}
+        for job in jobs:
+            if (job.rule, module) in seen:
+                missing = loaded - skip - set(job.input)
+                assert not missing, f"rule {job.rule} runs {module}, which imports {sorted(missing)}"
+
+
 def test_gpu_profile_runs_one_mqar_job_per_arch_and_size():
     """The gpu profile's MQAR grid: one job per (arch, size) writing results/gpu/eval/mqar/<arch>/<size>/seed42.csv,
     each training one model on the grid's mixture; collect_mqar reads all 18; the controls read T=128, 8 pairs at

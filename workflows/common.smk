@@ -13,11 +13,11 @@ from shlex import quote
 from snakemake.settings.types import DeploymentMethod
 
 from suite.config import (IDENTITY_LEN, ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size,
-                          mqar_sizes, schema, workflow_profile)
+                          mqar_sizes, schema, scratch_warmup, workflow_profile)
 from suite.deps import module_files
 from suite.eval.mqar_recipe import mqar_cli_args
-from suite.workflow_helpers import (Untracked, code_files, copy_results, csv_list, folder, lm_tasks, path_inputs,
-                                    per_seed, runs, schema_section, train_launch)
+from suite.workflow_helpers import (Untracked, budget_schedule, code_files, copy_results, csv_list, folder, lm_tasks,
+                                    path_inputs, per_seed, runs, schema_section, train_launch)
 from suite.workflow_helpers import rule_config as _rule_config
 
 try:  # a bad --config key or study config stops with its message alone (sys.exit: no Snakemake traceback lines)
@@ -103,6 +103,16 @@ RULE_CONFIG = {
     "fp8_kv_real": ["conversion.pretrained.window", "device", "profile"],
     # the MQAR cell the controls read, and (for a grid) which size is the largest
     "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
+    # the from-scratch study (workflows/scratch.smk)
+    "scratch_data": ["scratch.corpus", "scratch.tokenizer", "conversion.pretrained.corpus", "data.val_fraction",
+                     "data.test_fraction"],
+    "scratch_lr_sweep": [f"scratch.{k}" for k in ("size", "window", "seq_len", "batch_size", "lr_sweep", "min_lr_ratio",
+                                                  "weight_decay", "dtype", "order")] + ["dtype", "device", "profile"],
+    "scratch_train": [f"scratch.{k}" for k in ("size", "window", "seq_len", "batch_size", "steps", "warmup_frac",
+                                               "min_lr_ratio", "weight_decay", "dtype", "order", "eval_points",
+                                               "compile")] + ["dtype", "device", "profile"],
+    "scratch_budget": [f"scratch.{k}" for k in ("equal_time", "steps", "warmup_frac", "batch_size", "seq_len")],
+    "scratch_ppl": [f"scratch.{k}" for k in ("buckets", "ppl", "seq_len", "dtype")] + ["dtype", "device", "profile"],
 }
 
 rule_config = partial(_rule_config, STUDY, SCHEMA, RULE_CONFIG)  # (rule, arch=None): its `params: cfg=`

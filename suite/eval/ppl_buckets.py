@@ -3,12 +3,14 @@
 An Orthros window can only matter past w tokens: below it both streams see every key, and a converted model computes
 the Transformer's function there. So the loss of each scored token is filed by the token's position in its document
 (1-based: the first predicted token is position 2, having seen one token) into buckets ``<= 128``, ``129-1K`` and
-``1K-8K`` (:data:`BUCKETS`), on the held-out documents of the English data folder (:mod:`suite.data.english`) that
+``1K-8K`` (:data:`BUCKETS`; ``--buckets`` gives others by their upper ends, e.g. ``128,512,2048``: ``<=128``,
+``129-512``, ``513-2048``), on the held-out documents of the English data folder (:mod:`suite.data.english`) that
 are longest, each read from its start up to ``max_len`` tokens in one forward pass (no striding, so every token sees
 its whole prefix).
 
 One row per bucket: mean NLL (nats per token) over the bucket's tokens, its perplexity, and the token and document
-counts; plus the provenance columns.
+counts; plus the provenance columns and any ``--tag KEY=VALUE`` columns (e.g. the from-scratch study's arch and
+budget).
 
 CLI: ``python -m suite.eval.ppl_buckets --checkpoint DIR --data-dir work_dirs/gpu/data/english --max-len 8192
 --docs 8 --variant base --out results/gpu/pretrained/eval/base/seed0/ppl.csv``
@@ -23,11 +25,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from suite.cli import device_name, in_folder, nonnegative_int, out_file, positive_int, usage_errors
+from suite.cli import device_name, in_folder, nonnegative_int, out_file, positive_int, positive_ints, usage_errors
 from suite.common import DTYPES, autocast
 from suite.provenance import provenance, write_csv
 
 BUCKETS = ((2, 128, "<=128"), (129, 1024, "129-1K"), (1025, 8192, "1K-8K"))
+
+
+def buckets_of(ends: list[int]) -> tuple[tuple[int, int, str], ...]:
+    """Buckets ``(lo, hi, name)`` from their rising upper ends: the first from position 2 (``<=END``), each next one
+    from the previous end + 1 (``LO-HI``). ValueError for ends that do not rise or a first end below 2."""
+    if not ends or ends[0] < 2 or any(b <= a for a, b in zip(ends, ends[1:])):
+        raise ValueError(f"bucket ends must rise from at least 2 (value {list(ends)})")
+    los = [2] + [e + 1 for e in ends[:-1]]
+    return tuple((lo, hi, f"<={hi}" if i == 0 else f"{lo}-{hi}") for i, (lo, hi) in enumerate(zip(los, ends)))
 COLUMNS = ["variant", "bucket", "pos_min", "pos_max", "nll", "ppl", "n_tokens", "n_docs", "max_len", "split"]
 
 
@@ -53,10 +64,11 @@ def token_nll(model, ids: np.ndarray, device: str, dtype: str) -> np.ndarray:
     return torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="none").cpu().numpy()
 
 
-def bucket_rows(nlls: list[np.ndarray], max_len: int) -> list[dict]:
-    """One row per bucket from per-document NLL arrays (entry i is the NLL of the token at position i + 2)."""
+def bucket_rows(nlls: list[np.ndarray], max_len: int, buckets=BUCKETS) -> list[dict]:
+    """One row per bucket of ``buckets`` from per-document NLL arrays (entry i is the NLL of the token at position
+    i + 2)."""
     rows = []
-    for lo, hi, name in BUCKETS:
+    for lo, hi, name in buckets:
         hi = min(hi, max_len)
         if lo > hi:
             continue
@@ -66,6 +78,13 @@ def bucket_rows(nlls: list[np.ndarray], max_len: int) -> list[dict]:
         rows.append({"bucket": name, "pos_min": lo, "pos_max": hi, "nll": nll,
                      "ppl": math.exp(nll) if n else math.nan, "n_tokens": n, "n_docs": len(part)})
     return rows
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,8 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", type=device_name, default="cpu")
     ap.add_argument("--dtype", default="float32", choices=list(DTYPES))
     ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--buckets", type=positive_ints, help="the buckets' upper ends, rising (default: 128,1024,8192)")
+    ap.add_argument("--tag", nargs="*", default=[], type=_tag, help="KEY=VALUE columns added to every row")
     ap.add_argument("--out", required=True, type=out_file)
     args = ap.parse_args(argv)
+    with usage_errors(ap):
+        buckets = buckets_of(args.buckets) if args.buckets else BUCKETS
     from suite.data.corpus import EOS_TOKEN
     from suite.data.tokenizer import check_data_dir, load_tokenizer, load_tokens
     from suite.train.checkpoint import checkpoint_folder, load_model
@@ -102,8 +125,8 @@ def main(argv: list[str] | None = None) -> None:
 
     prov = provenance(profile=args.profile, device=args.device, dtype=args.dtype, seed=args.seed,
                       backend=describe(args.device), wall_s=time.time() - start)
-    rows = [{"variant": args.variant, **row, "max_len": args.max_len, "split": args.split, **prov}
-            for row in bucket_rows(nlls, args.max_len)]
+    rows = [{"variant": args.variant, **dict(args.tag), **row, "max_len": args.max_len, "split": args.split, **prov}
+            for row in bucket_rows(nlls, args.max_len, buckets)]
     write_csv(rows, args.out)
     for row in rows:
         print(row["bucket"], round(row["nll"], 4), row["n_tokens"])

@@ -17,10 +17,12 @@ from suite.report.schema import validate
 
 PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pretrained_niah", "pretrained_loss",
                     "pretrained_train", "pretrained_evals", "pretrained_lr"]
+# the from-scratch study (workflows/scratch.smk)
+SCRATCH_FILES = ["scratch_train", "scratch_evals", "scratch_ppl", "scratch_lr", "scratch_budget"]
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
                  *PRETRAINED_FILES]
 GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", "mqar", "seq_parallel", "controls",
-             "quality", "ablation", *PRETRAINED_FILES]
+             "quality", "ablation", *PRETRAINED_FILES, *SCRATCH_FILES]
 SCALE_COLUMNS = ["shape", "n_params", "tokens", "tokens_extra", "steps", "seq_len", "window", "context_len",
                  "input_len", "output_len", "batch", "gpus", "threads", "method", "kernel", "dtype", "backend",
                  "device", "gpu_name"]

@@ -5,8 +5,8 @@
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}``, ``derived.csv``, ``prompt_lengths.{md,csv}``
 ``decode_load.{md,csv}`` and ``fp8_kv_real.{md,csv}`` into --out-tables and
-``fig{2,3,3_gpu,4,_mqar,_mqar_gpu,_decode_load}.{png,pdf}`` into --out-figures. Missing results folders/files are
-fine: their cells read "not run: ...".
+``fig{2,3,3_gpu,4,_mqar,_mqar_gpu,_decode_load,_scratch_position}.{png,pdf}`` into --out-figures. Missing results
+folders/files are fine: their cells read "not run: ...".
 Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
 render with a ValueError naming the file, column and row, and leaves the previous outputs as they were; the command
 line prints that message (no traceback) and exits with status 2.
@@ -32,6 +32,7 @@ from suite.report.documents import pairs_path, read_pairs
 from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
 from suite.report.measured import load_measured, profile_config, train_runs, with_run_conditions
 from suite.report.pretrained import fig_conversion_loss, table2_rows
+from suite.report.scratch import fig_scratch_position
 from suite.report.soundness import mqar_flags
 from suite.report.tables import (
     RECALL_TASKS,
@@ -244,6 +245,9 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                                   f"{gpu}/pretrained_loss.csv missing (the gpu profile's "
                                                   "conversion arms on a real pretrained LM)", _save,
                                                   m["gpu_pretrained_evals"])
+        written["figures"] += fig_scratch_position(m["gpu_scratch_ppl"], out_f,
+                                                   f"{gpu}/scratch_ppl.csv missing (the gpu profile's from-scratch "
+                                                   "study: the opt-in target scratch)", _save)
         written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                    f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"),
                                    m["gpu_seq_parallel"])

@@ -65,6 +65,21 @@ SCHEMAS |= {
                           **{f"{what}_{split}": NONNEG for what in ("docs", "bytes", "tokens")
                              for split in ("train", "val", "test")}},
 }
+# the from-scratch study (workflows/scratch.smk)
+SCHEMAS |= {
+    "scratch_corpus": SCHEMAS["pretrained_corpus"],
+    "scratch_lr": SCHEMAS["pretrained_lr"],
+    "scratch_train": {"arch": TEXT, "budget": TEXT, "seed": NUMBER, "steps": NONNEG, "tokens": NONNEG,
+                      "val_loss": NONNEG, "wall_s": NONNEG, "n_params": NONNEG},
+    "scratch_evals": {"arch": TEXT, "budget": TEXT, "seed": NUMBER, "step": NONNEG, "tokens": NONNEG,
+                      "val_loss": NONNEG},
+    "scratch_ppl": {"arch": TEXT, "budget": TEXT, "seed": NUMBER, "bucket": TEXT, "pos_min": NONNEG, "pos_max": NONNEG,
+                    "nll": NONNEG, "n_tokens": NONNEG, "n_docs": NONNEG},
+    "scratch_budget": {"arch": TEXT, "reference": TEXT, "ref_steps": NONNEG, "ref_step_s": NONNEG, "step_s": NONNEG,
+                       "steps": NONNEG, "warmup": NONNEG, "tokens": NONNEG, "target_s": NONNEG, "epochs": NONNEG},
+}
+SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("scratch_corpus", "scratch_lr", "scratch_train", "scratch_evals",
+                                                      "scratch_ppl", "scratch_budget")}
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
                                                       "pretrained_niah", "pretrained_loss", "pretrained_train",
                                                       "pretrained_evals", "pretrained_lr", "pretrained_corpus")}

@@ -1,0 +1,70 @@
+"""The from-scratch study's figure: held-out loss against position in the document, per architecture and budget.
+
+``fig_scratch_position`` draws ``scratch_ppl.csv`` (:mod:`suite.eval.ppl_buckets` rows of every long run, tagged with
+its arch and budget): one panel per budget (equal tokens, equal GPU time), the position buckets along x, a line per
+arch through the mean over seeds and a band from the lowest to the highest seed. Up to position w every arch can see
+the whole prefix; beyond it SWA-w sees only the window, Orthros's output stream everything (its base stream only the
+window), the Transformer everything. A pure function of the rows; ``save(fig, out_dir, name)`` writes PNG and PDF.
+"""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from suite.report.figures import ARCH_COLOR  # noqa: E402
+
+BUDGETS = {"tokens": "equal tokens", "time": "equal GPU time (the Orthros runs' GPU-seconds)"}
+NAME = "fig_scratch_position"
+
+
+def position_bands(ppl: pd.DataFrame) -> pd.DataFrame:
+    """Per (budget, arch, bucket): the mean NLL over seeds, its lowest and highest seed, the seed count and the
+    bucket's position range, buckets in position order."""
+    rows = ppl.assign(nll=pd.to_numeric(ppl["nll"], errors="coerce")).dropna(subset=["nll"])
+    out = (rows.groupby(["budget", "arch", "bucket", "pos_min", "pos_max"], sort=False)["nll"]
+           .agg(mean="mean", lo="min", hi="max", n_seeds="count").reset_index())
+    return out.sort_values(["budget", "arch", "pos_min"], kind="stable").reset_index(drop=True)
+
+
+def fig_scratch_position(ppl: pd.DataFrame | None, out_dir, missing: str, save, window: int | None = None,
+                         reference: str = "orthros") -> list:
+    """The figure (module docstring); every panel reads 'not run: <missing>' where there are no rows. ``window``:
+    w in the axis label where it is known. The equal-time panel shows the ``reference`` arch's equal-token runs,
+    whose GPU-seconds the others had."""
+    fig, axes = plt.subplots(1, len(BUDGETS), figsize=(12, 4.4), sharey=True)
+    if ppl is None or ppl.empty:
+        for ax in axes:
+            ax.text(0.5, 0.5, "not run: " + missing, ha="center", va="center", wrap=True, fontsize=9)
+            ax.set_axis_off()
+        fig.suptitle("From scratch: held-out loss by position (not run)", fontsize=10)
+        return save(fig, out_dir, NAME)
+    bands = position_bands(ppl)
+    for ax, (budget, title) in zip(axes, BUDGETS.items()):
+        rows = bands[bands["budget"] == budget]
+        if budget == "time" and not rows.empty and reference not in set(rows["arch"]):
+            rows = pd.concat([rows, bands[(bands["budget"] == "tokens") & (bands["arch"] == reference)]])
+        if rows.empty:
+            ax.text(0.5, 0.5, f"not run: no {title} rows", ha="center", va="center", fontsize=9)
+            ax.set_axis_off()
+            continue
+        labels = list(dict.fromkeys(rows["bucket"]))
+        for arch, g in rows.groupby("arch", sort=True):
+            x = [labels.index(b) for b in g["bucket"]]
+            color = ARCH_COLOR.get(arch, "black")
+            ax.plot(x, g["mean"], "o-", color=color, label=f"{arch} ({int(g['n_seeds'].max())} seeds)")
+            if g["n_seeds"].max() > 1:
+                ax.fill_between(x, g["lo"], g["hi"], color=color, alpha=0.2)
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlabel("position in the document (tokens)" + (f"; w = {window}" if window else ""))
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("held-out loss (nats/token): mean, band lowest-highest seed")
+    scale = ""
+    if "n_params" in ppl:
+        scale = f"; {int(pd.to_numeric(ppl['n_params'], errors='coerce').max()):,} parameters"
+    fig.suptitle(f"From scratch: held-out loss by position{scale} (paper: 1.3B, 100B tokens)", fontsize=9)
+    return save(fig, out_dir, NAME)
