@@ -177,7 +177,7 @@ def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
 # benchmarks, perplexity and NIAH per run, 5 collects); ci and slurm leave conversion.pretrained off. The
 # per-document pairs files add a collect each for quality, the ablation and the pretrained arms. The gpu profile's
 # learning-rate sweep of the trained arms adds 10 (4 rates x 2 arms, the pick, the held-out curves' collect).
-TOTAL_JOBS = {"default": 67, "ci": 49, "gpu": 119, "slurm": 60}
+TOTAL_JOBS = {"default": 67, "ci": 49, "gpu": 121, "slurm": 60}
 SIX_ARCHS = ["orthros", "transformer", "swa", "gdn", "gla", "retnet"]
 
 
