@@ -282,7 +282,7 @@ def _results_copy(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_render_cli_prints_a_schema_error_and_exits_2(tmp_path, capsys):
-    from suite.report import render
+    from suite import render
 
     res, gpu = _results_copy(tmp_path)
     pd.read_csv(res / "niah.csv").drop(columns="status").to_csv(res / "niah.csv", index=False)
@@ -542,7 +542,7 @@ def _bad_options(module: str, parser: argparse.ArgumentParser, tmp: Path) -> tup
 
 
 def test_the_walk_covers_every_module_cli():
-    assert len(MODULE_CLIS) >= 26 and "suite.report.render" in MODULE_CLIS and "suite.config" in MODULE_CLIS
+    assert len(MODULE_CLIS) >= 26 and "suite.render" in MODULE_CLIS and "suite.config" in MODULE_CLIS
     assert "benchmarks.prefill_gpu" in MODULE_CLIS and "benchmarks.merge_results" in MODULE_CLIS
     stale = {m for m, _ in FREE_TEXT | LOCAL_BAD} - set(MODULE_CLIS)
     assert not stale, stale
@@ -589,7 +589,7 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
          "argument --size: unknown size '1X'"),
         ("benchmarks.prefill_cpu", ["--archs", "orthros", "--checkpoint", f"transformer={ckpt}", "--lengths", "32",
                                      "--out", str(out / "p.csv")], "--checkpoint given for arch(s) not in --archs"),
-        ("suite.report.render", ["--results", "", "--out-tables", str(out / "t"), "--out-figures", str(out / "f")],
+        ("suite.render", ["--results", "", "--out-tables", str(out / "t"), "--out-figures", str(out / "f")],
          "argument --results: give a folder, got ''"),
         ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--vocab-size", "4", "--out", str(out / "m.csv")],
          "--vocab-size 4 is too small for 64 distinct keys"),
@@ -669,7 +669,7 @@ def test_render_refuses_a_damaged_input_before_writing_anything(name, damage, me
     """A header-only mqar.csv or ablation.csv crashed the figures after the tables were written; a control that
     neither passed nor failed was read as failed; a NaN accuracy in an ok NIAH row rendered as a blank. Each is
     refused, naming the file, and nothing is written."""
-    from suite.report import render
+    from suite import render
 
     res, gpu = _results_copy(tmp_path)
     frame = pd.read_csv(res / name, dtype=str, keep_default_na=False)

@@ -258,7 +258,7 @@ def test_one_controls_loader_refuses_a_passed_that_is_not_true_or_false(tmp_path
     """The audit and the render read controls.csv through one loader; `passed=maybe` names the file, row and value
     (it used to be read silently as a failure)."""
     from suite.report.measured import read_controls
-    from suite.report.render import render
+    from suite.render import render
 
     fixtures = Path(__file__).parent / "fixtures" / "results"
     res, gpu_dir = tmp_path / "default", tmp_path / "gpu"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from suite.report.audit import evaluate_measure
-from suite.report.render import render
+from suite.render import render
 
 FIX = Path(__file__).parent / "fixtures" / "results"
 
@@ -183,7 +183,7 @@ def test_every_latex_table_compiles(rendered_specials, tmp_path):
 def test_a_render_that_fails_half_way_leaves_the_previous_outputs(tmp_path, monkeypatch):
     """The tables are written, then a figure fails: the output folders keep what they held (nothing half-written,
     no staging folder left beside them)."""
-    import suite.report.render as render_module
+    import suite.render as render_module
 
     tables, figures = tmp_path / "tables", tmp_path / "figures"
     render(FIX / "default", FIX / "gpu", tables, figures)
@@ -434,7 +434,7 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
     the same size, and gated by the gpu profile's own controls."""
     import pandas as pd
 
-    from suite.report.render import _with_gpu, gpu_profile_rows
+    from suite.render import _with_gpu, gpu_profile_rows
     from suite.report.tables import quality_table
 
     def frame(values, device):

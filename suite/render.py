@@ -1,6 +1,6 @@
 """Render every paper table, figure and the claims audit from the reported CSVs plus whatever results exist.
 
-    python -m suite.report.render --results results/default --gpu-results results/gpu \
+    python -m suite.render --results results/default --gpu-results results/gpu \
         --out-tables paper_tables --out-figures figures
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}``, ``derived.csv``, ``prompt_lengths.{md,csv}``
