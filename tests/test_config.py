@@ -239,7 +239,7 @@ def test_gpu_profile_runs_the_zoology_grid():
 
 def test_mqar_helpers_on_both_forms():
     from suite.config import mqar_control_cell, mqar_control_size, mqar_sizes
-    from suite.eval.mqar_recipe import mqar_cli_args
+    from suite.experiments.mqar.recipe import mqar_cli_args
 
     grid = validate(_grid(tie_embeddings=True))["mqar"]
     assert mqar_sizes(grid) == ["d64", "d128"] and mqar_control_size(grid) == "d128"   # the larger d_model

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from suite.report.audit import evaluate_measure
 from suite.render import render
+from suite.report.audit import evaluate_measure
 
 FIX = Path(__file__).parent / "fixtures" / "results"
 

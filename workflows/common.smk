@@ -15,7 +15,7 @@ from snakemake.settings.types import DeploymentMethod
 from suite.config import (IDENTITY_LEN, ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size,
                           mqar_sizes, schema, scratch_warmup, workflow_profile)
 from suite.deps import module_files
-from suite.eval.mqar_recipe import mqar_cli_args
+from suite.experiments.mqar.recipe import mqar_cli_args
 from suite.workflow_helpers import (Untracked, budget_schedule, code_files, copy_results, csv_list, folder, lm_tasks,
                                     path_inputs, per_seed, runs, schema_section, train_launch)
 from suite.workflow_helpers import rule_config as _rule_config

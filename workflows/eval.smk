@@ -3,8 +3,8 @@
 # whether an experiment can say anything at all (suite.eval.controls).
 
 LM_EVAL_CODE = sources("suite.eval.harness") + code("suite/eval/tasks")
-NIAH_CODE = sources("suite.eval.niah")
-MQAR_CODE = sources("suite.eval.mqar")
+NIAH_CODE = sources("suite.experiments.niah.run")
+MQAR_CODE = sources("suite.experiments.mqar.run")
 COLLECT_CODE = sources("suite.collect")
 ABL_VARIANTS = ["orthros", "orthros_noso", "transformer"]
 ABL_SIZES = STUDY["ablation_sizes"]
@@ -155,12 +155,12 @@ rule niah:
         schedule=f"--schedule {NIAH['schedule']}" if "schedule" in NIAH else "",
         lm_weight=f"--lm-weight {NIAH['lm_weight']}" if NIAH.get("lm_weight") else "",
         value_digits=f"--value-digits {NIAH['value_digits']} " if "value_digits" in NIAH else "",
-        # the trained model, kept so that a rerun after a cut evaluation does not train again (suite.eval.niah_saved)
+        # the trained model, kept so that a rerun after a cut evaluation does not train again (suite.experiments.niah.saved)
         saved=lambda w: f"{WORK}/niah_models/{w.arch}/{NIAH['size']}/seed{SEED}",
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.eval.niah --arch {wildcards.arch} --size {params.niah[size]} --config {params.study} "
+        "python -m suite.experiments.niah.run --arch {wildcards.arch} --size {params.niah[size]} --config {params.study} "
         "--data-dir {params.data} --haystack {input.haystack} --format {params.niah[format]} {params.value_digits}"
         "--train-len {params.niah[train_len]} --steps {params.niah[steps]} --batch-size {params.niah[batch_size]} "
         "--lr {params.niah[lr]} --queries {params.queries} --replay {params.replay} {params.rope_theta} "
@@ -195,7 +195,7 @@ rule mqar:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.eval.mqar --arch {wildcards.arch} --size {wildcards.size} {params.recipe} "
+        "python -m suite.experiments.mqar.run --arch {wildcards.arch} --size {wildcards.size} {params.recipe} "
         "--seed {params.run[seed]} --device {params.run[device]} --dtype {params.run[dtype]} "
         "--profile {params.run[profile]} --out {output} > {log} 2>&1"
 

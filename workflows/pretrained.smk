@@ -333,7 +333,7 @@ rule pretrained_niah:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.eval.niah --checkpoint {params.model} --haystack {input.haystack} --format ruler "
+        "python -m suite.experiments.niah.run --checkpoint {params.model} --haystack {input.haystack} --format ruler "
         "--train-len {params.context} --lengths {params.lengths} --depths {params.depths} --trials {params.trials} "
         "--seed {wildcards.seed} --device {params.run[device]} --dtype {params.run[dtype]} "
         "--label-arch {wildcards.variant} --profile {params.run[profile]} --no-progress --out {output} > {log} 2>&1"

@@ -88,7 +88,7 @@ SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]
 SCHEMAS["gpu_ablation"] = SCHEMAS["ablation"]
 # number columns an ``ok`` row may leave empty: MQAR's far-answer accuracy where no answer of the cell lies beyond
-# the window's reach (suite.eval.mqar_eval)
+# the window's reach (suite.experiments.mqar.eval)
 MAY_BE_EMPTY: dict[str, set[str]] = {"mqar": {"accuracy_far"}, "gpu_mqar": {"accuracy_far"}}
 
 
