@@ -12,6 +12,9 @@ include: "workflows/common.smk"
 include: "workflows/data.smk"
 include: "workflows/train.smk"
 include: "workflows/eval.smk"
+# the experiments, one folder each (suite/experiments/README.md)
+include: "suite/experiments/mqar/rules.smk"
+include: "suite/experiments/niah/rules.smk"
 PRETRAINED_OUT = []  # Table 2 on a real pretrained LM, where the study config names one (conversion.pretrained)
 if STUDY["conversion"].get("pretrained"):
 
@@ -19,6 +22,7 @@ if STUDY["conversion"].get("pretrained"):
 if "scratch" in STUDY:  # from scratch at one size (the opt-in target scratch)
 
     include: "workflows/scratch.smk"
+include: "workflows/controls.smk"
 include: "workflows/bench.smk"
 include: "workflows/report.smk"
 

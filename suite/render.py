@@ -24,12 +24,14 @@ import pandas as pd
 
 from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
+from suite.experiments.mqar.figure import fig_mqar
+from suite.experiments.niah.figure import fig3
 from suite.provenance import write_csv, write_text
 from suite.report import decode_load, kv_precision
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
 from suite.report.documents import pairs_path, read_pairs
-from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
+from suite.report.figures import _save, fig2, fig4
 from suite.report.measured import load_measured, profile_config, train_runs, with_run_conditions
 from suite.report.pretrained import fig_conversion_loss, table2_rows
 from suite.report.scratch import fig_scratch_position

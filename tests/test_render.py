@@ -1,4 +1,5 @@
 """Renderers on small fixture CSVs: specific numbers in the outputs, and 'not run' cells for missing inputs."""
+import importlib
 import re
 import shutil
 import subprocess
@@ -13,6 +14,14 @@ from suite.render import render
 from suite.report.audit import evaluate_measure
 
 FIX = Path(__file__).parent / "fixtures" / "results"
+# the modules that draw the render's figures through the shared suite.report.figures._save
+FIGURE_MODULES = ("suite.report.figures", "suite.experiments.mqar.figure", "suite.experiments.niah.figure")
+
+
+def _capture_figures(monkeypatch, record) -> None:
+    """Every figure module's ``_save`` replaced by ``record(fig, out_dir, name)``, which writes nothing."""
+    for name in FIGURE_MODULES:
+        monkeypatch.setattr(importlib.import_module(name), "_save", record)
 
 
 @pytest.fixture(autouse=True)
@@ -351,7 +360,7 @@ def test_figure_titles_carry_scale_and_the_caption_carries_provenance(monkeypatc
     from suite.report import figures
 
     shown = []
-    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.append((name, fig)) or [])
+    _capture_figures(monkeypatch, lambda fig, out_dir, name: shown.append((name, fig)) or [])
     render(FIX / "default", FIX / "gpu", tmp_path / "tables", tmp_path / "figures")
     assert {"fig2", "fig3", "fig3_gpu", "fig_mqar", "fig_mqar_gpu", "fig4"} <= {name for name, _ in shown}
     for name, fig in shown:
@@ -367,14 +376,12 @@ def test_gpu_niah_figure_says_whether_the_gpu_controls_passed(monkeypatch, tmp_p
     profile's controls (which pass in the fixture)."""
     import shutil
 
-    from suite.report import figures
-
     gpu = tmp_path / "gpu"
     shutil.copytree(FIX / "gpu", gpu)
     shutil.copy(FIX / "default" / "niah.csv", gpu / "niah.csv")
     controls = pd.read_csv(FIX / "default" / "controls.csv")
     suptitles = {}
-    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: suptitles.setdefault(name, []).append(
+    _capture_figures(monkeypatch, lambda fig, out_dir, name: suptitles.setdefault(name, []).append(
         fig._suptitle.get_text() if fig._suptitle else "") or [])
     render(FIX / "default", gpu, tmp_path / "t0", tmp_path / "f0")  # no gpu controls.csv
     failed = controls.assign(passed=[not (e == "niah" and c == "positive") for e, c in
@@ -395,7 +402,6 @@ def test_mqar_grid_figure_and_table_rows_of_the_gpu_profile(monkeypatch, tmp_pat
     import shutil
 
     from suite.eval.controls import mqar_controls
-    from suite.report import figures
     from tests.test_controls import mqar_grid
 
     gpu = tmp_path / "gpu"
@@ -403,7 +409,7 @@ def test_mqar_grid_figure_and_table_rows_of_the_gpu_profile(monkeypatch, tmp_pat
     grid = mqar_grid()
     grid.to_csv(gpu / "mqar.csv", index=False)
     shown = {}
-    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.setdefault(name, []).append(fig) or [])
+    _capture_figures(monkeypatch, lambda fig, out_dir, name: shown.setdefault(name, []).append(fig) or [])
     for i, cell in enumerate([(128, 8), (256, 16)]):                  # controls pass at (128, 8), fail at (256, 16)
         pd.DataFrame(mqar_controls(grid, *cell, "d256")).to_csv(gpu / "controls.csv", index=False)
         render(FIX / "default", gpu, tmp_path / f"t{i}", tmp_path / f"f{i}")

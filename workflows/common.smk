@@ -8,14 +8,13 @@
 # depends on the include order of the others. The helper functions are in suite/workflow_helpers.py.
 import sys
 from functools import partial
+from pathlib import Path
 from shlex import quote
 
 from snakemake.settings.types import DeploymentMethod
 
-from suite.config import (IDENTITY_LEN, ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size,
-                          mqar_sizes, schema, scratch_warmup, workflow_profile)
+from suite.config import IDENTITY_LEN, ConfigError, load_config, schema, scratch_warmup, workflow_profile
 from suite.deps import module_files
-from suite.experiments.mqar.recipe import mqar_cli_args
 from suite.workflow_helpers import (Untracked, budget_schedule, code_files, copy_results, csv_list, folder, lm_tasks,
                                     path_inputs, per_seed, runs, schema_section, train_launch)
 from suite.workflow_helpers import rule_config as _rule_config
@@ -36,7 +35,7 @@ SEED = SEEDS[0]                          # single-run experiments (MQAR, NIAH, b
 THREADS = STUDY.get("threads", 1)
 # The commands call `python`: with --use-conda the one of the rule's environment (CONDA_ENV), else the interpreter
 # that runs Snakemake (a shell function; the environment of the job, like its thread counts, is not a param).
-CONDA_ENV = "envs/suite.yaml"            # relative to workflows/
+CONDA_ENV = str(Path(workflow.basedir, "workflows", "envs", "suite.yaml"))  # for the rules of every folder
 IN_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PYTHON = "" if IN_CONDA else f'python() {{{{ {quote(sys.executable)} "$@"; }}}}; '
 # One torch thread per job and as many jobs as cores: tiny models run far faster that way than with
