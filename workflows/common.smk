@@ -59,11 +59,11 @@ sources = partial(module_files, root=workflow.basedir)  # the repository files t
 code = partial(code_files, workflow.basedir)            # files a command reads that are not imported modules
 section = partial(schema_section, SCHEMA)
 
-# Study-config keys (dotted paths) each job reads, through `--config` or on its command line. Not listed: paths
-# (inputs and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `niah.archs`, `niah.size`,
-# `mqar.size`, `mqar.sizes`, `conversion.seeds` (they name the jobs and their files), `description`, `train.save_every`
-# (checkpoint frequency: a resumed run is bit-identical to an uninterrupted one) and `threads` of jobs whose result
-# does not measure time.
+# Study-config keys (dotted paths) each job reads, through `--config` or on its command line. Not listed: paths (inputs
+# and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `ablation_variants`, `niah.archs`,
+# `niah.size`, `mqar.size`, `mqar.sizes`, `conversion.seeds` (they name the jobs and their files), `description`,
+# `train.save_every` (checkpoint frequency: a resumed run is bit-identical to an uninterrupted one) and `threads` of
+# jobs whose result does not measure time.
 RUN_KEYS = (section("train", but=("save_every",)) + ["data.retrieval_fraction", "data.retrieval_max_keys", "device",
                                                       "dtype", "profile"])  # what every suite.train.run job reads
 LM_EVAL_KEYS = ["train.seq_len", "lm_eval.limit", "lm_eval.ppl_limit", "lm_eval.num_fewshot", "lm_eval.batch_size",

@@ -4,7 +4,7 @@
 
 LM_EVAL_CODE = sources("suite.eval.harness") + code("suite/eval/tasks")
 COLLECT_CODE = sources("suite.collect")
-ABL_VARIANTS = ["orthros", "orthros_noso", "transformer"]
+ABL_VARIANTS = STUDY["ablation_variants"]  # the SO ablation (Table 7, Fig. 2), in order
 ABL_SIZES = STUDY["ablation_sizes"]
 LM = STUDY["lm_eval"]
 TRAIN_LEN = STUDY["train"]["seq_len"]
