@@ -13,6 +13,8 @@ include: "workflows/data.smk"
 include: "workflows/train.smk"
 include: "workflows/eval.smk"
 # the experiments, one folder each (suite/experiments/README.md)
+include: "suite/experiments/quality/rules.smk"
+include: "suite/experiments/so_ablation/rules.smk"
 include: "suite/experiments/mqar/rules.smk"
 include: "suite/experiments/niah/rules.smk"
 PRETRAINED_OUT = []  # Table 2 on a real pretrained LM, where the study config names one (conversion.pretrained)

@@ -7,7 +7,6 @@ every measured cell carries its scale.
 CLI::
 
     python -m suite.collect quality --evals E1.csv ... --metrics M1.csv ... --out results/<p>/quality.csv
-    python -m suite.collect ablation --evals ... --metrics ... --out results/<p>/ablation.csv
     python -m suite.collect conversion --evals ... --metrics ... --variants base base_cpt conversion --out ...
     python -m suite.collect concat --inputs A.csv B.csv --out results/<p>/niah.csv
     python -m suite.collect pretrained --evals ... --variants base converted ... --metrics ... --base-record B.json \
@@ -72,13 +71,6 @@ def quality(evals: list[str], metrics: list[str]) -> pd.DataFrame:
     keep = ["arch", "size", *SCALE, "task", "metric", "value", "unit", "status",
             "commit", "profile", "device", "backend", "dtype", "seed", "wall_s"]
     return pd.concat([rows, train_rows[[c for c in keep if c in train_rows]]], ignore_index=True)
-
-
-def ablation(evals: list[str], metrics: list[str]) -> pd.DataFrame:
-    """SO ablation (Table 7 / Fig. 2 in miniature): held-out byte perplexity and the benchmark scores per arch
-    (orthros, orthros_noso, transformer) and size."""
-    rows = quality(evals, metrics)
-    return rows[((rows["task"] == "val_ppl") & (rows["metric"] == PPL_METRIC)) | rows["metric"].isin(BENCH_METRICS)]
 
 
 def conversion(evals: list[str], metrics: list[str], variants: list[str]) -> pd.DataFrame:
@@ -234,8 +226,8 @@ def _label(text: str) -> dict[str, str]:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("kind", choices=["quality", "ablation", "conversion", "concat", "pretrained", "curves",
-                                         "pairs", "labelled"])
+    parser.add_argument("kind", choices=["quality", "conversion", "concat", "pretrained", "curves", "pairs",
+                                         "labelled"])
     parser.add_argument("--evals", nargs="*", type=in_file, default=[])
     parser.add_argument("--metrics", nargs="*", type=in_file, default=[])
     parser.add_argument("--variants", nargs="*", default=[])
@@ -267,7 +259,7 @@ def main(argv=None):
         elif args.kind == "labelled":
             frame = labelled(args.inputs, args.labels)
         else:
-            frame = {"quality": quality, "ablation": ablation}[args.kind](args.evals, args.metrics)
+            frame = quality(args.evals, args.metrics)
     write_csv(frame, args.out)
     print(f"wrote {args.out} ({len(frame)} rows)")
 

@@ -15,7 +15,8 @@ from suite.report.audit import evaluate_measure
 
 FIX = Path(__file__).parent / "fixtures" / "results"
 # the modules that draw the render's figures through the shared suite.report.figures._save
-FIGURE_MODULES = ("suite.report.figures", "suite.experiments.mqar.figure", "suite.experiments.niah.figure")
+FIGURE_MODULES = ("suite.report.figures", "suite.experiments.mqar.figure", "suite.experiments.niah.figure",
+                  "suite.experiments.so_ablation.figure")
 
 
 def _capture_figures(monkeypatch, record) -> None:
@@ -440,8 +441,7 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
     the same size, and gated by the gpu profile's own controls."""
     import pandas as pd
 
-    from suite.render import _with_gpu, gpu_profile_rows
-    from suite.report.tables import quality_table
+    from suite.report.tables import gpu_profile_rows, lm_table
 
     def frame(values, device):
         return pd.DataFrame([dict(arch="orthros", size="1M", task="val_ppl", metric="byte_perplexity", value=v,
@@ -449,9 +449,9 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
                              for i, v in enumerate(values)])
 
     empty = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
-    cpu = quality_table(empty, frame([6.0, 8.0], "cpu"), key="arch", paper_cond="", missing="", invalid=None)
-    gpu = gpu_profile_rows(frame([4.0, 4.0, 4.0], "NVIDIA H200"), key="arch", invalid="invalid: lm control failed")
-    both = _with_gpu(cpu, gpu).set_index("scale")
+    both = lm_table(empty, frame([6.0, 8.0], "cpu"), frame([4.0, 4.0, 4.0], "NVIDIA H200"), paper_cond="",
+                    missing="", invalid=None, gpu_invalid="invalid: lm control failed", controls=None,
+                    gpu_controls=None).set_index("scale")
     assert both.loc["1M", "measured"] == 7.0 and both.loc["1M", "n_seeds"] == 2
     assert both.loc["1M (gpu profile)", "measured"] == 4.0 and both.loc["1M (gpu profile)", "n_seeds"] == 3
     assert both.loc["1M (gpu profile)", "status"].startswith("invalid: lm control failed")

@@ -1,11 +1,10 @@
-# Evaluation: held-out perplexity (and, at the main size, the commonsense and recall tasks) through lm-eval for
-# every trained model, NIAH and MQAR (each a dedicated training run per arch), and the controls that decide
-# whether an experiment can say anything at all (suite.eval.controls).
+# Evaluation that the experiments share: held-out perplexity (and, at the main size, the commonsense and recall tasks)
+# through lm-eval for every trained model (rule lm_eval; its rows are collected by the LM comparison and the SO
+# ablation, suite/experiments/{quality,so_ablation}/), the prompt lengths against the window, and the conversion
+# arms' held-out perplexity.
 
 LM_EVAL_CODE = sources("suite.eval.harness") + code("suite/eval/tasks")
 COLLECT_CODE = sources("suite.collect")
-ABL_VARIANTS = STUDY["ablation_variants"]  # the SO ablation (Table 7, Fig. 2), in order
-ABL_SIZES = STUDY["ablation_sizes"]
 LM = STUDY["lm_eval"]
 TRAIN_LEN = STUDY["train"]["seq_len"]
 QUALITY = f"{RES}/eval/quality/{{arch}}/{{size}}/seed{{seed}}.csv"
@@ -117,67 +116,6 @@ rule conversion_lm_eval:
     shell:
         "python -m suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {params.seeds} "
         "--tasks val_ppl {params.lm_args} --arch {wildcards.variant} --size {params.size} > {log} 2>&1"
-
-
-rule collect_quality:
-    input:
-        evals=runs(QUALITY, ARCHS, [MAIN], SEEDS),
-        metrics=runs(METRICS, ARCHS, [MAIN], SEEDS),
-        code=COLLECT_CODE,
-    output:
-        f"{RES}/quality.csv",
-    log:
-        f"{WORK}/logs/collect_quality.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.collect quality --evals {input.evals} --metrics {input.metrics} --out {output} "
-        "2>&1 | tee {log}"
-
-
-rule collect_quality_pairs:
-    """Every two archs' outcomes on the same benchmark documents (suite.collect pairs), for per-document tests."""
-    input:
-        docs=runs(QUALITY_DOCS, ARCHS, [MAIN], SEEDS),
-        code=COLLECT_CODE,
-    output:
-        f"{RES}/quality_pairs.csv",
-    log:
-        f"{WORK}/logs/collect_quality_pairs.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.collect pairs --inputs {input.docs} --key arch --out {output} 2>&1 | tee {log}"
-
-
-rule collect_ablation:
-    input:
-        evals=runs(QUALITY, ABL_VARIANTS, ABL_SIZES, SEEDS),
-        metrics=runs(METRICS, ABL_VARIANTS, ABL_SIZES, SEEDS),
-        code=COLLECT_CODE,
-    output:
-        f"{RES}/ablation.csv",
-    log:
-        f"{WORK}/logs/collect_ablation.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.collect ablation --evals {input.evals} --metrics {input.metrics} --out {output} "
-        "2>&1 | tee {log}"
-
-
-rule collect_ablation_pairs:
-    input:
-        docs=runs(QUALITY_DOCS, ABL_VARIANTS, ABL_SIZES, SEEDS),
-        code=COLLECT_CODE,
-    output:
-        f"{RES}/ablation_pairs.csv",
-    log:
-        f"{WORK}/logs/collect_ablation_pairs.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.collect pairs --inputs {input.docs} --key arch --out {output} 2>&1 | tee {log}"
 
 
 CONV_VARIANTS = ["base", "base_cpt", "conversion"]
