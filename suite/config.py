@@ -174,7 +174,8 @@ def _cross_checks(config: dict) -> list[str]:
 
 
 TRAINED_ARMS = ("base_cpt", "conversion")  # the conversion.pretrained arms that continue training
-# conversion.pretrained keys only a continued-training arm reads (workflows/pretrained.smk, rule pretrained_train)
+# conversion.pretrained keys only a continued-training arm reads (rule pretrained_train,
+# suite/experiments/conversion/pretrained.smk)
 TRAINING_KEYS = ("seq_len", "steps", "batch_size", "lr", "lr_sweep", "warmup", "min_lr_ratio", "weight_decay", "dtype",
                  "seeds", "order", "eval_points", "compile")
 IDENTITY_LEN = 2048  # conversion.pretrained.identity_len where the config gives none

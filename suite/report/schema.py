@@ -65,7 +65,7 @@ SCHEMAS |= {
                           **{f"{what}_{split}": NONNEG for what in ("docs", "bytes", "tokens")
                              for split in ("train", "val", "test")}},
 }
-# the from-scratch study (workflows/scratch.smk)
+# the from-scratch study (suite/experiments/from_scratch/rules.smk)
 SCHEMAS |= {
     "scratch_corpus": SCHEMAS["pretrained_corpus"],
     "scratch_lr": SCHEMAS["pretrained_lr"],
