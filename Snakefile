@@ -12,13 +12,20 @@ include: "workflows/common.smk"
 include: "workflows/data.smk"
 include: "workflows/train.smk"
 include: "workflows/eval.smk"
+# the experiments, one folder each (suite/experiments/README.md)
+include: "suite/experiments/quality/rules.smk"
+include: "suite/experiments/so_ablation/rules.smk"
+include: "suite/experiments/mqar/rules.smk"
+include: "suite/experiments/niah/rules.smk"
+include: "suite/experiments/conversion/rules.smk"
 PRETRAINED_OUT = []  # Table 2 on a real pretrained LM, where the study config names one (conversion.pretrained)
 if STUDY["conversion"].get("pretrained"):
 
-    include: "workflows/pretrained.smk"
+    include: "suite/experiments/conversion/pretrained.smk"
 if "scratch" in STUDY:  # from scratch at one size (the opt-in target scratch)
 
-    include: "workflows/scratch.smk"
+    include: "suite/experiments/from_scratch/rules.smk"
+include: "workflows/controls.smk"
 include: "workflows/bench.smk"
 include: "workflows/report.smk"
 

@@ -16,5 +16,6 @@ PAPER_WINDOW = 128
 WINDOWED_ARCHS = ORTHROS_ARCHS | {"swa"}
 
 # The architectures whose attention uses RoPE (Orthros's two streams, the Transformer, SWA): a RoPE setting such as
-# suite.eval.niah's --rope-theta applies to these only (GDN/GLA have no positional encoding; FLA's RetNet has its own).
+# suite.experiments.niah.run's --rope-theta applies to these only (GDN/GLA have no positional encoding; FLA's RetNet
+# has its own).
 ROPE_ARCHS = frozenset({"orthros", "orthros_noso", "transformer", "swa"})

@@ -108,7 +108,7 @@ def curriculum_problem(fracs, key: str = "curriculum", rest: str = "the final le
     """Why curriculum phases that take the shares ``fracs`` of the steps cannot run (None when they can): the shares
     must sum to below 1, the remaining steps training at the final length. The one rule of a NIAH curriculum, in the
     study config (``niah.curriculum``, :func:`validate`) and in the NIAH training
-    (:func:`suite.eval.niah_train.check_curriculum`), which name their own key and final length."""
+    (:func:`suite.experiments.niah.train.check_curriculum`), which name their own key and final length."""
     if sum(fracs) >= 1:
         return f"{key}: the phases' frac must sum to below 1 (the rest trains at {rest}; value {list(fracs)})"
     return None
@@ -174,7 +174,8 @@ def _cross_checks(config: dict) -> list[str]:
 
 
 TRAINED_ARMS = ("base_cpt", "conversion")  # the conversion.pretrained arms that continue training
-# conversion.pretrained keys only a continued-training arm reads (workflows/pretrained.smk, rule pretrained_train)
+# conversion.pretrained keys only a continued-training arm reads (rule pretrained_train,
+# suite/experiments/conversion/pretrained.smk)
 TRAINING_KEYS = ("seq_len", "steps", "batch_size", "lr", "lr_sweep", "warmup", "min_lr_ratio", "weight_decay", "dtype",
                  "seeds", "order", "eval_points", "compile")
 IDENTITY_LEN = 2048  # conversion.pretrained.identity_len where the config gives none
@@ -482,7 +483,8 @@ def workflow_profile(overrides: dict) -> str:
 
 
 def curriculum_arg(phases: list[dict]) -> str:
-    """A config's ``niah.curriculum`` as ``suite.eval.niah --curriculum``'s ``LEN:FRAC:ROWS[:QUERIES],...``."""
+    """A config's ``niah.curriculum`` as ``suite.experiments.niah.run --curriculum``'s
+    ``LEN:FRAC:ROWS[:QUERIES],...``."""
     return ",".join(":".join(str(p[k]) for k in ("len", "frac", "rows", "queries") if k in p) for p in phases)
 
 

@@ -1,7 +1,7 @@
 """The repository files a module runs: its static import closure within this repository.
 
-The DAG lists ``sources("suite.eval.niah")`` as a rule's code inputs, so an edit reruns exactly the jobs whose
-commands run the edited file, and training records a digest of the same files in its run_config.json, so a run
+The DAG lists ``sources("suite.experiments.niah.run")`` as a rule's code inputs, so an edit reruns exactly the jobs
+whose commands run the edited file, and training records a digest of the same files in its run_config.json, so a run
 that Snakemake reruns after a code edit starts afresh instead of resuming a checkpoint of other code.
 
 ``module_files`` follows every ``import`` and ``from ... import`` of a repository module at any depth of a file
@@ -11,7 +11,7 @@ architectures), and the ``__init__.py`` of every package on the way. It does not
 ``suite.config`` only loads and validates the study config (the values a job reads are its ``params``, see
 workflows/common.smk, so a change in how a value is read shows there), and this module is the DAG's own machinery.
 
-CLI: ``python -m suite.deps suite.eval.niah`` prints the files, one a line.
+CLI: ``python -m suite.deps suite.experiments.niah.run`` prints the files, one a line.
 """
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m suite.deps", description="Print the repository files that "
                                      "running the modules imports, one a line.")
-    parser.add_argument("modules", nargs="+", metavar="MODULE", help="e.g. suite.eval.niah")
+    parser.add_argument("modules", nargs="+", metavar="MODULE", help="e.g. suite.experiments.niah.run")
     args = parser.parse_args(argv)
     with usage_errors(parser):  # not a module of the repository
         print("\n".join(module_files(*args.modules)))

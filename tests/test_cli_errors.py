@@ -45,7 +45,8 @@ def test_usage_errors_turns_the_named_exceptions_into_exit_status_2(capsys):
 
 
 def test_unknown_size_lists_the_known_ones(data_dir, tmp_path, capsys):
-    from suite.eval import mqar, niah
+    from suite.experiments.mqar import run as mqar
+    from suite.experiments.niah import run as niah
     from suite.train import run
 
     for main, argv in [(run.main, ["--arch", "orthros", "--size", "7Q", "--data-dir", str(data_dir),
@@ -61,7 +62,8 @@ def test_unknown_size_lists_the_known_ones(data_dir, tmp_path, capsys):
 
 def test_unknown_arch_lists_the_known_ones(data_dir, tmp_path, capsys):
     from benchmarks import prefill_cpu
-    from suite.eval import mqar, niah
+    from suite.experiments.mqar import run as mqar
+    from suite.experiments.niah import run as niah
     from suite.train import run
 
     for main, argv in [(run.main, ["--arch", "orthos", "--size", "1M", "--data-dir", str(data_dir),
@@ -79,7 +81,8 @@ def test_unknown_arch_lists_the_known_ones(data_dir, tmp_path, capsys):
 
 
 def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys):
-    from suite.eval import mqar, niah
+    from suite.experiments.mqar import run as mqar
+    from suite.experiments.niah import run as niah
     from suite.train import run
 
     train = ["--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir), "--out-dir", str(tmp_path / "o")]
@@ -109,7 +112,9 @@ def test_counts_below_one_are_refused_before_any_work(data_dir, tmp_path, capsys
 
 def test_unwritable_output_path_is_refused_before_any_work(data_dir, tmp_path, capsys):
     from benchmarks import prefill_cpu
-    from suite.eval import harness, mqar, niah
+    from suite.eval import harness
+    from suite.experiments.mqar import run as mqar
+    from suite.experiments.niah import run as niah
     from suite.train import run
 
     a_file = tmp_path / "a_file"
@@ -140,7 +145,7 @@ def test_a_length_that_cannot_fit_in_memory_is_refused_before_allocating(data_di
     option, the memory it needs at least and what the host has, before any model is built; nothing is written (no
     run_config.json, no CSV)."""
     from benchmarks import prefill_cpu
-    from suite.eval import niah
+    from suite.experiments.niah import run as niah
     from suite.train import run
 
     tokens = len(__import__("numpy").load(data_dir / "tokens" / "val.npy"))
@@ -183,13 +188,15 @@ def _parser_of(main, monkeypatch) -> argparse.ArgumentParser:
 
 
 def test_shell_scripts_call_the_clis_with_options_they_accept(monkeypatch):
-    """Every call of suite.eval.niah / suite.eval.mqar / suite.train.run in the repository's shell scripts names
-    options that CLI has, never two of one mutually exclusive group (niah's --arch and --checkpoint)."""
-    from suite.eval import mqar, niah
+    """Every call of suite.experiments.niah.run / suite.experiments.mqar.run / suite.train.run in the repository's shell
+    scripts names options that CLI has, never two of one mutually exclusive group (niah's --arch and --checkpoint)."""
+    from suite.experiments.mqar import run as mqar
+    from suite.experiments.niah import run as niah
     from suite.train import run
 
     parsers = {name: _parser_of(main, monkeypatch) for name, main in
-               (("suite.eval.niah", niah.main), ("suite.eval.mqar", mqar.main), ("suite.train.run", run.main))}
+               (("suite.experiments.niah.run", niah.main), ("suite.experiments.mqar.run", mqar.main),
+                ("suite.train.run", run.main))}
     scripts = subprocess.run(["git", "ls-files", "*.sh"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
     calls = 0
@@ -224,7 +231,8 @@ def test_checkpoint_folder_names_a_missing_path(tmp_path):
 
 
 def test_missing_checkpoint_is_named_by_the_eval_clis(tmp_path, capsys):
-    from suite.eval import harness, lm_eval_cli, niah
+    from suite.eval import harness, lm_eval_cli
+    from suite.experiments.niah import run as niah
 
     missing = tmp_path / "work_dirs" / "ci" / "train" / "none" / "checkpoint"
     hay = tmp_path / "hay.txt"
@@ -247,7 +255,7 @@ def test_missing_checkpoint_is_named_by_the_eval_clis(tmp_path, capsys):
 
 
 def test_missing_data_dir_names_the_folder_and_the_rule_that_makes_it(data_dir, tmp_path, capsys):
-    from suite.eval import niah
+    from suite.experiments.niah import run as niah
     from suite.train import run
 
     missing = tmp_path / "no_data"
@@ -282,7 +290,7 @@ def _results_copy(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_render_cli_prints_a_schema_error_and_exits_2(tmp_path, capsys):
-    from suite.report import render
+    from suite import render
 
     res, gpu = _results_copy(tmp_path)
     pd.read_csv(res / "niah.csv").drop(columns="status").to_csv(res / "niah.csv", index=False)
@@ -340,7 +348,7 @@ def test_no_progress_silences_the_checkpoint_loading_bar(tmp_path):
     ckpt = make_tiny_checkpoint(tmp_path / "ckpt", max_position_embeddings=256)
     hay = tmp_path / "hay.txt"
     hay.write_text("\n\n".join(stdlib_text(10)), encoding="utf-8")
-    base = [sys.executable, "-m", "suite.eval.niah", "--checkpoint", str(ckpt), "--haystack", str(hay),
+    base = [sys.executable, "-m", "suite.experiments.niah.run", "--checkpoint", str(ckpt), "--haystack", str(hay),
             "--lengths", "128", "--depths", "0.5", "--trials", "1"]
     stderr = {}
     for flag in ("", "--no-progress"):
@@ -367,7 +375,9 @@ def test_bad_input_found_by_a_new_user_is_a_usage_error(data_dir, tmp_path, caps
     the option, file, key or value named, and nothing written."""
     from benchmarks import prefill_cpu
     from suite.data import corpus, tokenizer
-    from suite.eval import harness, mqar, niah
+    from suite.eval import harness
+    from suite.experiments.mqar import run as mqar
+    from suite.experiments.niah import run as niah
     from suite.train import run
     from tests.tiny import make_tiny_checkpoint
 
@@ -441,7 +451,8 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("benchmarks.prefill_cpu", "--profile"): "a label (provenance column)",
     ("benchmarks.fp8_kv_real", "--profile"): "a label (provenance column)",
     ("benchmarks.seq_parallel_gpu", "--profile"): "a label (provenance column)",
-    ("suite.collect", "--variants"): "labels, one per --evals: main checks the counts (BAD_IN_MAIN)",
+    ("suite.experiments.conversion.collect", "--variants"): "labels, one per --evals: main checks the counts "
+                                                            "(BAD_IN_MAIN)",
     ("suite.data.corpus", "--files"): "globs: build_corpus names one that matches nothing",
     ("suite.data.corpus", "--hf-path"): "a Hugging Face dataset, named when it cannot be reached",
     ("suite.data.corpus", "--hf-name"): "a Hugging Face dataset config, named when it cannot be reached",
@@ -452,11 +463,11 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("suite.eval.harness", "--profile"): "a label (provenance column)",
     ("suite.eval.harness", "--arch"): "a label of the rows (a conversion variant too)",
     ("suite.eval.harness", "--size"): "a label of the rows",
-    ("suite.eval.mqar", "--profile"): "a label (provenance column)",
-    ("suite.eval.niah", "--checkpoint"): "checkpoint_folder in main (BAD_IN_MAIN)",
-    ("suite.eval.niah", "--data-dir"): "check_data_dir in main, naming the rule that makes it (BAD_IN_MAIN)",
-    ("suite.eval.niah", "--profile"): "a label (provenance column)",
-    ("suite.eval.niah", "--label-arch"): "a label of the rows",
+    ("suite.experiments.mqar.run", "--profile"): "a label (provenance column)",
+    ("suite.experiments.niah.run", "--checkpoint"): "checkpoint_folder in main (BAD_IN_MAIN)",
+    ("suite.experiments.niah.run", "--data-dir"): "check_data_dir in main, naming the rule that makes it (BAD_IN_MAIN)",
+    ("suite.experiments.niah.run", "--profile"): "a label (provenance column)",
+    ("suite.experiments.niah.run", "--label-arch"): "a label of the rows",
     ("suite.train.run", "--data-dir"): "check_data_dir in main, naming the rule that makes it (BAD_IN_MAIN)",
     ("suite.train.run", "--arch"): "arch_name in main: with --model only a label (BAD_IN_MAIN)",
     ("suite.train.run", "--model"): "checkpoint_folder per seed in main ('{seed}' patterns; BAD_IN_MAIN)",
@@ -495,10 +506,10 @@ LOCAL_BAD = {  # (module, option) -> a bad value of a CLI's own argparse type
     ("suite.eval.prompt_lengths", "--num-fewshot"): "-1",
     ("suite.eval.prompt_lengths", "--tokenizer"): "base",
     ("suite.eval.controls", "--mqar-cell"): "64",
-    ("suite.eval.mqar", "--seq-len"): "64,63",
-    ("suite.eval.mqar", "--train-kv"): "4,x",
-    ("suite.eval.niah", "--curriculum"): "48:0.3",
-    ("suite.eval.niah", "--depths"): "0,1.5",
+    ("suite.experiments.mqar.run", "--seq-len"): "64,63",
+    ("suite.experiments.mqar.run", "--train-kv"): "4,x",
+    ("suite.experiments.niah.run", "--curriculum"): "48:0.3",
+    ("suite.experiments.niah.run", "--depths"): "0,1.5",
     ("suite.train.run", "--seed"): "-1",
 }
 
@@ -542,7 +553,7 @@ def _bad_options(module: str, parser: argparse.ArgumentParser, tmp: Path) -> tup
 
 
 def test_the_walk_covers_every_module_cli():
-    assert len(MODULE_CLIS) >= 26 and "suite.report.render" in MODULE_CLIS and "suite.config" in MODULE_CLIS
+    assert len(MODULE_CLIS) >= 26 and "suite.render" in MODULE_CLIS and "suite.config" in MODULE_CLIS
     assert "benchmarks.prefill_gpu" in MODULE_CLIS and "benchmarks.merge_results" in MODULE_CLIS
     stale = {m for m, _ in FREE_TEXT | LOCAL_BAD} - set(MODULE_CLIS)
     assert not stale, stale
@@ -589,16 +600,17 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
          "argument --size: unknown size '1X'"),
         ("benchmarks.prefill_cpu", ["--archs", "orthros", "--checkpoint", f"transformer={ckpt}", "--lengths", "32",
                                      "--out", str(out / "p.csv")], "--checkpoint given for arch(s) not in --archs"),
-        ("suite.report.render", ["--results", "", "--out-tables", str(out / "t"), "--out-figures", str(out / "f")],
+        ("suite.render", ["--results", "", "--out-tables", str(out / "t"), "--out-figures", str(out / "f")],
          "argument --results: give a folder, got ''"),
-        ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--vocab-size", "4", "--out", str(out / "m.csv")],
+        ("suite.experiments.mqar.run", ["--arch", "transformer", "--size", "1M", "--vocab-size", "4", "--out",
+                                        str(out / "m.csv")],
          "--vocab-size 4 is too small for 64 distinct keys"),
-        ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--seq-len", "64,63", "--out",
+        ("suite.experiments.mqar.run", ["--arch", "transformer", "--size", "1M", "--seq-len", "64,63", "--out",
                              str(out / "m.csv")], "argument --seq-len: lengths must be even"),
         ("suite.train.run", ["--config", "defualt", "--arch", "orthros", "--size", "1M", *train],
          "argument --config: no study config"),
-        ("suite.eval.niah", ["--config", "defualt", "--arch", "orthros", "--size", "1M", "--data-dir", str(data_dir),
-                             *hay], "argument --config: no study config"),
+        ("suite.experiments.niah.run", ["--config", "defualt", "--arch", "orthros", "--size", "1M", "--data-dir",
+                                        str(data_dir), *hay], "argument --config: no study config"),
         ("suite.train.run", ["--arch", "orthros", "--size", "1M", "--override", "window_sise=16", *train],
          "window_sise=16 is not a field of OrthrosConfig"),
         ("suite.train.run", ["--arch", "orthos", "--size", "1M", *train], "unknown architecture 'orthos'"),
@@ -616,11 +628,14 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
          "task val_ppl needs --ppl-data"),
         ("suite.eval.harness", ["--checkpoint", str(ckpt), "--tasks", "val_pl", "--out", str(out / "q.csv")],
          "unknown task 'val_pl'"),
-        ("suite.eval.niah", ["--checkpoint", str(missing), *hay], f"checkpoint not found: {missing}"),
-        ("suite.eval.niah", ["--arch", "orthros", "--size", "1M", "--data-dir", str(missing), *hay],
+        ("suite.experiments.niah.run", ["--checkpoint", str(missing), *hay], f"checkpoint not found: {missing}"),
+        ("suite.experiments.niah.run", ["--arch", "orthros", "--size", "1M", "--data-dir", str(missing), *hay],
          f"data folder {missing} not found"),
-        ("suite.collect", ["conversion", "--evals", str(a_file), "--metrics", str(a_file), str(a_file),
-                           "--variants", "base", "--out", str(out / "c.csv")], "need one eval CSV and one metrics CSV"),
+        ("suite.experiments.conversion.collect", ["conversion", "--evals", str(a_file), "--metrics", str(a_file),
+                                                  str(a_file), "--variants", "base", "--out", str(out / "c.csv")],
+         "need one eval CSV and one metrics CSV"),
+        ("suite.experiments.conversion.collect", ["pretrained", "--evals", str(a_file), "--variants", "base",
+                                                  "--out", str(out / "p.csv")], "pretrained needs --base-record"),
         ("suite.eval.controls", ["--mqar", str(a_file), "--out", str(out / "c.csv")], "--mqar needs --mqar-cell"),
         ("benchmarks.merge_results", ["--into", str(out), str(a_file)], "is neither a folder nor a .tar.gz archive"),
         ("benchmarks.prefill_1m", ["--device", "cpu", "--chunk", "100", "--fp8-block", "64", "--out-dir", str(out)],
@@ -634,7 +649,7 @@ def test_bad_input_checked_in_main_is_a_usage_error(data_dir, tmp_path, capsys):
         cuda_config.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / "profiles" / "ci.yaml").read_text()),
                                                "device": "cuda"}))
         cases += [
-            ("suite.eval.mqar", ["--arch", "transformer", "--size", "1M", "--device", "cuda", "--out",
+            ("suite.experiments.mqar.run", ["--arch", "transformer", "--size", "1M", "--device", "cuda", "--out",
                                  str(out / "m.csv")], "argument --device: 'cuda': no CUDA device on this machine"),
             ("suite.train.run", ["--config", str(cuda_config), "--arch", "orthros", *train],
              "device (--device or the config's): 'cuda': no CUDA device on this machine"),
@@ -669,7 +684,7 @@ def test_render_refuses_a_damaged_input_before_writing_anything(name, damage, me
     """A header-only mqar.csv or ablation.csv crashed the figures after the tables were written; a control that
     neither passed nor failed was read as failed; a NaN accuracy in an ok NIAH row rendered as a blank. Each is
     refused, naming the file, and nothing is written."""
-    from suite.report import render
+    from suite import render
 
     res, gpu = _results_copy(tmp_path)
     frame = pd.read_csv(res / name, dtype=str, keep_default_na=False)

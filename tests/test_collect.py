@@ -21,7 +21,7 @@ def test_not_run_rows_cover_every_cell_and_carry_the_shared_provenance(tmp_path)
 def test_a_continued_runs_tokens_count_the_base_runs_too(tmp_path):
     """base_cpt and conversion continue the base run: Table 2 read '51.2K tokens, 51.2K tokens extra' for a model
     that had seen 143K + 51.2K (a new user's report)."""
-    from suite.collect import conversion
+    from suite.experiments.conversion.collect import conversion
 
     evals, metrics = [], []
     for variant, tokens in [("base", 143360), ("base_cpt", 51200), ("conversion", 51200)]:

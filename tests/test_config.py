@@ -76,6 +76,10 @@ def test_task_names_are_checked_with_the_config():
     (("archs",), ["orthros", "mamba"], r"archs\.1: .*\(value 'mamba'\)"),
     (("data", "tokenizer"), "wordpiece", r"data\.tokenizer: .*\(value 'wordpiece'\)"),
     (("niah", "depths"), [0.5, 1.5], r"niah\.depths\.1: .*\(value 1\.5\)"),
+    # the SO ablation's variants: registry archs of a study, or orthros_noso; never twice
+    (("ablation_variants",), ["orthros", "orthros_nosso"], r"ablation_variants\.1: .*\(value 'orthros_nosso'\)"),
+    (("ablation_variants",), ["orthros", "orthros"], r"ablation_variants: .*non-unique elements"),
+    (("ablation_variants",), [], r"ablation_variants: \[\] should be non-empty"),
 ])
 def test_bad_value_is_named(path, value, pattern):
     cfg = _base()
@@ -239,7 +243,7 @@ def test_gpu_profile_runs_the_zoology_grid():
 
 def test_mqar_helpers_on_both_forms():
     from suite.config import mqar_control_cell, mqar_control_size, mqar_sizes
-    from suite.eval.mqar_recipe import mqar_cli_args
+    from suite.experiments.mqar.recipe import mqar_cli_args
 
     grid = validate(_grid(tie_embeddings=True))["mqar"]
     assert mqar_sizes(grid) == ["d64", "d128"] and mqar_control_size(grid) == "d128"   # the larger d_model
@@ -372,6 +376,7 @@ def test_pretrained_recipe_keys_need_an_arm_that_trains():
 @pytest.mark.parametrize("edit, pattern", [
     (lambda c: c["conversion"]["pretrained"].pop("ppl"), r"conversion\.pretrained: 'ppl' is a required property"),
     (lambda c: c["conversion"].pop("size"), r"conversion: 'size' is a required property"),
+    (lambda c: c.pop("ablation_variants"), r"<top level>: 'ablation_variants' is a required property"),
     (lambda c: c["conversion"]["pretrained"]["eval"].update(tasks=["val_ppl", "commonsense"]),
      r"conversion\.pretrained\.eval\.tasks: val_ppl is not scored on the pretrained arms"),
 ])

@@ -220,7 +220,8 @@ GRID_PARAMS = {"d64": 166208, "d256": 2_013_440}
 
 
 def mqar_grid(acc=GRID_ACC):
-    """Rows of a two-size MQAR grid (V=1024, window 16) as suite.eval.mqar writes them, plus a GDN 'not run'."""
+    """Rows of a two-size MQAR grid (V=1024, window 16) as suite.experiments.mqar.run writes them, plus a GDN 'not
+    run'."""
     rows = [{"arch": arch, "size": size, "n_params": GRID_PARAMS[size], "seq_len": t, "num_kv_pairs": kv,
              "accuracy": a, "accuracy_far": far, "chance": 2 / 1024, "far_distance": 30, "window": 16,
              "train_kv": {128: "8", 256: "16+32+64"}[t], "train_mix": "128:8 256:16+32+64", "num_test": 500,
@@ -257,8 +258,8 @@ def test_controls_cli_on_a_grid(tmp_path):
 def test_one_controls_loader_refuses_a_passed_that_is_not_true_or_false(tmp_path, gpu):
     """The audit and the render read controls.csv through one loader; `passed=maybe` names the file, row and value
     (it used to be read silently as a failure)."""
+    from suite.render import render
     from suite.report.measured import read_controls
-    from suite.report.render import render
 
     fixtures = Path(__file__).parent / "fixtures" / "results"
     res, gpu_dir = tmp_path / "default", tmp_path / "gpu"

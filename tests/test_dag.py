@@ -243,7 +243,7 @@ def test_gpu_profile_runs_one_mqar_job_per_arch_and_size():
         assert job.output == [f"results/gpu/eval/mqar/{arch}/{size}/seed42.csv"]
         assert job.resources.get("gpu") == "1"
         (_, argv), = suite_commands(job.shell)
-        args = parse_only("suite.eval.mqar", argv)
+        args = parse_only("suite.experiments.mqar.run", argv)
         assert (args.arch, args.size, args.seq_len) == (arch, size, [128, 256, 512, 1024])
         assert args.train_kv == [[8], [16, 32, 64], [16, 32, 64, 128], [16, 32, 64, 128, 256]]
         assert args.kv_pairs == [8, 16, 32, 64, 128, 256] and args.tie_embeddings and args.vocab_size == 1024
@@ -264,7 +264,7 @@ def test_default_profile_keeps_its_one_mqar_cell():
     assert sorted(j.wildcards["arch"] for j in mqar) == sorted(SIX_ARCHS)
     for job in mqar:
         (_, argv), = suite_commands(job.shell)
-        args = parse_only("suite.eval.mqar", argv)
+        args = parse_only("suite.experiments.mqar.run", argv)
         assert (args.size, args.seq_len, args.train_kv, args.kv_pairs) == ("1M", [64], [4], [2, 4, 8, 16])
         assert (args.steps, args.batch_size, args.lr, args.weight_decay, args.vocab_size, args.window) == \
             (500, 64, 1e-3, 0.0, 256, 8) and not args.tie_embeddings

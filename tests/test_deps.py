@@ -5,16 +5,16 @@ from suite.deps import module_files, source_digest
 
 
 def test_lazy_and_dynamic_imports_are_followed():
-    niah = set(module_files("suite.eval.niah"))
+    niah = set(module_files("suite.experiments.niah.run"))
     # imported inside functions: the checkpoint loader, window_overrides, the registry, which imports baselines
-    assert {"suite/eval/niah.py", "suite/data/needles.py", "suite/data/retrieval.py", "suite/train/checkpoint.py",
-            "suite/train/model.py", "suite/data/tokenizer.py", "suite/provenance.py", "models/registry.py",
-            "models/orthros.py", "baselines/__init__.py", "baselines/linear.py", "suite/__init__.py",
-            "suite/eval/__init__.py"} <= niah
+    assert {"suite/experiments/niah/run.py", "suite/data/needles.py", "suite/data/retrieval.py",
+            "suite/train/checkpoint.py", "suite/train/model.py", "suite/data/tokenizer.py", "suite/provenance.py",
+            "models/registry.py", "models/orthros.py", "baselines/__init__.py", "baselines/linear.py",
+            "suite/__init__.py", "suite/experiments/__init__.py", "suite/experiments/niah/__init__.py"} <= niah
     # the modules the CLIs' jobs are split into, and the optimizer module every training loop shares
-    assert {"suite/eval/niah_train.py", "suite/eval/niah_eval.py", "suite/train/optim.py"} <= niah
-    mqar = set(module_files("suite.eval.mqar"))
-    assert {f"suite/eval/mqar_{job}.py" for job in ("data", "eval", "train", "grid")} <= mqar
+    assert {"suite/experiments/niah/train.py", "suite/experiments/niah/eval.py", "suite/train/optim.py"} <= niah
+    mqar = set(module_files("suite.experiments.mqar.run"))
+    assert {f"suite/experiments/mqar/{job}.py" for job in ("data", "eval", "train", "grid")} <= mqar
     assert "suite/train/optim.py" in mqar and "suite/train/optim.py" in module_files("suite.train.run")
     # the registry's table names the baselines as "module:attribute"; the package's relative imports
     harness = set(module_files("suite.eval.harness"))

@@ -214,7 +214,7 @@ def test_the_audit_compares_benchmark_evidence_per_document(tmp_path):
 
 
 def test_table2_compares_the_arms_per_task_and_per_document(tmp_path):
-    from suite.report.pretrained import table2_rows
+    from suite.experiments.conversion.table import table2_rows
 
     frame, pairs = _arms(tmp_path, key="variant", seeds=(42, 43, 44))
     frame["variant"] = frame["variant"].map({"orthros": "conversion", "transformer": "base_cpt"})

@@ -1,5 +1,5 @@
-"""MQAR generator, accuracy, train-then-evaluate loop and grid (suite.eval.mqar_data, mqar_eval, mqar_train,
-mqar_grid) and its command line (suite.eval.mqar)."""
+"""MQAR generator, accuracy, train-then-evaluate loop and grid (suite.experiments.mqar.data, mqar_eval, mqar_train,
+mqar_grid) and its command line (suite.experiments.mqar.run)."""
 from functools import partial
 
 import numpy as np
@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from models.registry import build
-from suite.eval.mqar_data import mqar_data, query_distances
-from suite.eval.mqar_eval import mqar_accuracy
-from suite.eval.mqar_grid import MQAR_COLUMNS, run_grid
-from suite.eval.mqar_train import llama_factory
+from suite.experiments.mqar.data import mqar_data, query_distances
+from suite.experiments.mqar.eval import mqar_accuracy
+from suite.experiments.mqar.grid import MQAR_COLUMNS, run_grid
+from suite.experiments.mqar.train import llama_factory
 from suite.provenance import PROVENANCE_COLUMNS
 
 
@@ -124,7 +124,7 @@ def test_training_learns_recall_and_rows():
 
 def test_a_nan_gradient_stops_mqar_training_naming_the_step():
     """MQAR does not clip (Zoology's recipe), but its gradient norm is checked each step all the same."""
-    from suite.eval.mqar_train import train_and_eval
+    from suite.experiments.mqar.train import train_and_eval
     from suite.train.loop import TrainingDivergedError
     from tests.tiny import nan_gradient_on_call
 
@@ -151,7 +151,7 @@ def test_one_model_per_seq_len_evaluated_at_every_pair_count():
 
 
 def test_kv_groups_parse_one_list_or_one_group_per_seq_len():
-    from suite.eval.mqar import kv_groups
+    from suite.experiments.mqar.run import kv_groups
 
     assert kv_groups("4,8") == [4, 8]
     assert kv_groups("16,32/32,64") == [[16, 32], [32, 64]]
@@ -159,7 +159,7 @@ def test_kv_groups_parse_one_list_or_one_group_per_seq_len():
 
 
 def test_train_kv_per_seq_len_broadcasts_or_aligns():
-    from suite.eval.mqar_grid import mixture_text, train_kv_per_seq_len
+    from suite.experiments.mqar.grid import mixture_text, train_kv_per_seq_len
 
     flat = train_kv_per_seq_len([16, 64], [2, 8])
     assert flat == {16: [2], 64: [2, 8]}                   # 8 pairs need 32 tokens: only at 64
@@ -173,7 +173,7 @@ def test_train_kv_per_seq_len_broadcasts_or_aligns():
 
 def test_one_model_trained_on_the_mixture_in_turn_and_evaluated_at_every_cell(monkeypatch):
     """Zoology's recipe: step s trains on cell s mod (number of cells), one model for the whole grid."""
-    from suite.eval import mqar_train
+    from suite.experiments.mqar import train as mqar_train
 
     drawn = []
     real = mqar_train.mqar_data
@@ -208,7 +208,7 @@ def test_one_seq_len_mixture_is_the_old_single_length_training():
 
 
 def test_cli_refuses_train_kv_groups_that_do_not_match_seq_lens(capsys):
-    from suite.eval.mqar import main
+    from suite.experiments.mqar.run import main
 
     with pytest.raises(SystemExit):
         main(["--arch", "transformer", "--size", "1M", "--seq-len", "64,128", "--train-kv", "4/8/16",
@@ -220,7 +220,7 @@ def test_curriculum_and_constant_tokens_schedule(monkeypatch):
     """first_cell_frac: the first round(frac * steps) steps on mixture[0] alone, then the mixture in turn;
     constant_tokens: batch_size * T_min // T rows at T; num_train counts the rows actually drawn, tokens their
     tokens."""
-    from suite.eval import mqar_train
+    from suite.experiments.mqar import train as mqar_train
 
     drawn = []
     real = mqar_train.mqar_data
@@ -245,8 +245,8 @@ def test_curriculum_and_constant_tokens_schedule(monkeypatch):
 @pytest.mark.parametrize("frac, message", [(1.0, "--first-cell-frac 1.0 must be in [0, 1)"),
                                            (-0.1, "argument --first-cell-frac: must be a number in [0, 1], got -0.1")])
 def test_first_cell_frac_outside_unit_interval_is_refused(frac, message, capsys):
-    from suite.eval.mqar import main
-    from suite.eval.mqar_train import train_and_eval
+    from suite.experiments.mqar.run import main
+    from suite.experiments.mqar.train import train_and_eval
 
     with pytest.raises(ValueError, match=rf"first_cell_frac={frac} must be in \[0, 1\)"):
         train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=2,
@@ -262,7 +262,7 @@ def test_warmup_and_stop_after_follow_the_schedule(monkeypatch):
     (written out here, not read from suite.train.optim); stop_after trains only the first steps of that schedule."""
     import math
 
-    from suite.eval import mqar_train
+    from suite.experiments.mqar import train as mqar_train
 
     lrs = []
     real_step = torch.optim.AdamW.step
@@ -286,8 +286,8 @@ def test_warmup_and_stop_after_follow_the_schedule(monkeypatch):
                                             ({"stop_after": 0}, r"stop_after=0 must be in \[1, steps=2\]"),
                                             ({"stop_after": 3}, r"stop_after=3 must be in \[1, steps=2\]")])
 def test_bad_warmup_or_stop_after_is_refused(kwargs, message, capsys):
-    from suite.eval.mqar import main
-    from suite.eval.mqar_train import train_and_eval
+    from suite.experiments.mqar.run import main
+    from suite.experiments.mqar.train import train_and_eval
 
     with pytest.raises(ValueError, match=message):
         train_and_eval(llama_factory(hidden_size=16, num_layers=1, num_heads=2), [(16, 2)], steps=2,
@@ -304,7 +304,7 @@ def test_log_lines_are_those_the_control_calibration_reads(capsys):
     import importlib.util
     from pathlib import Path
 
-    from suite.eval.mqar_train import train_and_eval
+    from suite.experiments.mqar.train import train_and_eval
 
     path = Path(__file__).resolve().parents[1] / "tools" / "offline_gpu" / "mqar_control.py"
     spec = importlib.util.spec_from_file_location("mqar_control_under_test", path)

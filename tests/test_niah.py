@@ -1,4 +1,4 @@
-"""NIAH: needle task (suite.data.needles), scoring, generation budget, training and CLI (suite.eval.niah)."""
+"""NIAH: needle task (suite.data.needles), scoring, generation budget, training and CLI (suite.experiments.niah.run)."""
 import argparse
 import re
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from suite.data.needles import NeedleTask, whole_number_match
-from suite.eval import niah, niah_eval
+from suite.experiments.niah import eval as niah_eval
+from suite.experiments.niah import run as niah
 from suite.provenance import PROVENANCE_COLUMNS
 from suite.train import optim
 from tests.tiny import make_tiny_checkpoint, stdlib_data, stdlib_text

@@ -234,7 +234,7 @@ def test_mqar_control_narrows_the_dag_recipe_to_the_control_phase():
     """mqar_control.py: the DAG's mqar options for the gpu profile, then the controls' cell alone and --stop-after
     the control-cell phase (argparse keeps the last of a repeated option)."""
     from suite.config import load_config
-    from suite.eval.mqar_recipe import mqar_cli_args
+    from suite.experiments.mqar.recipe import mqar_cli_args
 
     mqar = load_config("gpu")["mqar"]
     opts = ctl.control_options(mqar)

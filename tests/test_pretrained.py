@@ -227,7 +227,8 @@ def _quality_rows(variant, seed, values, n=100, chance=0.25):
 
 
 def test_collect_pretrained_adds_scale_and_tokens(tmp_path):
-    from suite.collect import curves, pretrained
+    from suite.collect import curves
+    from suite.experiments.conversion.collect import pretrained
     from suite.provenance import write_csv
 
     record = tmp_path / "base_model.json"
@@ -263,7 +264,7 @@ def _table2_frame():
 
 def test_table2_rows_mark_at_chance_and_no_verdict_and_compare_arms():
     from suite.eval.controls import benchmark_controls
-    from suite.report.pretrained import table2_rows
+    from suite.experiments.conversion.table import table2_rows
 
     frame = _table2_frame()
     controls = pd.DataFrame(benchmark_controls(pd.concat([frame, frame[frame["variant"] == "base"].assign(
@@ -288,7 +289,7 @@ def test_table2_rows_mark_at_chance_and_no_verdict_and_compare_arms():
 
 
 def test_loss_gap_pairs_the_same_seed_and_step():
-    from suite.report.pretrained import loss_gap
+    from suite.experiments.conversion.figure import loss_gap
 
     curves = pd.DataFrame([dict(variant=v, seed=s, step=t, tokens=64 * t, loss=3.0 + (0.5 if v == "conversion" else 0)
                                 + 0.01 * s) for v in ("base_cpt", "conversion") for s in (1, 2) for t in (1, 2, 3)])
@@ -299,8 +300,9 @@ def test_loss_gap_pairs_the_same_seed_and_step():
 def test_heldout_gap_is_paired_by_seed_with_a_t_interval(tmp_path):
     """The held-out curves of both arms (same windows, same batches per seed): the gap per evaluation, its 95% CI a
     paired t over seeds; the sweep's pick as Table 2 rows; the figure draws the held-out gap where it exists."""
+    from suite.experiments.conversion.figure import fig_conversion_loss, heldout_gap
+    from suite.experiments.conversion.table import lr_rows
     from suite.report.figures import _save
-    from suite.report.pretrained import fig_conversion_loss, heldout_gap, lr_rows
 
     offsets = {1: 0.10, 2: 0.12, 3: 0.14}
     evals = pd.DataFrame([dict(variant=v, seed=s, step=t, tokens=64 * t,

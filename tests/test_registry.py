@@ -34,17 +34,22 @@ def _enums(node, path="#"):
 
 
 def test_schema_arch_enums_equal_the_registry_study_archs():
-    """Every enum of suite/config_schema.json that lists architectures lists exactly the registry's study archs.
+    """Every enum of suite/config_schema.json that lists architectures lists exactly the registry's study archs, but
+    the SO ablation's, which adds the registry's ``orthros_noso``.
 
     The registry also holds architectures no study config may list (``study=False``: the SO ablation's
     ``orthros_noso``, the GPU benchmarks' ``linear_hybrid`` and ``orthros_h``), so the enum is compared with the
     study ones; a registry entry either is in the enum or says why not (``study=False``)."""
     study = sorted(name for name, arch in ARCHS.items() if arch.study)
     arch_enums = {path: values for path, values in _enums(SCHEMA) if set(values) & set(ARCHS)}
-    assert set(arch_enums) == {"#/$defs/arch"}, arch_enums  # one enum, shared by `archs` and `niah.archs`
+    # one enum shared by `archs` and `niah.archs`, and the SO ablation's (`ablation_variants`)
+    assert set(arch_enums) == {"#/$defs/arch", "#/$defs/ablation_variant"}, arch_enums
     for path, values in arch_enums.items():
         assert len(values) == len(set(values)), path
-        assert sorted(values) == study, (path, values, study)
+    assert sorted(arch_enums["#/$defs/arch"]) == study, (arch_enums, study)
+    assert sorted(arch_enums["#/$defs/ablation_variant"]) == sorted(study + ["orthros_noso"]), arch_enums
+    assert not ARCHS["orthros_noso"].study and ARCHS["orthros_noso"].defaults == {"scale_offset": False}
+    assert SCHEMA["properties"]["ablation_variants"]["items"] == {"$ref": "#/$defs/ablation_variant"}
     for key in (("archs",), ("niah", "archs")):
         node = SCHEMA
         for part in key:

@@ -1,4 +1,5 @@
 """Renderers on small fixture CSVs: specific numbers in the outputs, and 'not run' cells for missing inputs."""
+import importlib
 import re
 import shutil
 import subprocess
@@ -9,10 +10,19 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
+from suite.render import render
 from suite.report.audit import evaluate_measure
-from suite.report.render import render
 
 FIX = Path(__file__).parent / "fixtures" / "results"
+# the modules that draw the render's figures through the shared suite.report.figures._save
+FIGURE_MODULES = ("suite.report.figures", "suite.experiments.mqar.figure", "suite.experiments.niah.figure",
+                  "suite.experiments.so_ablation.figure")
+
+
+def _capture_figures(monkeypatch, record) -> None:
+    """Every figure module's ``_save`` replaced by ``record(fig, out_dir, name)``, which writes nothing."""
+    for name in FIGURE_MODULES:
+        monkeypatch.setattr(importlib.import_module(name), "_save", record)
 
 
 @pytest.fixture(autouse=True)
@@ -183,7 +193,7 @@ def test_every_latex_table_compiles(rendered_specials, tmp_path):
 def test_a_render_that_fails_half_way_leaves_the_previous_outputs(tmp_path, monkeypatch):
     """The tables are written, then a figure fails: the output folders keep what they held (nothing half-written,
     no staging folder left beside them)."""
-    import suite.report.render as render_module
+    import suite.render as render_module
 
     tables, figures = tmp_path / "tables", tmp_path / "figures"
     render(FIX / "default", FIX / "gpu", tables, figures)
@@ -351,7 +361,7 @@ def test_figure_titles_carry_scale_and_the_caption_carries_provenance(monkeypatc
     from suite.report import figures
 
     shown = []
-    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.append((name, fig)) or [])
+    _capture_figures(monkeypatch, lambda fig, out_dir, name: shown.append((name, fig)) or [])
     render(FIX / "default", FIX / "gpu", tmp_path / "tables", tmp_path / "figures")
     assert {"fig2", "fig3", "fig3_gpu", "fig_mqar", "fig_mqar_gpu", "fig4"} <= {name for name, _ in shown}
     for name, fig in shown:
@@ -367,14 +377,12 @@ def test_gpu_niah_figure_says_whether_the_gpu_controls_passed(monkeypatch, tmp_p
     profile's controls (which pass in the fixture)."""
     import shutil
 
-    from suite.report import figures
-
     gpu = tmp_path / "gpu"
     shutil.copytree(FIX / "gpu", gpu)
     shutil.copy(FIX / "default" / "niah.csv", gpu / "niah.csv")
     controls = pd.read_csv(FIX / "default" / "controls.csv")
     suptitles = {}
-    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: suptitles.setdefault(name, []).append(
+    _capture_figures(monkeypatch, lambda fig, out_dir, name: suptitles.setdefault(name, []).append(
         fig._suptitle.get_text() if fig._suptitle else "") or [])
     render(FIX / "default", gpu, tmp_path / "t0", tmp_path / "f0")  # no gpu controls.csv
     failed = controls.assign(passed=[not (e == "niah" and c == "positive") for e, c in
@@ -395,7 +403,6 @@ def test_mqar_grid_figure_and_table_rows_of_the_gpu_profile(monkeypatch, tmp_pat
     import shutil
 
     from suite.eval.controls import mqar_controls
-    from suite.report import figures
     from tests.test_controls import mqar_grid
 
     gpu = tmp_path / "gpu"
@@ -403,7 +410,7 @@ def test_mqar_grid_figure_and_table_rows_of_the_gpu_profile(monkeypatch, tmp_pat
     grid = mqar_grid()
     grid.to_csv(gpu / "mqar.csv", index=False)
     shown = {}
-    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.setdefault(name, []).append(fig) or [])
+    _capture_figures(monkeypatch, lambda fig, out_dir, name: shown.setdefault(name, []).append(fig) or [])
     for i, cell in enumerate([(128, 8), (256, 16)]):                  # controls pass at (128, 8), fail at (256, 16)
         pd.DataFrame(mqar_controls(grid, *cell, "d256")).to_csv(gpu / "controls.csv", index=False)
         render(FIX / "default", gpu, tmp_path / f"t{i}", tmp_path / f"f{i}")
@@ -434,8 +441,7 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
     the same size, and gated by the gpu profile's own controls."""
     import pandas as pd
 
-    from suite.report.render import _with_gpu, gpu_profile_rows
-    from suite.report.tables import quality_table
+    from suite.report.tables import gpu_profile_rows, lm_table
 
     def frame(values, device):
         return pd.DataFrame([dict(arch="orthros", size="1M", task="val_ppl", metric="byte_perplexity", value=v,
@@ -443,9 +449,9 @@ def test_gpu_profile_rows_stay_apart_from_the_other_profiles_cells():
                              for i, v in enumerate(values)])
 
     empty = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
-    cpu = quality_table(empty, frame([6.0, 8.0], "cpu"), key="arch", paper_cond="", missing="", invalid=None)
-    gpu = gpu_profile_rows(frame([4.0, 4.0, 4.0], "NVIDIA H200"), key="arch", invalid="invalid: lm control failed")
-    both = _with_gpu(cpu, gpu).set_index("scale")
+    both = lm_table(empty, frame([6.0, 8.0], "cpu"), frame([4.0, 4.0, 4.0], "NVIDIA H200"), paper_cond="",
+                    missing="", invalid=None, gpu_invalid="invalid: lm control failed", controls=None,
+                    gpu_controls=None).set_index("scale")
     assert both.loc["1M", "measured"] == 7.0 and both.loc["1M", "n_seeds"] == 2
     assert both.loc["1M (gpu profile)", "measured"] == 4.0 and both.loc["1M (gpu profile)", "n_seeds"] == 3
     assert both.loc["1M (gpu profile)", "status"].startswith("invalid: lm control failed")

@@ -227,9 +227,9 @@ def _ppl_rows() -> pd.DataFrame:
 
 
 def test_position_bands_and_figure_from_synthetic_rows(tmp_path):
+    from suite.experiments.from_scratch.figure import fig_scratch_position, position_bands
     from suite.report.figures import _save
     from suite.report.schema import validate as check
-    from suite.report.scratch import fig_scratch_position, position_bands
 
     rows = check("gpu_scratch_ppl", _ppl_rows(), "scratch_ppl.csv")
     bands = position_bands(rows)

@@ -160,12 +160,12 @@ def test_a_transformer_that_fails_its_control_at_a_size_voids_its_cells_there():
 
 
 def test_the_voided_transformer_is_not_drawn_in_the_mqar_figure(monkeypatch, tmp_path):
-    from suite.report import figures
+    from suite.experiments.mqar import figure
 
     shown = []
-    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: shown.append(fig) or [])
+    monkeypatch.setattr(figure, "_save", lambda fig, out_dir, name: shown.append(fig) or [])
     table3 = pd.DataFrame(columns=["model", "task", "value"])
-    figures.fig_mqar(_grid(), table3, tmp_path, "x", flags=soundness.mqar_flags(_grid()), profile="gpu")
+    figure.fig_mqar(_grid(), table3, tmp_path, "x", flags=soundness.mqar_flags(_grid()), profile="gpu")
     panels = {ax.get_title(): ax for ax in shown[0].axes if "T=" in ax.get_title()}
     small = [t for t in panels if t.startswith("d64")][0]
     assert "transformer" not in {line.get_label() for line in panels[small].get_lines()}

@@ -107,7 +107,7 @@ def test_niah_schedule_key_reaches_the_rule(tmp_path, schedule):
     config = study_copy(tmp_path / "gpu.yaml", base="gpu", drop=() if schedule else ("niah__schedule",), **edit)
     target = "results/gpu/eval/niah/transformer/3.7M/seed42.csv"
     jobs = [j for j in dry_run("--config", f"profile={config}", "--forcerun", "niah", "--", target) if j.rule == "niah"]
-    assert len(jobs) == 1 and "suite.eval.niah" in jobs[0].shell
+    assert len(jobs) == 1 and "suite.experiments.niah.run" in jobs[0].shell
     assert ("--schedule wsd" in jobs[0].shell) == (schedule == "wsd"), jobs[0].shell
 
 

@@ -127,7 +127,8 @@ rule decode_load:
         "--decode-attn fa2,matmul --phases --rates {params.out}/rates.json --out-dir {params.out} > {log} 2>&1"
 
 
-# FP8 K/V on real weights: the GPU profiles' pretrained base model (workflows/pretrained.smk) and its English data
+# FP8 K/V on real weights: the GPU profiles' pretrained base model (suite/experiments/conversion/pretrained.smk) and
+# its English data
 FP8_REAL = STUDY["device"] == "cuda" and bool(STUDY["conversion"].get("pretrained"))
 if FP8_REAL:
 

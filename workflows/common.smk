@@ -8,14 +8,13 @@
 # depends on the include order of the others. The helper functions are in suite/workflow_helpers.py.
 import sys
 from functools import partial
+from pathlib import Path
 from shlex import quote
 
 from snakemake.settings.types import DeploymentMethod
 
-from suite.config import (IDENTITY_LEN, ConfigError, curriculum_arg, load_config, mqar_control_cell, mqar_control_size,
-                          mqar_sizes, schema, scratch_warmup, workflow_profile)
+from suite.config import IDENTITY_LEN, ConfigError, load_config, schema, scratch_warmup, workflow_profile
 from suite.deps import module_files
-from suite.eval.mqar_recipe import mqar_cli_args
 from suite.workflow_helpers import (Untracked, budget_schedule, code_files, copy_results, csv_list, folder, lm_tasks,
                                     path_inputs, per_seed, runs, schema_section, train_launch)
 from suite.workflow_helpers import rule_config as _rule_config
@@ -36,7 +35,7 @@ SEED = SEEDS[0]                          # single-run experiments (MQAR, NIAH, b
 THREADS = STUDY.get("threads", 1)
 # The commands call `python`: with --use-conda the one of the rule's environment (CONDA_ENV), else the interpreter
 # that runs Snakemake (a shell function; the environment of the job, like its thread counts, is not a param).
-CONDA_ENV = "envs/suite.yaml"            # relative to workflows/
+CONDA_ENV = str(Path(workflow.basedir, "workflows", "envs", "suite.yaml"))  # for the rules of every folder
 IN_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 PYTHON = "" if IN_CONDA else f'python() {{{{ {quote(sys.executable)} "$@"; }}}}; '
 # One torch thread per job and as many jobs as cores: tiny models run far faster that way than with
@@ -60,11 +59,11 @@ sources = partial(module_files, root=workflow.basedir)  # the repository files t
 code = partial(code_files, workflow.basedir)            # files a command reads that are not imported modules
 section = partial(schema_section, SCHEMA)
 
-# Study-config keys (dotted paths) each job reads, through `--config` or on its command line. Not listed: paths
-# (inputs and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `niah.archs`, `niah.size`,
-# `mqar.size`, `mqar.sizes`, `conversion.seeds` (they name the jobs and their files), `description`, `train.save_every`
-# (checkpoint frequency: a resumed run is bit-identical to an uninterrupted one) and `threads` of jobs whose result
-# does not measure time.
+# Study-config keys (dotted paths) each job reads, through `--config` or on its command line. Not listed: paths (inputs
+# and outputs carry them), `seeds`, `archs`, `main_size`, `ablation_sizes`, `ablation_variants`, `niah.archs`,
+# `niah.size`, `mqar.size`, `mqar.sizes`, `conversion.seeds` (they name the jobs and their files), `description`,
+# `train.save_every` (checkpoint frequency: a resumed run is bit-identical to an uninterrupted one) and `threads` of
+# jobs whose result does not measure time.
 RUN_KEYS = (section("train", but=("save_every",)) + ["data.retrieval_fraction", "data.retrieval_max_keys", "device",
                                                       "dtype", "profile"])  # what every suite.train.run job reads
 LM_EVAL_KEYS = ["train.seq_len", "lm_eval.limit", "lm_eval.ppl_limit", "lm_eval.num_fewshot", "lm_eval.batch_size",
@@ -84,7 +83,7 @@ RULE_CONFIG = {
     "prefill_cpu_128k": ["threads", "profile"],
     "benchmark_data": ["lm_eval.data"],
     "prompt_lengths": ["lm_eval.limit", "lm_eval.num_fewshot", "window", "profile"],
-    # Table 2 on a real pretrained LM (workflows/pretrained.smk)
+    # Table 2 on a real pretrained LM (suite/experiments/conversion/pretrained.smk)
     # (it also refuses conversion.pretrained lengths past the model's positions: a check that changes no output)
     "base_model": ["conversion.base_model"],
     "english_data": ["conversion.pretrained.corpus", "data.val_fraction", "data.test_fraction"],
@@ -103,7 +102,7 @@ RULE_CONFIG = {
     "fp8_kv_real": ["conversion.pretrained.window", "device", "profile"],
     # the MQAR cell the controls read, and (for a grid) which size is the largest
     "controls": ["mqar.seq_lens", "mqar.train_kv", "mqar.num_kv_pairs", "mqar.sizes"],
-    # the from-scratch study (workflows/scratch.smk)
+    # the from-scratch study (suite/experiments/from_scratch/rules.smk)
     "scratch_data": ["scratch.corpus", "scratch.tokenizer", "conversion.pretrained.corpus", "data.val_fraction",
                      "data.test_fraction"],
     "scratch_lr_sweep": [f"scratch.{k}" for k in ("size", "window", "seq_len", "batch_size", "lr_sweep", "min_lr_ratio",

@@ -23,7 +23,7 @@ rule render:
         f"{RES}/controls.csv",
         PRETRAINED_OUT,
         [f"{RES}/prompt_lengths.csv"] if LM.get("data") else [],
-        sources("suite.report.render"),
+        sources("suite.render"),
         "paper_tables/claims.yaml",
         "paper_tables/reported",
     output:
@@ -42,5 +42,5 @@ rule render:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.report.render --results {params.results} --gpu-results {params.gpu_results} "
+        "python -m suite.render --results {params.results} --gpu-results {params.gpu_results} "
         "--out-tables {params.tables} --out-figures {params.figures} 2>&1 | tee {log}"

@@ -6,7 +6,7 @@ and the answer ``ANSWER_TEMPLATE``. Keys are random words from ``KEY_WORDS``, va
 numbers; extra needles carry other keys and act as distractors (RULER's multi-key NIAH). The whole
 sequence is trained on with the ordinary next-token loss.
 
-``suite.eval.niah`` evaluates with the same template strings, imported from here.
+``suite.experiments.niah.run`` evaluates with the same template strings, imported from here.
 
 Departure from the paper: its NIAH result (Sec. 4.4, Fig. 3) comes from Qwen3-8B converted to Orthros
 and then trained on 20B tokens of ProLong long-context data before being evaluated up to 128K. A tiny

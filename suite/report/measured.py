@@ -17,7 +17,7 @@ from suite.report.schema import validate
 
 PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pretrained_niah", "pretrained_loss",
                     "pretrained_train", "pretrained_evals", "pretrained_lr"]
-# the from-scratch study (workflows/scratch.smk)
+# the from-scratch study (suite/experiments/from_scratch/rules.smk)
 SCRATCH_FILES = ["scratch_train", "scratch_evals", "scratch_ppl", "scratch_lr", "scratch_budget"]
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
                  *PRETRAINED_FILES]

@@ -65,7 +65,7 @@ SCHEMAS |= {
                           **{f"{what}_{split}": NONNEG for what in ("docs", "bytes", "tokens")
                              for split in ("train", "val", "test")}},
 }
-# the from-scratch study (workflows/scratch.smk)
+# the from-scratch study (suite/experiments/from_scratch/rules.smk)
 SCHEMAS |= {
     "scratch_corpus": SCHEMAS["pretrained_corpus"],
     "scratch_lr": SCHEMAS["pretrained_lr"],
@@ -88,7 +88,7 @@ SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]
 SCHEMAS["gpu_ablation"] = SCHEMAS["ablation"]
 # number columns an ``ok`` row may leave empty: MQAR's far-answer accuracy where no answer of the cell lies beyond
-# the window's reach (suite.eval.mqar_eval)
+# the window's reach (suite.experiments.mqar.eval)
 MAY_BE_EMPTY: dict[str, set[str]] = {"mqar": {"accuracy_far"}, "gpu_mqar": {"accuracy_far"}}
 
 

@@ -235,6 +235,37 @@ NO_RECALL_AVERAGE = ("not run: the 6-task average needs SWDE, FDA, NarrativeQA a
                      "which no installed package ships (DROP and SQuAD are measured: their rows)")
 
 
+def no_recall(quality: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``quality`` without the recall tasks' rows (Table 3 shows them)."""
+    return None if quality is None else quality[~quality["task"].isin(RECALL_TASKS)]
+
+
+def gpu_profile_rows(measured: pd.DataFrame | None, *, key: str, invalid: str | None,
+                     controls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The gpu profile's measured-only rows (``results/gpu/{quality,ablation}.csv``) for Tables 1 and 7: their sizes
+    marked "(gpu profile)", so they never merge with the other profile's cells nor match a reported one; ``invalid``:
+    the gpu profile's own lm controls, ``controls``: its controls table, for the benchmark controls
+    (``results/gpu/controls.csv``)."""
+    if measured is None:
+        return pd.DataFrame()
+    marked = measured.assign(size=measured["size"].astype(str) + " (gpu profile)")
+    no_reported = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
+    return quality_table(no_reported, marked, key=key, paper_cond="", missing="", invalid=invalid, controls=controls)
+
+
+def lm_table(reported: pd.DataFrame, measured: pd.DataFrame | None, gpu_measured: pd.DataFrame | None, *,
+             paper_cond: str, missing: str, invalid: str | None, gpu_invalid: str | None,
+             controls: pd.DataFrame | None, gpu_controls: pd.DataFrame | None,
+             match_scale: bool = False) -> pd.DataFrame:
+    """A table of the LM experiments (Table 1: the main comparison, Table 7: the SO ablation): the profile's measured
+    cells beside the reported ones (:func:`quality_table`), then the gpu profile's measured-only rows
+    (:func:`gpu_profile_rows`); the recall tasks' rows left out of both (Table 3 shows them)."""
+    table = quality_table(reported, no_recall(measured), key="arch", paper_cond=paper_cond, missing=missing,
+                          match_scale=match_scale, invalid=invalid, controls=controls)
+    gpu = gpu_profile_rows(no_recall(gpu_measured), key="arch", invalid=gpu_invalid, controls=gpu_controls)
+    return pd.concat([table, gpu], ignore_index=True) if len(gpu) else table
+
+
 def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.DataFrame | None, *, paper_cond: str,
                  missing: str, invalid: dict[str, str | None] | None = None,
                  gpu_niah: pd.DataFrame | None = None, gpu_mqar: pd.DataFrame | None = None,

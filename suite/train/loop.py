@@ -2,8 +2,8 @@
 
 The three runs give their data and their loss, and nothing else: the next-token loss on the study's token arrays
 (LM pretraining and continued training, :mod:`suite.train.lm`), the loss on the answer tokens only (the NIAH
-retrieval run, :mod:`suite.eval.niah_train`) and the loss on the logits at the query slots (MQAR,
-:mod:`suite.eval.mqar_train`). The loop owns the rest:
+retrieval run, :mod:`suite.experiments.niah.train`) and the loss on the logits at the query slots (MQAR,
+:mod:`suite.experiments.mqar.train`). The loop owns the rest:
 
 - the optimizer and its learning-rate schedule, from the run's :class:`suite.train.optim.Recipe`, stepped once a
   batch;

@@ -3,7 +3,7 @@
 The gpu profile trains each MQAR model first on the controls' cell alone (``mqar.first_cell_frac`` of the steps at
 T=128 / 8 pairs), then on the whole mixture. Whether the d256 Transformer leaves the pre-copy plateau in that phase
 decides the positive control, and one stream of data is one draw of it. Each job here runs the profile's recipe
-(``suite.eval.mqar_recipe.mqar_cli_args``, the DAG's ``mqar`` rule's options) for the Transformer at the control
+(``suite.experiments.mqar.recipe.mqar_cli_args``, the DAG's ``mqar`` rule's options) for the Transformer at the control
 size, on the controls' cell alone and only through that phase (``--stop-after``: the same batches and learning rates
 as the DAG's job up to there), then tests that cell. A variant adds options to the recipe (``name=--lr 2e-3``;
 argparse keeps the last of a repeated option); every variant runs at every seed.
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from suite.config import load_config, mqar_control_cell, mqar_control_size  # noqa: E402
-from suite.eval.mqar_recipe import mqar_cli_args  # noqa: E402
+from suite.experiments.mqar.recipe import mqar_cli_args  # noqa: E402
 from suite.provenance import write_csv  # noqa: E402
 
 STEP_LINE = re.compile(r"^step (\d+) .* loss ([0-9.naninf]+) ", re.MULTILINE)
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, options in variants:
             for seed in seeds:
                 stem = a.log_dir / f"mqar_control_{name}_seed{seed}"
-                cmd = [sys.executable, "-m", "suite.eval.mqar", *base, *options, "--seed", str(seed),
+                cmd = [sys.executable, "-m", "suite.experiments.mqar.run", *base, *options, "--seed", str(seed),
                        "--device", a.device, "--dtype", dtype, "--profile", f"{config['profile']}-control",
                        "--out", str(stem.with_suffix(".csv"))]
                 log = files.enter_context(open(stem.with_suffix(".log"), "w"))

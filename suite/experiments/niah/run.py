@@ -1,23 +1,23 @@
 """Needle in a haystack (RULER ``niah_single``, paper Sec. 4.4 / Fig. 3): a dedicated retrieval run, then the grid.
 
-Two steps, one process (``python -m suite.eval.niah``):
+Two steps, one process (``python -m suite.experiments.niah.run``):
 
 1. **Train** (``--arch``/``--size``): a fresh model learns the retrieval task of :mod:`suite.data.needles` on
    train-split haystacks at ``--train-len`` tokens after a curriculum of shorter phases (``--curriculum
    LEN:FRAC:ROWS[:QUERIES],...``: the first FRAC of the steps at LEN tokens with ROWS rows of QUERIES needles
    each (default ``--queries``), and so on) with the loss on the answer tokens only: the SFT
    regime of Sec. 3.2, so Orthros carries an output-stream token only at answer positions
-   (:mod:`suite.eval.niah_train`).
+   (:mod:`suite.experiments.niah.train`).
    ``--checkpoint DIR`` instead evaluates an existing HF checkpoint (no training). ``--save-model DIR`` keeps the
    trained model, and a later run with the same training arguments and code evaluates it without training again
-   (:mod:`suite.eval.niah_saved`): an evaluation cut by a time cap resumes.
+   (:mod:`suite.experiments.niah.saved`): an evaluation cut by a time cap resumes.
 2. **Evaluate**: for every (context length, depth) cell, ``--trials`` prompts of exactly ``context_len`` tokens
    (held-out TEST text, one needle at the line boundary nearest the depth, then the question); the model
    greedily generates with its KV cache (``model.generate``, batch 1) a budget derived from the tokenizer (the
    question's last line plus the answer plus a margin). A trial is correct when the value occurs in the answer as a
    whole number (``12345670`` does not contain ``1234567``); the answer is the whole generation for RULER's format
    and its first line for the code and kv formats (:meth:`suite.data.needles.NeedleTask.correct`;
-   :mod:`suite.eval.niah_eval`).
+   :mod:`suite.experiments.niah.eval`).
 
 Each row records ``distance_min``/``distance_max``: tokens from the needle's value to the answer position. A
 sliding-window model of L layers and window w cannot read a value more than L*(w-1) tokens back: those cells
@@ -25,7 +25,7 @@ are the negative control of :mod:`suite.eval.controls`; cells with ``context_len
 
 CLI::
 
-    python -m suite.eval.niah --arch orthros --size 1M --config default --data-dir D --haystack D/test.txt \\
+    python -m suite.experiments.niah.run --arch orthros --size 1M --config default --data-dir D --haystack D/test.txt \\
         --format code --value-digits 2 --train-len 128 --steps 1000 --lengths 96,128,256,512,1024 \\
         --depths 0.1,0.5,0.9 --trials 8 --out results/default/eval/niah/orthros/1M/seed42.csv
 """
@@ -56,8 +56,8 @@ from suite.cli import (
 )
 from suite.common import arch_name, quiet_hf_progress_bars, size_name
 from suite.data.needles import FORMATS, NeedleTask
-from suite.eval.niah_eval import haystack_ids, haystack_text, raw_tokenizer, run_niah
-from suite.eval.niah_train import check_curriculum, train_needle_model
+from suite.experiments.niah.eval import haystack_ids, haystack_text, raw_tokenizer, run_niah
+from suite.experiments.niah.train import check_curriculum, train_needle_model
 from suite.provenance import write_csv
 from suite.train.checkpoint import checkpoint_folder, load_model
 from suite.train.optim import SCHEDULES, WSD_DECAY
@@ -150,7 +150,7 @@ TRAINING_ARGS = ("arch", "size", "config", "format", "value_digits", "train_len"
 
 def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tokens) -> tuple[torch.nn.Module, dict]:
     """``(model, summary columns)``: trained now, or loaded from ``--save-model`` when it holds this training."""
-    from suite.eval.niah_saved import load_trained, save_trained, training_stamp
+    from suite.experiments.niah.saved import load_trained, save_trained, training_stamp
 
     if a.save_model:  # the stamp (code digest, study config) is only needed to reuse or save a model
         stamp = training_stamp({k: getattr(a, k) for k in TRAINING_ARGS}, len(tokenizer), len(train_tokens))
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.replay >= 1:
         p.error(f"--replay {a.replay} must be below 1")
     if a.save_model:
-        from suite.eval.niah_saved import check_folder
+        from suite.experiments.niah.saved import check_folder
 
         with usage_errors(p):
             check_folder(a.save_model)

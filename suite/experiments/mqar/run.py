@@ -1,17 +1,16 @@
 """Multi-query associative recall (MQAR, Zoology recipe): train, then evaluate at every cell; ``mqar.csv`` rows.
 
-The modules: the data generator (:mod:`suite.eval.mqar_data`: sequence layout, labels, shared query slots), the
-accuracy (:mod:`suite.eval.mqar_eval`: near and far answers, the latter beyond a sliding-window model's receptive
-field), training (:mod:`suite.eval.mqar_train`) and the grid (:mod:`suite.eval.mqar_grid`); a study config's recipe as
-options of this command: :mod:`suite.eval.mqar_recipe`.
+The modules beside this one: the data generator (:mod:`.data`: sequence layout, labels, shared query slots), the
+accuracy (:mod:`.eval`: near and far answers, the latter beyond a sliding-window model's receptive field), training
+(:mod:`.train`) and the grid (:mod:`.grid`); a study config's recipe as options of this command: :mod:`.recipe`.
 
 Training (Zoology's recipe): one model per (arch, size) is trained on a mixture of cells ``(seq_len, pairs)``, one
 cell per step in turn, and evaluated at every cell of the grid; without ``--train-kv`` one model is trained per cell.
 
 CLI (the default profile's cell: train at 4 pairs, evaluate at 2-16)::
 
-    python -m suite.eval.mqar --arch orthros --size 1M --seq-len 64 --train-kv 4 --kv-pairs 2,4,8,16 --window 8 \\
-        --vocab-size 256 --steps 800 --lr 3e-3 --out results/default/eval/mqar/orthros/1M/seed42.csv
+    python -m suite.experiments.mqar.run --arch orthros --size 1M --seq-len 64 --train-kv 4 --kv-pairs 2,4,8,16 \\
+        --window 8 --vocab-size 256 --steps 800 --lr 3e-3 --out results/default/eval/mqar/orthros/1M/seed42.csv
 
 A grid (the gpu profile): ``--size d64 --seq-len 128,256,512,1024 --kv-pairs 8,16,32,64,128,256 --train-kv
 8/16,32,64/16,32,64,128/16,32,64,128,256`` trains one model on those 13 cells and evaluates it at all 18 cells with
@@ -36,8 +35,8 @@ from suite.cli import (
 )
 from suite.common import arch_name, size_name
 from suite.config import warmup_problem
-from suite.eval.mqar_grid import run_grid, train_kv_per_seq_len
-from suite.eval.mqar_train import llama_factory
+from suite.experiments.mqar.grid import run_grid, train_kv_per_seq_len
+from suite.experiments.mqar.train import llama_factory
 from suite.provenance import write_csv
 
 

@@ -1,10 +1,10 @@
-"""A study config's MQAR recipe as options of ``python -m suite.eval.mqar`` (standard library only: the Snakemake
-DAG imports it at every parse)."""
+"""A study config's MQAR recipe as options of ``python -m suite.experiments.mqar.run`` (standard library only: the
+Snakemake DAG imports it at every parse)."""
 from __future__ import annotations
 
 
 def mqar_cli_args(mqar: dict) -> list[str]:
-    """The ``python -m suite.eval.mqar`` options of a study config's recipe (all but --arch, --size, --seed,
+    """The ``python -m suite.experiments.mqar.run`` options of a study config's recipe (all but --arch, --size, --seed,
     --device, --dtype, --profile, --out), as the DAG's ``mqar`` rule and ``tools/offline_gpu/mqar_control.py`` pass
     them. A per-seq_len ``train_kv`` becomes ``--train-kv 16,32/32,64`` (one group per seq_len); the loss is logged
     every steps / 40 steps."""

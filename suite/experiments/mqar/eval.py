@@ -1,12 +1,12 @@
-"""MQAR accuracy (:mod:`suite.eval.mqar_data`'s answer positions): overall, and split into answers near their value
-and answers more than ``num_layers * (window - 1)`` tokens after it, which a sliding-window model cannot see (the
+"""MQAR accuracy (:mod:`suite.experiments.mqar.data`'s answer positions): overall, and split into answers near their
+value and answers more than ``num_layers * (window - 1)`` tokens after it, which a sliding-window model cannot see (the
 negative control of :mod:`suite.eval.controls`).
 """
 from __future__ import annotations
 
 import torch
 
-from suite.eval.mqar_data import query_distances
+from suite.experiments.mqar.data import query_distances
 
 
 def slot_logits(model: torch.nn.Module, input_ids: torch.Tensor, slots: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """MQAR training (Zoology's recipe): a fresh model trained on a mixture of cells ``(seq_len, num_kv_pairs)``, one
-cell per step in turn, then evaluated on held-out examples (:mod:`suite.eval.mqar_eval`). What is MQAR's here is its
-data (:class:`MqarBatches`) and its loss (:func:`slot_loss`); :func:`suite.train.loop.fit` trains.
+cell per step in turn, then evaluated on held-out examples (:mod:`suite.experiments.mqar.eval`). What is MQAR's here
+is its data (:class:`MqarBatches`) and its loss (:func:`slot_loss`); :func:`suite.train.loop.fit` trains.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from suite.common import autocast
-from suite.eval.mqar_data import Cell, mqar_data, test_set
-from suite.eval.mqar_eval import mqar_accuracy, slot_logits
+from suite.experiments.mqar.data import Cell, mqar_data, test_set
+from suite.experiments.mqar.eval import mqar_accuracy, slot_logits
 from suite.train.loop import Batch, fit
 from suite.train.optim import Recipe
 
@@ -44,7 +44,7 @@ class MqarBatches:
 
 def slot_loss(device: str, dtype: str):
     """MQAR's loss: cross-entropy on the answer positions only, from the logits at the batch's shared query slots
-    (:func:`suite.eval.mqar_eval.slot_logits`)."""
+    (:func:`suite.experiments.mqar.eval.slot_logits`)."""
     def loss(model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = data
         slots = (y != -100).any(0)

@@ -1,11 +1,11 @@
 """A NIAH run's trained model kept on disk, so that an evaluation a time cap cut resumes without training again.
 
-``python -m suite.eval.niah --save-model DIR`` writes the trained model (``save_pretrained``: ``config.json`` +
-``model.safetensors``, float32) and ``niah_trained.json`` into ``DIR``: the training arguments, a digest of the
-code that trained it (:func:`suite.deps.source_digest`) and the training's summary columns (tokens, final loss,
-train_s, ...). A later run with the same ``--save-model DIR`` loads that model instead of training, but only when
-its training arguments and code digest equal the run's: a model trained with other settings or other code is
-trained again, and the folder is replaced. The folder is written under ``DIR.tmp`` and swapped in, so a cut run
+``python -m suite.experiments.niah.run --save-model DIR`` writes the trained model (``save_pretrained``:
+``config.json`` + ``model.safetensors``, float32) and ``niah_trained.json`` into ``DIR``: the training arguments, a
+digest of the code that trained it (:func:`suite.deps.source_digest`) and the training's summary columns (tokens,
+final loss, train_s, ...). A later run with the same ``--save-model DIR`` loads that model instead of training, but
+only when its training arguments and code digest equal the run's: a model trained with other settings or other code
+is trained again, and the folder is replaced. The folder is written under ``DIR.tmp`` and swapped in, so a cut run
 leaves no half-written model that a later run could take.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ TRAINED_JSON = "niah_trained.json"
 
 def training_stamp(args: dict, vocab_size: int, train_tokens: int) -> dict:
     """What a saved model must match to be reused: ``args`` (the CLI's training arguments), the tokenizer's
-    ``vocab_size``, the number of training tokens and the digest of the code ``suite.eval.niah`` runs."""
+    ``vocab_size``, the number of training tokens and the digest of the code ``suite.experiments.niah.run`` runs."""
     from suite.deps import source_digest
 
     stamp = {"args": args, "vocab_size": int(vocab_size), "train_tokens": int(train_tokens),
-             "code_sha256": source_digest("suite.eval.niah")}
+             "code_sha256": source_digest("suite.experiments.niah.run")}
     return json.loads(json.dumps(stamp, default=str))  # as it reads back (tuples become lists)
 
 

@@ -333,7 +333,7 @@ rule pretrained_niah:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.eval.niah --checkpoint {params.model} --haystack {input.haystack} --format ruler "
+        "python -m suite.experiments.niah.run --checkpoint {params.model} --haystack {input.haystack} --format ruler "
         "--train-len {params.context} --lengths {params.lengths} --depths {params.depths} --trials {params.trials} "
         "--seed {wildcards.seed} --device {params.run[device]} --dtype {params.run[dtype]} "
         "--label-arch {wildcards.variant} --profile {params.run[profile]} --no-progress --out {output} > {log} 2>&1"
@@ -347,7 +347,7 @@ rule collect_pretrained:
                for name in (["quality", "mmlu"] if MMLU_SHARE else ["quality"])],
         metrics=[f"{PRE_RES}/train/{v}/seed{s}/metrics.csv" for v, s in PRE_EVAL if v in TRAINED_ARMS],
         base=rules.base_model.output.base,
-        code=COLLECT_CODE,
+        code=CONV_COLLECT_CODE,
     output:
         f"{RES}/pretrained.csv",
     params:
@@ -357,7 +357,7 @@ rule collect_pretrained:
     conda:
         CONDA_ENV
     shell:
-        "python -m suite.collect pretrained --evals {input.evals} --variants {params.variants} "
+        "python -m suite.experiments.conversion.collect pretrained --evals {input.evals} --variants {params.variants} "
         "--metrics {input.metrics} --base-record {input.base} --out {output} 2>&1 | tee {log}"
 
 

@@ -8,7 +8,8 @@
 #   scratch_train      equal time: those archs, every seed, the derived steps (budget "time")
 #   scratch_ppl        held-out loss by position bucket of every long run
 # An opt-in target (`snakemake --cores all --resources gpu=1 scratch --config profile=gpu`): a few GPU-hours, run in
-# time-capped parts (docs/scratch.md); its results, under <results>/scratch*, feed the audit where they exist.
+# time-capped parts (README.md beside this file); its results, under <results>/scratch*, feed the audit where they
+# exist.
 
 SCRATCH = STUDY["scratch"]
 SCR_DATA = f"{DATA}/scratch"
@@ -262,7 +263,7 @@ rule collect_scratch_ppl:
 
 rule scratch:
     """The from-scratch study (opt-in target: `snakemake --cores all --resources gpu=1 scratch --config profile=gpu`;
-    in time-capped parts: docs/scratch.md)."""
+    in time-capped parts: suite/experiments/from_scratch/README.md)."""
     input:
         rules.collect_scratch_train.output,
         rules.collect_scratch_evals.output,

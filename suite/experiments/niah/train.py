@@ -3,7 +3,7 @@
 tokens only (the SFT regime of Sec. 3.2, so Orthros carries an output-stream token only at answer positions).
 What is NIAH's here is its data (:class:`NeedleBatches`) and its loss (:func:`answer_loss`);
 :func:`suite.train.loop.fit` trains, with AdamW and the lr schedule of :mod:`suite.train.optim`.
-:mod:`suite.eval.niah` is the command line.
+:mod:`suite.experiments.niah.run` is the command line.
 """
 from __future__ import annotations
 

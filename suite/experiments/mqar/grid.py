@@ -1,13 +1,13 @@
 """The MQAR grid: ``mqar.csv`` rows, one per (seq_len, num_kv_pairs) cell, from one model per training mixture
-(:func:`suite.eval.mqar_train.train_and_eval`) or one model per cell.
+(:func:`suite.experiments.mqar.train.train_and_eval`) or one model per cell.
 """
 from __future__ import annotations
 
 import torch
 
 from suite.common import kernels_summary
-from suite.eval.mqar_data import Cell
-from suite.eval.mqar_train import train_and_eval
+from suite.experiments.mqar.data import Cell
+from suite.experiments.mqar.train import train_and_eval
 from suite.provenance import provenance
 
 MQAR_COLUMNS = ["arch", "size", "n_params", "seq_len", "num_kv_pairs", "accuracy", "accuracy_near", "accuracy_far",

@@ -1,0 +1,1 @@
+"""Multi-query associative recall (Table 3's proxy; README.md)."""

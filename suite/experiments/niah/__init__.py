@@ -1,0 +1,1 @@
+"""Needle in a haystack (Fig. 3; README.md)."""

@@ -1,0 +1,1 @@
+"""The LM comparison of the six architectures (Table 1; README.md)."""
