@@ -204,7 +204,7 @@ def test_continued_training_keeps_the_pretrained_models_special_ids(tiny, tmp_pa
     texts = tmp_path / "texts"
     texts.mkdir()
     for i in range(20):
-        (texts / f"d{i}.txt").write_text("Plain English prose about lists and dictionaries. " * 30)
+        (texts / f"d{i}.txt").write_text(f"Plain English prose, page {i}, about lists and dictionaries. " * 30)
     from suite.data import english
 
     english.prepare({"files": [str(texts / "*.txt")]}, tiny["base"], data, tmp_path / "cache", 0.2, 0.2)
