@@ -106,9 +106,11 @@ def make_gdn(config, layer_idx: int) -> FLAMixer:
 
 
 def make_gla(config, layer_idx: int) -> FLAMixer:
+    short_conv = dict(use_short_conv=True, conv_size=config.conv_size) if getattr(config, "gla_short_conv", False) \
+        else {}  # FLA's default: no short convolution
     layer = _fla().GatedLinearAttention(mode="chunk", hidden_size=config.hidden_size, expand_k=config.expand_k,
                                         expand_v=config.expand_v, num_heads=config.linear_num_heads or
-                                        config.num_attention_heads, layer_idx=layer_idx)
+                                        config.num_attention_heads, layer_idx=layer_idx, **short_conv)
     return FLAMixer(layer, layer_idx)
 
 

@@ -110,13 +110,29 @@ class _LinearAttnConfig(MatchedConfig):
 
 
 class GLAConfig(_LinearAttnConfig):
-    """GLA with FLA's defaults: keys 0.5 x hidden, values 1 x hidden, low-rank (16) gates."""
+    """GLA with FLA's defaults: keys 0.5 x hidden, values 1 x hidden, low-rank (16) gates, no short convolution.
+
+    ``gla_short_conv``: FLA's ``use_short_conv`` (a causal depthwise convolution of ``conv_size`` taps, default 4,
+    with SiLU on q, k and v, as GDN's layers have). Off by default, as in FLA's ``GLAConfig``; GLA has no other
+    positional signal (no RoPE, unlike RetNet), and Zoology's MQAR models get the token shift that recall needs
+    from a convolution (its BaseConv layer). ``conv_size`` is read only with ``gla_short_conv`` (ValueError
+    otherwise).
+    """
 
     model_type = "suite_gla"
     default_expand_k, default_expand_v = 0.5, 1.0
     make_mixer = staticmethod(fla_mixers.make_gla)
 
-    def __init__(self, **kwargs):  # every config class needs its own __init__ (transformers wraps the others)
+    def __init__(self, gla_short_conv: bool = False, conv_size: int | None = None, **kwargs):
+        if not isinstance(gla_short_conv, bool):
+            raise ValueError(f"gla_short_conv must be a bool, got {gla_short_conv!r}")
+        if conv_size is not None:
+            if not gla_short_conv:
+                raise ValueError(f"conv_size={conv_size!r} without gla_short_conv=True: GLA has no short "
+                                 f"convolution unless gla_short_conv is set")
+            _positive("conv_size", conv_size, int)
+        self.gla_short_conv = gla_short_conv
+        self.conv_size = (4 if conv_size is None else int(conv_size)) if gla_short_conv else None
         super().__init__(**kwargs)
 
 

@@ -341,3 +341,71 @@ def test_orthros_h_gdn_last_row_read_equals_general_path():
     with torch.no_grad():
         other = mixer(x, ctx)
     assert (other[:, T] - outs[0][:, T]).abs().max() > 1e-4
+
+
+# ---------------------------------------------------------------- GLA short convolution (gla_short_conv)
+
+def _gla_layer(model):
+    return model.model.layers[0].mixer.layer
+
+
+def test_gla_default_is_fla_default_without_short_conv():
+    """Existing profiles build FLA's default GLA layer: no short convolution, no conv parameters or config value."""
+    model = tiny("gla")
+    layer = _gla_layer(model)
+    assert layer.use_short_conv is False and not any("conv" in n for n, _ in model.named_parameters())
+    assert model.config.gla_short_conv is False and model.config.conv_size is None
+    import fla.layers
+
+    reference = fla.layers.GatedLinearAttention(hidden_size=model.config.hidden_size, num_heads=layer.num_heads)
+    for name in ("use_short_conv", "expand_k", "expand_v", "gate_logit_normalizer", "use_output_gate",
+                 "feature_map_fn", "clamp_min", "fuse_norm_and_gate"):
+        assert getattr(layer, name) == getattr(reference, name), name
+
+
+@pytest.mark.parametrize("conv_size", [None, 2])
+def test_gla_short_conv_builds_fla_short_conv(conv_size):
+    model = tiny("gla", gla_short_conv=True, conv_size=conv_size)
+    layer = _gla_layer(model)
+    want = 4 if conv_size is None else conv_size
+    assert layer.use_short_conv is True and model.config.conv_size == want
+    assert [m.kernel_size[0] for m in (layer.q_conv1d, layer.k_conv1d, layer.v_conv1d)] == [want] * 3
+    # the convolution reaches the output: the logits differ from the same weights without it
+    base = tiny("gla")
+    ids = torch.randint(0, VOCAB, (1, 10), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        assert not torch.allclose(model(ids).logits, base(ids).logits)
+
+
+@pytest.mark.parametrize("kw, pattern", [
+    (dict(conv_size=4), r"conv_size=4 without gla_short_conv"),
+    (dict(gla_short_conv=1), r"gla_short_conv must be a bool"),
+    (dict(gla_short_conv=True, conv_size=0), r"conv_size must be a positive int"),
+])
+def test_gla_short_conv_bad_values_raise(kw, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        tiny("gla", **kw)
+
+
+def test_gla_short_conv_cached_generation_padding_and_round_trip(tmp_path):
+    """The conv state lives in the cache slot (as GDN's): cached greedy decoding, left padding and save/load agree."""
+    from transformers import AutoModelForCausalLM
+
+    model = tiny("gla", gla_short_conv=True).eval()
+    prompt = torch.randint(0, VOCAB, (2, 10), generator=torch.Generator().manual_seed(2))
+    cached = model.generate(prompt, max_new_tokens=6, do_sample=False)[:, 10:]
+    seq = prompt
+    with torch.no_grad():
+        for _ in range(6):
+            seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(cached, seq[:, 10:])
+    mask = torch.ones(2, 10, dtype=torch.long)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(model(prompt, attention_mask=mask).logits[1, 3:], model(prompt[1:, 3:]).logits[0],
+                                   atol=1e-4, rtol=1e-4)
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert loaded.config.gla_short_conv is True and loaded.config.conv_size == 4
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(prompt).logits, model(prompt).logits)

@@ -35,6 +35,7 @@ ALT = {
     "expand_k": lambda arch, _: 1.0 if arch == "gla" else 0.5,
     "expand_v": lambda arch, _: 2.0 if arch == "gla" else 1.0,
     "linear_num_heads": 2, "full_attention_interval": 1,
+    "gla_short_conv": True,  # GLA's conv_size is read only with it: conv_size=2 alone raises ValueError
 }
 LINEAR = ("gdn", "gla", "retnet")  # no attention layer: heads, KV heads, head_dim set the Orthros budget they match
 LEGACY = {"rope_scaling"}  # accepted keywords that are not __init__ parameters
