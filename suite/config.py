@@ -477,7 +477,11 @@ def workflow_profile(overrides: dict) -> str:
         raise ConfigError(f"unknown Snakemake config key {named}: --config (or --configfile) takes only profile="
                           f"NAME_OR_YAML (known keys: {list(WORKFLOW_KEYS)}). It selects a study config; to change a "
                           "value, copy profiles/<name>.yaml and pass --config profile=path/to/copy.yaml")
-    return str(overrides.get("profile", "default"))
+    profile = overrides.get("profile", "default")
+    if profile is None or not str(profile).strip():
+        raise ConfigError(f"--config profile={'' if profile is None else profile}: empty; name a profile "
+                          f"(profiles/<name>.yaml) or a study config's YAML path")
+    return str(profile)
 
 
 

@@ -167,6 +167,9 @@ def test_snakemake_config_takes_only_the_profile_key():
         workflow_profile({"profle": "ci"})
     with pytest.raises(ConfigError, match=r"key 'nosuch': --config"):
         workflow_profile({"profile": "ci", "nosuch": 1})
+    for empty in ("", None, " "):
+        with pytest.raises(ConfigError, match=r"--config profile=.*empty; name a profile"):
+            workflow_profile({"profile": empty})
 
 
 def test_scientific_notation_reads_as_a_number(tmp_path):

@@ -1,5 +1,6 @@
 """NIAH: needle task (suite.data.needles), scoring, generation budget, training and CLI (suite.experiments.niah.run)."""
 import argparse
+import json
 import re
 
 import numpy as np
@@ -535,3 +536,27 @@ def test_lengths_too_short_for_the_needles_are_refused_before_training(suite_dat
                    str(suite_data / "test.txt"), "--out", str(tmp_path / "n.csv"), *extra])
     assert stop.value.code == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_checkpoint_run_labels_come_from_the_run_beside_it(tmp_path):
+    """A --checkpoint run without --label-arch/--size/--train-len takes them from the suite run that wrote the
+    checkpoint (run_config.json beside it); the flags win; without a run_config: 'checkpoint', no size, 512."""
+    from types import SimpleNamespace
+
+    from suite.experiments.niah.run import _checkpoint_defaults
+
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "run_config.json").write_text(json.dumps({"arch": "orthros", "size": "1M", "seq_len": 256}))
+    a = SimpleNamespace(checkpoint=str(tmp_path / "checkpoint"), label_arch=None, size=None, train_len=None)
+    _checkpoint_defaults(a)
+    assert (a.label_arch, a.size, a.train_len) == ("orthros", "1M", 256)
+    a = SimpleNamespace(checkpoint=str(tmp_path / "checkpoint"), label_arch="x", size="2M", train_len=64)
+    _checkpoint_defaults(a)
+    assert (a.label_arch, a.size, a.train_len) == ("x", "2M", 64)
+    (tmp_path / "other").mkdir()
+    a = SimpleNamespace(checkpoint=str(tmp_path / "other" / "ck"), label_arch=None, size=None, train_len=None)
+    _checkpoint_defaults(a)
+    assert (a.label_arch, a.size, a.train_len) == ("checkpoint", None, 512)
+    a = SimpleNamespace(checkpoint=None, label_arch=None, size="1M", train_len=None)
+    _checkpoint_defaults(a)
+    assert a.train_len == 512

@@ -7,7 +7,7 @@
 #   scratch_budget     equal GPU time: the steps each equal_time arch needs for the reference's GPU-seconds
 #   scratch_train      equal time: those archs, every seed, the derived steps (budget "time")
 #   scratch_ppl        held-out loss by position bucket of every long run
-# An opt-in target (`snakemake --cores all --resources gpu=1 scratch --config profile=gpu`): a few GPU-hours, run in
+# An opt-in target (`snakemake --cores all scratch --resources gpu=1 --config profile=gpu`): a few GPU-hours, run in
 # time-capped parts (README.md beside this file); its results, under <results>/scratch*, feed the audit where they
 # exist.
 
@@ -262,7 +262,7 @@ rule collect_scratch_ppl:
 
 
 rule scratch:
-    """The from-scratch study (opt-in target: `snakemake --cores all --resources gpu=1 scratch --config profile=gpu`;
+    """The from-scratch study (opt-in target: `snakemake --cores all scratch --resources gpu=1 --config profile=gpu`;
     in time-capped parts: suite/experiments/from_scratch/README.md)."""
     input:
         rules.collect_scratch_train.output,

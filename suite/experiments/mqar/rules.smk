@@ -17,6 +17,7 @@ rule mqar:
     output:
         MQAR_OUT,
     wildcard_constraints:
+        arch="|".join(re.escape(a) for a in ARCHS),
         size="|".join(re.escape(s) for s in MQAR_SIZES),
     threads: THREADS
     resources:

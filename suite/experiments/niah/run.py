@@ -32,6 +32,7 @@ CLI::
 from __future__ import annotations
 
 import argparse
+import json
 from argparse import ArgumentTypeError
 from pathlib import Path
 
@@ -177,6 +178,21 @@ def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tok
     return model, summary
 
 
+
+def _checkpoint_defaults(a) -> None:
+    """Fill what the flags left unset: for a --checkpoint run, the arch, size and training length of the suite run
+    that wrote it (``run_config.json`` beside the checkpoint folder: arch, size, seq_len), else ``checkpoint``,
+    no size and 512; for a fresh model, a training length of 512."""
+    run = {}
+    if a.checkpoint:
+        config = Path(a.checkpoint).parent / "run_config.json"
+        if config.is_file():
+            run = json.loads(config.read_text())
+        a.label_arch = a.label_arch or run.get("arch") or "checkpoint"
+        a.size = a.size or run.get("size")
+    if a.train_len is None:
+        a.train_len = int(run.get("seq_len") or 512)
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
@@ -195,9 +211,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--value-digits", type=positive_int, default=None,
                    help="digits of a needle's number (default 7; the rare format's values are word pieces: "
                         "not allowed)")
-    p.add_argument("--train-len", type=positive_int, default=512,
+    p.add_argument("--train-len", type=positive_int, default=None,
                    help="training length in tokens (default 512: room for 3 needles and questions of the ruler "
-                        "format with a BPE tokenizer; the code format needs far less, e.g. 128)")
+                        "format with a BPE tokenizer; the code format needs far less, e.g. 128); a --checkpoint "
+                        "run of the suite's training reads its seq_len from the run_config.json beside it")
     p.add_argument("--steps", type=positive_int, default=1000)
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--lr", type=positive_float, default=3e-3)
@@ -223,7 +240,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="autocast dtype (weights stay float32)")
     p.add_argument("--device", type=device_name, default="cpu")
     p.add_argument("--profile", default="smoke")
-    p.add_argument("--label-arch", default=None, help="arch column for --checkpoint runs")
+    p.add_argument("--label-arch", default=None, help="arch column for --checkpoint runs (default: the arch of the "
+                                                      "run_config.json beside the checkpoint, else 'checkpoint')")
     p.add_argument("--save-model", type=out_folder, default=None,
                    help="folder keeping the trained model; a rerun with the same training arguments and code loads "
                         "it instead of training (a fresh model only)")
@@ -231,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, type=out_file,
                    help="CSV path, e.g. results/<profile>/eval/niah/<arch>/<size>/seed<s>.csv")
     a = p.parse_args(argv)
+    _checkpoint_defaults(a)
     if a.no_progress:
         quiet_hf_progress_bars()
     if a.checkpoint:
@@ -273,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
         with usage_errors(p):
             _check_memory(a, AutoConfig.from_pretrained(a.checkpoint))
         model, tokenizer = load_model(a.checkpoint, a.tokenizer, "float32", a.device)
-        arch, train_len = a.label_arch or "checkpoint", a.train_len
+        arch, train_len = a.label_arch, a.train_len
         train_tokens = load_tokens(a.data_dir, "train") if a.data_dir else None
         task = _task(p, a, tokenizer, train_tokens)
     else:
