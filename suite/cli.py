@@ -230,3 +230,17 @@ def study_config(text: str) -> str:
     loads and validates (:func:`study`)."""
     study(text)
     return text
+
+
+def config_values(items: list[str]) -> dict:
+    """``["KEY=VALUE", ...]`` (``--override``) -> dict; values read as YAML (``1e6`` is a float, ``8`` an int,
+    ``true`` a bool, ``silu`` a string). ValueError naming an item without ``=``."""
+    from suite.config import load_yaml
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not KEY=VALUE")
+        key, val = item.split("=", 1)
+        out[key] = load_yaml(val)
+    return out

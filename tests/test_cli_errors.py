@@ -468,6 +468,8 @@ FREE_TEXT = {  # (module, option) -> what checks it, or why any value is fine
     ("suite.experiments.niah.run", "--data-dir"): "check_data_dir in main, naming the rule that makes it (BAD_IN_MAIN)",
     ("suite.experiments.niah.run", "--profile"): "a label (provenance column)",
     ("suite.experiments.niah.run", "--label-arch"): "a label of the rows",
+    ("suite.experiments.mqar.run", "--label-arch"): "a label of the rows (required with --override, checked in main)",
+    ("suite.experiments.mqar.run", "--override"): "the model config in main, built once before training",
     ("suite.train.run", "--data-dir"): "check_data_dir in main, naming the rule that makes it (BAD_IN_MAIN)",
     ("suite.train.run", "--arch"): "arch_name in main: with --model only a label (BAD_IN_MAIN)",
     ("suite.train.run", "--model"): "checkpoint_folder per seed in main ('{seed}' patterns; BAD_IN_MAIN)",

@@ -186,11 +186,11 @@ def test_scientific_notation_reads_as_a_number(tmp_path):
 
 
 def test_override_in_scientific_notation_is_a_number():
-    from suite.train.run import _parse_overrides
+    from suite.cli import config_values
 
-    assert _parse_overrides(["rope_theta=1e6", "window_size=8", "act=silu"]) == \
+    assert config_values(["rope_theta=1e6", "window_size=8", "act=silu"]) == \
         {"rope_theta": 1e6, "window_size": 8, "act": "silu"}
-    assert isinstance(_parse_overrides(["rope_theta=1e6"])["rope_theta"], float)
+    assert isinstance(config_values(["rope_theta=1e6"])["rope_theta"], float)
 
 
 def test_config_loads_without_torch():

@@ -315,3 +315,24 @@ def test_log_lines_are_those_the_control_calibration_reads(capsys):
     log = capsys.readouterr().out
     assert [int(step) for step, _ in ctl.STEP_LINE.findall(log)] == [2, 4, 5] and ctl.last_step(log) == 5
     assert float(ctl.STEP_LINE.findall(log)[-1][1]) == pytest.approx(out["final_train_loss"], abs=1e-4)
+
+
+def test_cli_override_makes_a_labelled_variant(tmp_path, capsys):
+    """--override sets model config values (GLA's short convolution) and needs --label-arch, whose name the rows
+    carry; a key no config field reads, or --override without a label, is refused before any training."""
+    from suite.experiments.mqar.run import main
+    from suite.provenance import read_csv
+
+    common = ["--arch", "gla", "--size", "1M", "--seq-len", "32", "--kv-pairs", "2", "--steps", "2",
+              "--vocab-size", "64", "--batch-size", "4", "--num-test", "4"]
+    with pytest.raises(SystemExit):
+        main(common + ["--override", "gla_short_conv=true", "--out", str(tmp_path / "a.csv")])
+    assert "name the variant with --label-arch" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(common + ["--override", "gla_short_cov=true", "--label-arch", "gla_conv",
+                       "--out", str(tmp_path / "b.csv")])
+    assert "gla_short_cov=True is not a field of GLAConfig" in capsys.readouterr().err
+    assert not (tmp_path / "a.csv").exists() and not (tmp_path / "b.csv").exists()
+    main(common + ["--override", "gla_short_conv=true", "--label-arch", "gla_conv", "--out", str(tmp_path / "c.csv")])
+    rows = read_csv(tmp_path / "c.csv")
+    assert set(rows["arch"]) == {"gla_conv"}

@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from suite.cli import (
+    config_values,
     device_name,
     fraction,
     in_file,
@@ -45,19 +46,6 @@ from suite.train.loop import TrainingDivergedError
 from suite.train.model import window_overrides
 
 __all__ = ["main"]
-
-
-def _parse_overrides(items: list[str]) -> dict:
-    """``["KEY=VALUE", ...]`` -> dict; values read as YAML (``1e6`` is a float, ``8`` an int, ``silu`` a string)."""
-    from suite.config import load_yaml
-
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} is not KEY=VALUE")
-        key, val = item.split("=", 1)
-        out[key] = load_yaml(val)
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -142,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
 
             if not size:
                 raise ValueError("give --size or a --config whose main_size sets it")
-            user_overrides = _parse_overrides(args.override)
+            user_overrides = config_values(args.override)
             make_config(args.arch, size, **user_overrides)
     hp = dict(cfg.get("train", {}))
     if args.recipe == "conversion":

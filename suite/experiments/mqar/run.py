@@ -23,6 +23,7 @@ import functools
 
 from suite.archs import WINDOWED_ARCHS
 from suite.cli import (
+    config_values,
     device_name,
     fraction,
     int_list,
@@ -32,6 +33,7 @@ from suite.cli import (
     positive_float,
     positive_int,
     positive_ints,
+    usage_errors,
 )
 from suite.common import arch_name, size_name
 from suite.config import warmup_problem
@@ -71,6 +73,11 @@ def main(argv: list[str] | None = None) -> None:
                    help="registry arch (orthros, transformer, swa, gdn, gla, retnet) or 'llama' for the built-in "
                         "small Llama reference")
     p.add_argument("--size", type=size_name, required=True, help="model size name (models.sizes)")
+    p.add_argument("--override", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="model config values (read as YAML), e.g. gla_short_conv=true; needs --label-arch")
+    p.add_argument("--label-arch", default=None,
+                   help="arch column of the rows (default --arch); required with --override, so that a variant's "
+                        "rows never read as the arch's own")
     p.add_argument("--seq-len", type=_seq_lens, default=[64, 128, 256])
     p.add_argument("--kv-pairs", type=positive_ints, default=[4, 8, 16, 32, 64], help="pair counts evaluated")
     p.add_argument("--train-kv", type=kv_groups, default=None,
@@ -124,8 +131,14 @@ def main(argv: list[str] | None = None) -> None:
     if counts and max(counts) >= a.vocab_size // 2 - 1:  # keys and values are drawn from halves of the vocabulary
         p.error(f"--vocab-size {a.vocab_size} is too small for {max(counts)} distinct keys (pairs must be below "
                 f"vocab_size / 2 - 1)")
+    if a.override and not a.label_arch:
+        p.error(f"--override {' '.join(a.override)} changes the {a.arch} model: name the variant with --label-arch")
+    with usage_errors(p):
+        extra = config_values(a.override)
     layers = None
     if a.arch == "llama":
+        if extra:
+            p.error("--override: the built-in llama reference takes no config values")
         if a.tie_embeddings:
             p.error("--tie-embeddings: the built-in llama reference is untied")
         factory = llama_factory(max_len=max(a.seq_len))
@@ -137,9 +150,13 @@ def main(argv: list[str] | None = None) -> None:
         overrides = {"window_size": a.window} if a.window and a.arch in WINDOWED_ARCHS else {}
         if a.tie_embeddings:
             overrides["tie_word_embeddings"] = True
+        overrides.update(extra)
+        with usage_errors(p):  # a key no config field reads is refused here, before any training
+            build(a.arch, a.size, vocab_size=a.vocab_size, **overrides)
         factory = functools.partial(build, a.arch, a.size, **overrides)  # factory(vocab_size=...)
-    rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.arch, size=a.size, profile=a.profile,
-                    seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv, window=a.window,
+    rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.label_arch or a.arch, size=a.size,
+                    profile=a.profile, seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv,
+                    window=a.window,
                     num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,
                     weight_decay=a.weight_decay, num_test=a.num_test, log_every=a.log_every,
                     first_cell_frac=a.first_cell_frac, constant_tokens=a.constant_tokens, warmup=a.warmup,
