@@ -15,6 +15,8 @@ from models.registry import build, known_archs  # noqa: E402
 
 BASELINES = ["transformer", "swa", "gdn", "gla", "retnet", "linear_hybrid", "orthros_h"]
 VOCAB = 512
+# GLA with its opt-in short convolution, whose state lives in the cache slot as GDN's does
+GLA_CONV = pytest.param("gla", {"gla_short_conv": True}, id="gla-short_conv")
 
 
 def tiny(arch: str, **overrides):
@@ -48,9 +50,9 @@ def test_training_loss_falls(arch):
     assert losses[-1] < 0.5 * losses[0], losses
 
 
-@pytest.mark.parametrize("arch", BASELINES)
-def test_cached_generation_equals_uncached_greedy(arch):
-    model = tiny(arch).eval()
+@pytest.mark.parametrize("arch, overrides", [(a, {}) for a in BASELINES] + [GLA_CONV])
+def test_cached_generation_equals_uncached_greedy(arch, overrides):
+    model = tiny(arch, **overrides).eval()
     prompt = torch.randint(0, VOCAB, (2, 10), generator=torch.Generator().manual_seed(2))
     cached = model.generate(prompt, max_new_tokens=6, do_sample=False)[:, 10:]
     seq = prompt
@@ -60,9 +62,9 @@ def test_cached_generation_equals_uncached_greedy(arch):
     assert torch.equal(cached, seq[:, 10:])
 
 
-@pytest.mark.parametrize("arch", ["gdn", "gla", "retnet", "linear_hybrid"])
-def test_left_padding_matches_unpadded(arch):
-    model = tiny(arch).eval()
+@pytest.mark.parametrize("arch, overrides", [(a, {}) for a in ("gdn", "gla", "retnet", "linear_hybrid")] + [GLA_CONV])
+def test_left_padding_matches_unpadded(arch, overrides):
+    model = tiny(arch, **overrides).eval()
     ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(3))
     mask = torch.ones(2, 9, dtype=torch.long)
     mask[1, :3] = 0
@@ -286,14 +288,16 @@ def test_orthros_h_gdn_cross_query_reads_state_without_conv():
 
 # ---------------------------------------------------------------- HF integration
 
-@pytest.mark.parametrize("arch", BASELINES)
-def test_save_load_round_trip(arch, tmp_path):
+@pytest.mark.parametrize("arch, overrides", [(a, {}) for a in BASELINES] + [GLA_CONV])
+def test_save_load_round_trip(arch, overrides, tmp_path):
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    model = tiny(arch).eval()
+    model = tiny(arch, **overrides).eval()
     model.save_pretrained(tmp_path)
     config = AutoConfig.from_pretrained(tmp_path)
     assert config.model_type == model.config.model_type
+    for key in (*overrides, "conv_size"):
+        assert getattr(config, key, None) == getattr(model.config, key, None), key
     assert config.intermediate_size == model.config.intermediate_size  # matched width is not re-matched
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     assert type(loaded) is type(model)
@@ -385,27 +389,3 @@ def test_gla_short_conv_builds_fla_short_conv(conv_size):
 def test_gla_short_conv_bad_values_raise(kw, pattern):
     with pytest.raises(ValueError, match=pattern):
         tiny("gla", **kw)
-
-
-def test_gla_short_conv_cached_generation_padding_and_round_trip(tmp_path):
-    """The conv state lives in the cache slot (as GDN's): cached greedy decoding, left padding and save/load agree."""
-    from transformers import AutoModelForCausalLM
-
-    model = tiny("gla", gla_short_conv=True).eval()
-    prompt = torch.randint(0, VOCAB, (2, 10), generator=torch.Generator().manual_seed(2))
-    cached = model.generate(prompt, max_new_tokens=6, do_sample=False)[:, 10:]
-    seq = prompt
-    with torch.no_grad():
-        for _ in range(6):
-            seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], 1)
-    assert torch.equal(cached, seq[:, 10:])
-    mask = torch.ones(2, 10, dtype=torch.long)
-    mask[1, :3] = 0
-    with torch.no_grad():
-        torch.testing.assert_close(model(prompt, attention_mask=mask).logits[1, 3:], model(prompt[1:, 3:]).logits[0],
-                                   atol=1e-4, rtol=1e-4)
-    model.save_pretrained(tmp_path)
-    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
-    assert loaded.config.gla_short_conv is True and loaded.config.conv_size == 4
-    with torch.no_grad():
-        torch.testing.assert_close(loaded(prompt).logits, model(prompt).logits)

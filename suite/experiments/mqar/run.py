@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             p.error("--tie-embeddings: the built-in llama reference is untied")
         factory = llama_factory(max_len=max(a.seq_len))
     else:
-        from models.registry import build
+        from models.registry import build, make_config
         from models.sizes import get_size
 
         layers = get_size(a.size).num_hidden_layers
@@ -152,12 +152,11 @@ def main(argv: list[str] | None = None) -> None:
             overrides["tie_word_embeddings"] = True
         overrides.update(extra)
         with usage_errors(p):  # a key no config field reads is refused here, before any training
-            build(a.arch, a.size, vocab_size=a.vocab_size, **overrides)
+            make_config(a.arch, a.size, vocab_size=a.vocab_size, **overrides)
         factory = functools.partial(build, a.arch, a.size, **overrides)  # factory(vocab_size=...)
     rows = run_grid(factory, a.seq_len, a.kv_pairs, a.steps, arch=a.label_arch or a.arch, size=a.size,
                     profile=a.profile, seed=a.seed, device=a.device, dtype=a.dtype, train_kv=a.train_kv,
-                    window=a.window,
-                    num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,
+                    window=a.window, num_layers=layers, vocab_size=a.vocab_size, batch_size=a.batch_size, lr=a.lr,
                     weight_decay=a.weight_decay, num_test=a.num_test, log_every=a.log_every,
                     first_cell_frac=a.first_cell_frac, constant_tokens=a.constant_tokens, warmup=a.warmup,
                     stop_after=a.stop_after)
