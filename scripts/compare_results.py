@@ -2,7 +2,8 @@
 
 Every CSV under OLD must exist under NEW with the same columns and rows, and every value must be equal, except in
 the columns that a re-run changes by nature: the provenance columns of ``suite.provenance.PROVENANCE_COLUMNS``
-(commit, device, backend, ...), wall-clock times and resident memory (``--ignore`` adds more). A cell that reads as a
+(commit, device, backend, ...) and the library versions (``SOFTWARE_COLUMNS``, also where only one side has them),
+wall-clock times and resident memory (``--ignore`` adds more). A cell that reads as a
 number on both sides is compared as a number: exactly by default, within ``|old - new| <= atol + rtol * |new|``
 (numpy's ``isclose``) with ``--rtol`` / ``--atol``, which a re-run on another CPU needs (float results differ in the
 last digits across CPUs); any other cell (text, booleans, an empty cell against a number) must be equal as text.
@@ -22,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's suite/, also without an install
-from suite.provenance import PROVENANCE_COLUMNS, read_csv  # noqa: E402
+from suite.provenance import PROVENANCE_COLUMNS, SOFTWARE_COLUMNS, read_csv  # noqa: E402
 
-# what a re-run changes by nature: provenance of the run, clocks, memory measurements
-VOLATILE = set(PROVENANCE_COLUMNS) | {"ms", "train_s", "peak_rss_gib", "rss_before_prefill_gib"}
+# what a re-run changes by nature: provenance of the run (library versions included), clocks, memory measurements
+VOLATILE = set(PROVENANCE_COLUMNS) | set(SOFTWARE_COLUMNS) | {"ms", "train_s", "peak_rss_gib", "rss_before_prefill_gib"}
 VOLATILE_SUFFIXES = ("_ms", "_s", "tok_per_s")
 
 
@@ -45,7 +46,10 @@ def column_differences(old: pd.DataFrame, new: pd.DataFrame, extra: set[str] = f
     """Human-readable differences between two frames of one CSV ([] when they agree outside volatile columns):
     numeric cells within ``rtol`` / ``atol`` (0, 0: exactly), the others as text."""
     out = []
-    only_old, only_new = sorted(set(old.columns) - set(new.columns)), sorted(set(new.columns) - set(old.columns))
+    # a volatile column present on one side only (library versions that rows written before they were recorded lack)
+    # is no difference
+    only_old, only_new = ([c for c in sorted(set(a.columns) - set(b.columns)) if not volatile(c, extra)]
+                          for a, b in ((old, new), (new, old)))
     if only_old or only_new:  # then the shared columns are still compared
         out.append(f"columns differ (only in old: {only_old}, only in new: {only_new})")
     if len(old) != len(new):

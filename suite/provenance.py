@@ -1,18 +1,21 @@
 """Provenance columns carried by every results row, and atomic CSV / text writing.
 
 Every row in ``results/`` records where it came from: git commit, profile, device,
-kernel backend, dtype, seed, wall time (seconds) and the number of processes (``world_size``: 1 unless
-the run was launched by torchrun over several GPUs/ranks). ``write_csv`` / ``write_text`` write to a
+kernel backend, dtype, seed, wall time (seconds), the number of processes (``world_size``: 1 unless
+the run was launched by torchrun over several GPUs/ranks) and the versions of the libraries its numbers depend on
+(torch, Triton, transformers, FLA; the driver and CUDA on a GPU). ``write_csv`` / ``write_text`` write to a
 temporary file and rename it, so an interrupted job never leaves a half-written file.
 """
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import platform
 import re
 import subprocess
+from importlib import metadata
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -85,30 +88,47 @@ def device_name(device: str = "cpu") -> str:
     return f"cpu:{machine}x{os.cpu_count()}" + (f" ({model})" if model and model != machine else "")
 
 
+# the libraries a row's numbers depend on, by distribution name (importlib.metadata reads the installed version
+# without importing the library: importing FLA alone takes ~30 s on a CPU host)
+SOFTWARE = {"torch": ("torch",), "triton": ("triton",), "transformers": ("transformers",),
+            "fla": ("flash-linear-attention", "fla-core")}
+SOFTWARE_COLUMNS = [*SOFTWARE, "driver", "cuda"]
+
+
+@functools.lru_cache(maxsize=None)
+def _installed(dists: tuple[str, ...]) -> str:
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return "absent"
+
+
+@functools.lru_cache(maxsize=None)
+def _driver() -> str:
+    try:
+        query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+        return subprocess.run(query, capture_output=True, text=True, check=True, timeout=20).stdout.split()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown"
+
+
 def software_versions(device: str = "cpu") -> dict:
-    """torch / triton / transformers / FLA versions, and the GPU driver on CUDA devices (extra provenance columns)."""
+    """torch / triton / transformers / FLA versions (``absent`` where not installed), and on CUDA devices the GPU
+    driver and the CUDA version torch was built with (``SOFTWARE_COLUMNS``)."""
     import torch
 
-    versions = {"torch": torch.__version__}
-    for name in ("triton", "transformers", "fla"):
-        try:
-            versions[name] = __import__(name).__version__
-        except Exception:
-            versions[name] = "absent"
+    versions = {name: torch.__version__ if name == "torch" else _installed(dists) for name, dists in SOFTWARE.items()}
     if str(device).startswith("cuda"):
-        try:
-            query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-            versions["driver"] = subprocess.run(query, capture_output=True, text=True, check=True,
-                                                timeout=20).stdout.split()[0]
-        except (OSError, subprocess.SubprocessError, IndexError):
-            versions["driver"] = "unknown"
-        versions["cuda"] = torch.version.cuda
+        versions.update(driver=_driver(), cuda=torch.version.cuda)
     return versions
 
 
 def provenance(profile: str, seed: int | None, dtype: str, backend: str, device: str = "cpu",
                wall_s: float | None = None, world_size: int = 1) -> dict:
-    """The provenance columns (``PROVENANCE_COLUMNS``) as a dict, ready to merge into a results row.
+    """The provenance columns (``PROVENANCE_COLUMNS``), then the library versions (``software_versions``), as a
+    dict ready to merge into a results row.
 
     ``world_size``: processes (ranks) that produced the row, e.g. 2 for ``torchrun --nproc_per_node 2``.
     Raises ValueError when it is not a positive integer.
@@ -117,7 +137,7 @@ def provenance(profile: str, seed: int | None, dtype: str, backend: str, device:
         raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
     return {"commit": git_commit(), "profile": profile, "device": device_name(device), "backend": backend,
             "dtype": dtype, "seed": seed, "wall_s": None if wall_s is None else round(float(wall_s), 3),
-            "world_size": world_size}
+            "world_size": world_size, **software_versions(device)}
 
 
 def write_csv(rows: Iterable[Mapping] | pd.DataFrame, path: str | Path) -> Path:

@@ -32,6 +32,9 @@ def test_only_commit_and_clock_columns_may_differ(tmp_path):
     assert compare_results.compare(old, changed) == {"eval/niah.csv": ["accuracy: 1 rows (max abs diff 0.25)"]}
     assert compare_results.main([str(old), str(changed)]) == 1
     assert compare_results.compare(old, changed, {"accuracy"}) == {}
+    # rows written before library versions were recorded, against a re-run that records them
+    versions = _tree(tmp_path / "versions", [r | {"torch": "2.13.0", "transformers": "5.25.0"} for r in ROWS])
+    assert compare_results.compare(old, versions) == {} and compare_results.compare(versions, old) == {}
 
 
 def test_missing_files_columns_and_rows_are_reported(tmp_path):

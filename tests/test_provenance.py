@@ -149,3 +149,16 @@ def test_a_results_csv_cut_short_is_refused_naming_the_file(tmp_path):
     quoted = tmp_path / "quoted.csv"  # a quoted cell may hold a comma and a line break
     quoted.write_text('arch,status\northros,"not run: a, b\nc"\n')
     assert suite.provenance.read_csv(quoted)["status"].tolist() == ["not run: a, b\nc"]
+
+
+def test_every_row_records_the_library_versions_without_importing_them(monkeypatch):
+    """The versions come from the installed distributions' metadata (importing FLA alone costs ~30 s on a CPU);
+    a library that is not installed reads ``absent``; driver and CUDA only on a GPU."""
+    monkeypatch.setitem(suite.provenance.SOFTWARE, "fla", ("no-such-distribution-xyz",))
+    row = suite.provenance.provenance("default", 0, "float32", "torch", "cpu")
+    import torch
+    import transformers
+
+    assert row["torch"] == torch.__version__ and row["transformers"] == transformers.__version__
+    assert row["fla"] == "absent" and "driver" not in row and "cuda" not in row
+    assert list(row)[:len(suite.provenance.PROVENANCE_COLUMNS)] == suite.provenance.PROVENANCE_COLUMNS
