@@ -25,7 +25,7 @@ GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", 
              "quality", "ablation", *PRETRAINED_FILES, *SCRATCH_FILES]
 SCALE_COLUMNS = ["shape", "n_params", "tokens", "tokens_extra", "steps", "seq_len", "window", "context_len",
                  "input_len", "output_len", "batch", "gpus", "threads", "method", "kernel", "dtype", "backend",
-                 "device", "gpu_name"]
+                 "device", "gpu_name", "torch", "transformers", "fla"]
 
 
 def read_result(path: str | Path, name: str) -> pd.DataFrame:
