@@ -147,7 +147,8 @@ class RowWriter:
     def write(self) -> None:
         """Rewrite the CSV: measurement columns first, then environment and provenance columns."""
         frame = pd.DataFrame(self.old + self.rows)
-        tail = [c for c in [*self.common["env"], *self.common["prov"]] if c in frame.columns]
+        # env and provenance share the library versions: each column once
+        tail = [c for c in dict.fromkeys([*self.common["env"], *self.common["prov"]]) if c in frame.columns]
         write_csv(frame[[c for c in frame.columns if c not in tail] + tail], self.path)
 
     def add(self, **row) -> dict:

@@ -162,3 +162,17 @@ def test_every_row_records_the_library_versions_without_importing_them(monkeypat
     assert row["torch"] == torch.__version__ and row["transformers"] == transformers.__version__
     assert row["fla"] == "absent" and "driver" not in row and "cuda" not in row
     assert list(row)[:len(suite.provenance.PROVENANCE_COLUMNS)] == suite.provenance.PROVENANCE_COLUMNS
+
+
+def test_a_benchmarks_rows_and_targets_carry_each_column_once(tmp_path):
+    """The GPU benchmarks' environment columns (library versions, GPU) and the provenance columns overlap: the CSV
+    and its targets.csv name each column once."""
+    from benchmarks.gpu_common import RowWriter, common_columns
+
+    writer = RowWriter(tmp_path / "bench.csv", common_columns("cpu", "float32", "default"))
+    writer.add(arch="orthros", value=1.0)
+    writer.target(arch="orthros", method="m", target="t", value=1.0, threshold=0.5, status="pass")
+    for name in ("bench.csv", "targets.csv"):
+        header = (tmp_path / name).read_text().splitlines()[0].split(",")
+        assert len(header) == len(set(header)), name
+        assert {"torch", "transformers", "commit", "gpu_name"} <= set(header), name
