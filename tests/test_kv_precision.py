@@ -27,3 +27,19 @@ def test_fp8_rows_show_their_targets_not_only_that_they_were_measured():
     assert "FP8 block 16" in table.loc[(32, "fp8 check"), "conditions"]
     assert "FP8 block" not in table.loc[(32, "path floor"), "conditions"]
     assert fp8_real_table(None, "x.csv missing").status.tolist() == ["not run: x.csv missing"]
+
+
+def test_runs_on_two_machines_each_show_their_own_targets():
+    """A CPU run (float32 model) and a GPU run (bf16) of the same T share fp8_kv_real.csv and targets.csv: each row
+    shows the verdicts of its own run only."""
+    runs = (("cpu", "float32", "pass"), ("gpu", "bfloat16", "fail"))
+    rows = pd.DataFrame([dict(seq_len=32, n_seqs=1, comparison="path floor", test="t", reference="r",
+                              top1_agreement=0.9, ppl_ref=10.0, ppl_test=10.2, status="ok", base_model="m",
+                              quantization="q", arch="orthros", window=128, split="test", tokens=64, dtype=dtype,
+                              fp8_block=None, device=device, commit="abc") for device, dtype, _ in runs])
+    targets = pd.DataFrame([dict(source="fp8_kv_real.csv", method="path check", seq_len=32.0, threshold=0.99,
+                                 status=status, device=device, dtype=dtype,
+                                 target="runner vs forward: top-1 agreement (T=32, ...) >= 0.99")
+                            for device, dtype, status in runs])
+    table = fp8_real_table(rows, "missing", targets).set_index("conditions")
+    assert [v.rsplit(": ", 1)[1] for v in table["targets"]] == ["pass", "fail"]

@@ -13,17 +13,23 @@ NOTE = ("The conversion experiment's pretrained model converted to Orthros (iden
         "targets: top-1 agreement >= 0.99 and |perplexity change| < 1%; 'targets' gives each one's pass/fail from "
         "results/gpu/targets.csv; 'ok' in status only says the row was measured). ppl_rel_change is a fraction "
         "(0.01 = +1%). lo/hi: 95% intervals from batch means over position blocks. Conditions (model, dtype, device, "
-        "tokens, commit) in the last column.")
+        "tokens, commit) in the last column; runs on several machines share the table, each row judged by its own "
+        "run's targets. A failed path check voids that run's FP8 targets at that T: the measurement could not see "
+        "agreement where nothing changed (a bf16 model's two paths round differently).")
 
 
-def _verdicts(targets: pd.DataFrame | None, comparison: str, T) -> str:
-    """The pass/fail rows of ``targets.csv`` that judge one (comparison, T) row: the path check judges the path floor,
-    the targets the FP8 check."""
-    method = {"path floor": "path check", "fp8 check": "target"}.get(comparison)
+def _verdicts(targets: pd.DataFrame | None, row: pd.Series) -> str:
+    """The pass/fail rows of ``targets.csv`` that judge one (comparison, T) row of one run (its device and model dtype:
+    runs on several machines share the file): the path check judges the path floor, the targets the FP8 check."""
+    method = {"path floor": "path check", "fp8 check": "target"}.get(row["comparison"])
     if targets is None or method is None or "seq_len" not in targets:
         return ""
-    rows = targets[(targets.source == "fp8_kv_real.csv") & (targets.method == method)
-                   & (pd.to_numeric(targets.seq_len, errors="coerce") == float(T))]
+    same_run = pd.Series(True, index=targets.index)
+    for col in ("device", "dtype"):
+        if col in targets and col in row:
+            same_run &= targets[col].astype(str) == str(row[col])
+    rows = targets[(targets.source == "fp8_kv_real.csv") & (targets.method == method) & same_run
+                   & (pd.to_numeric(targets.seq_len, errors="coerce") == float(row["seq_len"]))]
     def short(text: str) -> str:  # "<arms>: <metric> (<conditions>) <op> <threshold>" -> "<metric> <op> <threshold>"
         head, _, tail = text.rpartition(") ")
         return f"{head.split(': ', 1)[-1].split(' (T=')[0]} {tail}" if head else text
@@ -37,7 +43,7 @@ def fp8_real_table(frame: pd.DataFrame | None, missing: str, targets: pd.DataFra
     if frame is None or frame.empty:
         return pd.DataFrame([{"status": f"not run: {missing}"}])
     out = frame[[c for c in COLUMNS if c in frame.columns]].copy()
-    out["targets"] = [_verdicts(targets, c, T) for c, T in zip(frame.comparison, frame.seq_len)]
+    out["targets"] = [_verdicts(targets, r) for _, r in frame.iterrows()]
     def conditions(r: pd.Series) -> str:
         block = f", FP8 block {int(r['fp8_block'])}" if pd.notna(r.get("fp8_block")) else ""
         return (f"{r['base_model']} ({r['quantization']}) as {r['arch']}, w={r['window']}, {r['split']} split, "
