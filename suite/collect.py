@@ -25,7 +25,7 @@ import itertools
 import pandas as pd
 
 from suite.cli import in_file, out_file, usage_errors
-from suite.provenance import read_csv, write_csv
+from suite.provenance import SOFTWARE_COLUMNS, read_csv, write_csv
 
 SCALE = ["n_params", "tokens", "seq_len"]
 PPL_METRIC = "byte_perplexity"  # tokenizer-independent held-out perplexity (lm-eval loglikelihood_rolling)
@@ -67,7 +67,7 @@ def quality(evals: list[str], metrics: list[str]) -> pd.DataFrame:
     train_rows = runs.assign(task="train_val_loss", metric="nats_per_token", value=runs["val_loss"],
                              unit="nats/token", status="ok")
     keep = ["arch", "size", *SCALE, "task", "metric", "value", "unit", "status",
-            "commit", "profile", "device", "backend", "dtype", "seed", "wall_s"]
+            "commit", "profile", "device", "backend", "dtype", "seed", "wall_s", *SOFTWARE_COLUMNS]
     return pd.concat([rows, train_rows[[c for c in keep if c in train_rows]]], ignore_index=True)
 
 

@@ -34,3 +34,20 @@ def test_a_continued_runs_tokens_count_the_base_runs_too(tmp_path):
     out = conversion(evals, metrics, ["base", "base_cpt", "conversion"]).set_index("variant")
     assert out["tokens"].to_dict() == {"base": 143360, "base_cpt": 143360 + 51200, "conversion": 143360 + 51200}
     assert out["tokens_extra"].to_dict() == {"base": 0, "base_cpt": 51200, "conversion": 51200}
+
+
+def test_a_runs_training_loss_row_keeps_the_library_versions(tmp_path):
+    """quality.csv: the train_val_loss row of a run carries its provenance, library versions included, as its lm-eval
+    rows do."""
+    from suite.collect import quality
+
+    prov = {"commit": "abc", "profile": "default", "device": "cpu", "backend": "torch", "dtype": "float32",
+            "seed": 0, "wall_s": 1.0, "torch": "2.13.0", "transformers": "5.25.0", "fla": "0.6.0"}
+    run = {"arch": "orthros", "size": "1M", "seed": 0}
+    pd.DataFrame([run | {"task": "val_ppl", "metric": "byte_perplexity", "value": 3.0, "status": "ok"} | prov]).to_csv(
+        tmp_path / "eval.csv", index=False)
+    pd.DataFrame([run | {"n_params": 1000, "tokens": 2048, "seq_len": 64, "val_loss": 1.5} | prov]).to_csv(
+        tmp_path / "metrics.csv", index=False)
+    out = quality([str(tmp_path / "eval.csv")], [str(tmp_path / "metrics.csv")]).set_index("task")
+    assert out.loc["train_val_loss", "value"] == 1.5
+    assert out.loc["train_val_loss", ["torch", "transformers", "fla"]].tolist() == ["2.13.0", "5.25.0", "0.6.0"]
