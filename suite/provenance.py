@@ -88,11 +88,10 @@ def device_name(device: str = "cpu") -> str:
     return f"cpu:{machine}x{os.cpu_count()}" + (f" ({model})" if model and model != machine else "")
 
 
-# the libraries a row's numbers depend on, by distribution name (importlib.metadata reads the installed version
-# without importing the library: importing FLA alone takes ~30 s on a CPU host)
-SOFTWARE = {"torch": ("torch",), "triton": ("triton",), "transformers": ("transformers",),
-            "fla": ("flash-linear-attention", "fla-core")}
-SOFTWARE_COLUMNS = [*SOFTWARE, "driver", "cuda"]
+# the libraries a row's numbers depend on besides torch, by distribution name (importlib.metadata reads the installed
+# version without importing the library: importing FLA alone takes ~30 s on a CPU host)
+SOFTWARE = {"triton": ("triton",), "transformers": ("transformers",), "fla": ("flash-linear-attention", "fla-core")}
+SOFTWARE_COLUMNS = ["torch", *SOFTWARE, "driver", "cuda"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -119,7 +118,7 @@ def software_versions(device: str = "cpu") -> dict:
     driver and the CUDA version torch was built with (``SOFTWARE_COLUMNS``)."""
     import torch
 
-    versions = {name: torch.__version__ if name == "torch" else _installed(dists) for name, dists in SOFTWARE.items()}
+    versions = {"torch": torch.__version__, **{name: _installed(dists) for name, dists in SOFTWARE.items()}}
     if str(device).startswith("cuda"):
         versions.update(driver=_driver(), cuda=torch.version.cuda)
     return versions
