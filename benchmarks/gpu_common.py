@@ -12,7 +12,7 @@ import torch
 from benchmarks.targets import TARGETS
 from models import kernels
 from suite.common import kernels_summary
-from suite.provenance import provenance, read_csv, software_versions, write_csv
+from suite.provenance import provenance, read_csv, write_csv
 
 
 def sync(device) -> None:
@@ -106,13 +106,11 @@ def model_kernels(model, device) -> str:
 
 
 def env_info(device) -> dict:
-    """Software versions and the GPU (columns gpu_name, driver, torch, triton, transformers, fla[, cuda])."""
-    info = software_versions(str(device))
+    """The GPU (column gpu_name; on a CPU also driver "none"); the library versions and a GPU's driver come with the
+    provenance columns (:func:`suite.provenance.provenance`)."""
     if torch.device(device).type == "cuda":
-        info["gpu_name"] = torch.cuda.get_device_name(device)
-    else:
-        info["gpu_name"], info["driver"] = "none (cpu)", "none"
-    return info
+        return {"gpu_name": torch.cuda.get_device_name(device)}
+    return {"gpu_name": "none (cpu)", "driver": "none"}
 
 
 PAIRS = {"transformer": "orthros", "linear_hybrid": "orthros_h"}  # baseline -> its Orthros counterpart
@@ -147,8 +145,7 @@ class RowWriter:
     def write(self) -> None:
         """Rewrite the CSV: measurement columns first, then environment and provenance columns."""
         frame = pd.DataFrame(self.old + self.rows)
-        # env and provenance share the library versions: each column once
-        tail = [c for c in dict.fromkeys([*self.common["env"], *self.common["prov"]]) if c in frame.columns]
+        tail = [c for c in [*self.common["env"], *self.common["prov"]] if c in frame.columns]
         write_csv(frame[[c for c in frame.columns if c not in tail] + tail], self.path)
 
     def add(self, **row) -> dict:
