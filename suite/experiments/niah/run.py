@@ -178,7 +178,6 @@ def _trained_model(a: argparse.Namespace, task: NeedleTask, tokenizer, train_tok
     return model, summary
 
 
-
 def _checkpoint_defaults(a) -> None:
     """Fill what the flags left unset: for a --checkpoint run, the arch, size and training length of the suite run
     that wrote it (``run_config.json`` beside the checkpoint folder: arch, size, seq_len), else ``checkpoint``,
@@ -192,6 +191,7 @@ def _checkpoint_defaults(a) -> None:
         a.size = a.size or run.get("size")
     if a.train_len is None:
         a.train_len = int(run.get("seq_len") or 512)
+
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
