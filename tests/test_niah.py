@@ -560,3 +560,15 @@ def test_checkpoint_run_labels_come_from_the_run_beside_it(tmp_path):
     a = SimpleNamespace(checkpoint=None, label_arch=None, size="1M", train_len=None)
     _checkpoint_defaults(a)
     assert a.train_len == 512
+
+
+@pytest.mark.parametrize("text, message", [("{not json", "not valid JSON"), ("[1]", "expected a JSON object")])
+def test_a_corrupt_run_config_beside_a_checkpoint_is_named(tmp_path, text, message):
+    from types import SimpleNamespace
+
+    from suite.experiments.niah.run import _checkpoint_defaults
+
+    (tmp_path / "run_config.json").write_text(text)
+    a = SimpleNamespace(checkpoint=str(tmp_path / "checkpoint"), label_arch=None, size=None, train_len=None)
+    with pytest.raises(SystemExit, match=f"{re.escape(str(tmp_path / 'run_config.json'))}: {message}"):
+        _checkpoint_defaults(a)

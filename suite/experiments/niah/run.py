@@ -186,7 +186,12 @@ def _checkpoint_defaults(a) -> None:
     if a.checkpoint:
         config = Path(a.checkpoint).parent / "run_config.json"
         if config.is_file():
-            run = json.loads(config.read_text())
+            try:
+                run = json.loads(config.read_text())
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{config}: not valid JSON ({e}); fix or remove it") from None
+            if not isinstance(run, dict):
+                raise SystemExit(f"{config}: expected a JSON object of run settings, got {type(run).__name__}")
         a.label_arch = a.label_arch or run.get("arch") or "checkpoint"
         a.size = a.size or run.get("size")
     if a.train_len is None:
