@@ -97,6 +97,23 @@ def test_controls_csv_writes_seed_and_world_size_as_integers(tmp_path):
     assert written["seed"].tolist() == ["", ""] and written["world_size"].tolist() == ["", ""]
 
 
+def test_controls_keep_the_library_versions_of_the_rows_they_read(tmp_path):
+    """A control row carries the torch/transformers/FLA versions of the results rows it judges; a control with no
+    rows leaves them blank; no version columns when no source row has any."""
+    mqar = mqar_rows().assign(world_size=1, torch="2.9.0", transformers="4.57.0")
+    mqar.to_csv(tmp_path / "mqar.csv", index=False)
+    niah_rows().assign(world_size=1).to_csv(tmp_path / "niah.csv", index=False)
+    out = tmp_path / "controls.csv"
+    ctl.main(["--mqar", str(tmp_path / "mqar.csv"), "--mqar-cell", "64:4", "--niah", str(tmp_path / "niah.csv"),
+              "--out", str(out)])
+    written = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert written["torch"].tolist() == ["2.9.0", "2.9.0", "", ""]
+    assert written["transformers"].tolist() == ["4.57.0"] * 2 + ["", ""]
+    assert "fla" not in written.columns
+    ctl.main(["--niah", str(tmp_path / "niah.csv"), "--out", str(out)])
+    assert "torch" not in pd.read_csv(out).columns
+
+
 def test_invalid_reason_names_the_failed_control():
     table = pd.DataFrame(ctl.mqar_controls(mqar_rows(transformer=0.5), 64, 4))
     reason = ctl.invalid_reason(table, "mqar")

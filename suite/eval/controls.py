@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from suite.cli import in_file, in_folder, int_pairs, out_file, usage_errors
-from suite.provenance import PROVENANCE_COLUMNS, read_csv, write_csv
+from suite.provenance import PROVENANCE_COLUMNS, SOFTWARE_COLUMNS, read_csv, write_csv
 
 CONTROL_COLUMNS = ["experiment", "control", "arch", "condition", "metric", "value", "threshold", "passed"]
 BENCH_COLUMNS = ["task", "num_fewshot", "chance", "stderr", "n_samples"]  # benchmark controls only
@@ -71,7 +71,7 @@ def _row(experiment, control, arch, condition, metric, value, threshold, passed,
     prov = {c: None for c in PROVENANCE_COLUMNS}
     if source is not None and len(source):
         first = source.iloc[0]
-        prov.update({c: first[c] for c in PROVENANCE_COLUMNS if c in source.columns})
+        prov.update({c: first[c] for c in [*PROVENANCE_COLUMNS, *SOFTWARE_COLUMNS] if c in source.columns})
         prov["wall_s"] = None
         # a results CSV with a blank cell in a column reads its whole numbers as floats (42.0): written as integers
         if "seed" in source.columns:
@@ -359,7 +359,8 @@ def main(argv: list[str] | None = None) -> None:
         if a.identity:
             rows += conversion_controls(read_csv(a.identity))
     # seed: text ("42", "42+43"); world_size: a nullable integer, so a control without rows leaves it blank, not 1.0
-    frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS + BENCH_COLUMNS).astype(
+    software = [c for c in SOFTWARE_COLUMNS if any(c in r for r in rows)]  # the library versions the rows carry
+    frame = pd.DataFrame(rows, columns=CONTROL_COLUMNS + PROVENANCE_COLUMNS + BENCH_COLUMNS + software).astype(
         {"world_size": "Int64", "num_fewshot": "Int64", "n_samples": "Int64"})
     write_csv(frame, a.out)
     print(frame[["experiment", "control", "arch", "value", "threshold", "passed"]].to_string(index=False))
