@@ -388,6 +388,23 @@ def test_benchmark_controls_from_the_pretrained_models(tmp_path):
         ctl.main(["--pretrained", str(tmp_path / "bad.csv"), "--out", str(tmp_path / "c.csv")])
 
 
+def test_a_benchmark_control_without_its_model_reads_not_run(tmp_path):
+    """Only the base model evaluated (random init not yet): the negative controls are written as not run, with the
+    rule they would apply, and controls.csv still loads; the verdict names the failed negative control."""
+    base_only = pretrained_fixture().query("variant == 'base'")
+    base_only.to_csv(tmp_path / "pretrained.csv", index=False)
+    out = tmp_path / "controls.csv"
+    ctl.main(["--pretrained", str(tmp_path / "pretrained.csv"), "--out", str(out)])
+    from suite.report.measured import read_controls
+
+    controls = read_controls(out)
+    negative = controls[controls["control"] == "negative"]
+    assert len(negative) == 7 and not negative["passed"].any() and negative["value"].isna().all()
+    assert (negative["threshold"] == "within chance +- 2 x stderr").all()
+    assert negative["condition"].str.startswith("not run: no random_init rows").all()
+    assert ctl.benchmark_verdict(controls, "hellaswag", 0).startswith("invalid: negative control failed")
+
+
 def test_a_model_at_chance_reads_at_chance_in_the_table():
     rep = pd.DataFrame([{"model": arch, "variant": "from scratch", "scale": "1.3B", "task": t, "task_label": t,
                          "metric": "acc_or_acc_norm", "value": 50.0, "unit": "%"} for arch in ("orthros", "gla")

@@ -5,7 +5,8 @@ from suite.report.kv_precision import fp8_real_table
 
 
 def test_fp8_rows_show_their_targets_not_only_that_they_were_measured():
-    rows = pd.DataFrame([dict(seq_len=T, n_seqs=1, comparison=c, test="t", reference="r", top1_agreement=0.9,
+    rows = pd.DataFrame([dict(seq_len=T, n_seqs=1, comparison=c, test="fp8 K/V (block 16)" if b else "fp32 K/V",
+                              reference="bf16 K/V" if b else "model forward", top1_agreement=0.9,
                               ppl_ref=10.0, ppl_test=10.2, status="ok", base_model="m", quantization="q",
                               arch="orthros", window=128, split="test", tokens=64, dtype="float32", fp8_block=b,
                               device="cpu",
@@ -43,3 +44,17 @@ def test_runs_on_two_machines_each_show_their_own_targets():
                             for device, dtype, status in runs])
     table = fp8_real_table(rows, "missing", targets).set_index("conditions")
     assert [v.rsplit(": ", 1)[1] for v in table["targets"]] == ["pass", "fail"]
+
+
+def test_each_fp8_scale_block_shows_its_own_targets():
+    """One run with FP8 scale blocks 64 and 4096: each FP8 check row shows the verdicts of its own block only."""
+    rows = pd.DataFrame([dict(seq_len=32, n_seqs=1, comparison="fp8 check", test=f"fp8 K/V (block {b})",
+                              reference="bf16 K/V", top1_agreement=0.9, ppl_ref=10.0, ppl_test=10.2, status="ok",
+                              base_model="m", quantization="q", arch="orthros", window=128, split="test", tokens=64,
+                              dtype="float32", fp8_block=b, device="gpu", commit="abc") for b in (64, 4096)])
+    targets = pd.DataFrame([dict(source="fp8_kv_real.csv", method="target", seq_len=32.0, threshold=0.01,
+                                 status=status, device="gpu", dtype="float32", commit="abc",
+                                 target=f"fp8 K/V (block {b}) vs bf16 K/V: |perplexity change| (T=32, ...) < 0.01")
+                            for b, status in ((64, "pass"), (4096, "fail"))])
+    table = fp8_real_table(rows, "missing", targets)
+    assert table["targets"].tolist() == ["|perplexity change| < 0.01: pass", "|perplexity change| < 0.01: fail"]

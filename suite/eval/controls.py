@@ -233,8 +233,9 @@ def benchmark_controls(pretrained: pd.DataFrame | None) -> list[dict]:
             mine = group[group["variant"] == variant]
             chance = chance_of(group)
             if mine.empty:
+                rule = "> chance + 2 x stderr" if control == "positive" else "within chance +- 2 x stderr"
                 rows.append(_row(experiment, control, variant, f"not run: no {variant} rows for {task}, {int(shots)}"
-                                 f"-shot in pretrained.csv", metric, None, "", False, mine)
+                                 f"-shot in pretrained.csv", metric, None, rule, False, mine)
                             | {"task": task, "num_fewshot": int(shots), "chance": chance})
                 continue
             near, value, stderr, n = at_chance(mine)

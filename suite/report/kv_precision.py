@@ -19,17 +19,20 @@ NOTE = ("The conversion experiment's pretrained model converted to Orthros (iden
 
 
 def _verdicts(targets: pd.DataFrame | None, row: pd.Series) -> str:
-    """The pass/fail rows of ``targets.csv`` that judge one (comparison, T) row of one run (its device and model dtype:
-    runs on several machines share the file): the path check judges the path floor, the targets the FP8 check."""
+    """The pass/fail rows of ``targets.csv`` that judge one (comparison, T) row of one run (its device, model dtype and
+    commit: runs on several machines share the file): the path check judges the path floor, the targets the FP8
+    check of the same K/V store (a run with several FP8 scale blocks has one FP8 check row per block)."""
     method = {"path floor": "path check", "fp8 check": "target"}.get(row["comparison"])
     if targets is None or method is None or "seq_len" not in targets:
         return ""
     same_run = pd.Series(True, index=targets.index)
-    for col in ("device", "dtype"):
+    for col in ("device", "dtype", "commit"):
         if col in targets and col in row:
             same_run &= targets[col].astype(str) == str(row[col])
     rows = targets[(targets.source == "fp8_kv_real.csv") & (targets.method == method) & same_run
                    & (pd.to_numeric(targets.seq_len, errors="coerce") == float(row["seq_len"]))]
+    if method == "target":  # its text names the arms: "<test> vs <reference>: <metric> ..."
+        rows = rows[rows.target.astype(str).str.startswith(f"{row['test']} vs {row['reference']}:")]
     def short(text: str) -> str:  # "<arms>: <metric> (<conditions>) <op> <threshold>" -> "<metric> <op> <threshold>"
         head, _, tail = text.rpartition(") ")
         return f"{head.split(': ', 1)[-1].split(' (T=')[0]} {tail}" if head else text

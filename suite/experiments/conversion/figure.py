@@ -15,6 +15,10 @@ from suite.experiments.conversion.table import ARMS  # noqa: E402
 from suite.report.stats import paired  # noqa: E402
 
 
+def _seeds(n: int) -> str:
+    return "1 seed" if n == 1 else f"mean of {n} seeds"
+
+
 def loss_gap(curves: pd.DataFrame, smooth: int = 10) -> pd.DataFrame:
     """Per step: conversion loss minus base_cpt loss of the same seed (the same batch), smoothed over ``smooth``
     steps, then mean and std over seeds. Columns step, tokens, gap, gap_std, n_seeds."""
@@ -59,7 +63,7 @@ def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, o
     for variant, color in (("base_cpt", "tab:pink"), ("conversion", "tab:purple")):
         runs = curves[curves["variant"] == variant]
         g = runs.groupby("tokens")["loss"].mean().rolling(10, min_periods=1).mean()
-        left.plot(g.index, g.values, color=color, label=f"{ARMS[variant]} (mean of {runs['seed'].nunique()} seeds)")
+        left.plot(g.index, g.values, color=color, label=f"{ARMS[variant]} ({_seeds(runs['seed'].nunique())})")
     left.set_xlabel("continued-training tokens")
     left.set_ylabel("training loss (nats/token, 10-step mean)")
     left.legend(fontsize=8)
@@ -67,7 +71,7 @@ def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, o
     held = heldout_gap(evals) if evals is not None and not evals.empty else pd.DataFrame()
     if len(held):
         n = int(held["n_seeds"].max())
-        right.plot(held["tokens"], held["gap"], "o-", color="tab:purple", label=f"mean of {n} seed(s)")
+        right.plot(held["tokens"], held["gap"], "o-", color="tab:purple", label=_seeds(n))
         if n > 1:
             right.fill_between(held["tokens"], held["lo"], held["hi"], color="tab:purple", alpha=0.2,
                                label="95% CI, paired t over seeds (same batches and windows)")
