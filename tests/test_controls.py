@@ -78,6 +78,23 @@ def test_lm_controls_and_unigram_baseline():
     assert ctl.lm_controls(quality, [6.0], 6.0, 4096, "1M")[1]["passed"] is False   # an 'untrained' loss far below ln V
 
 
+
+def test_scratch_controls_read_the_transformer_at_equal_tokens():
+    """The from-scratch study's controls: its worst equal-token Transformer seed below its own corpus's unigram; the
+    equal-time runs and the other archs do not count."""
+    train = pd.DataFrame([{**PROV, "arch": arch, "budget": budget, "seed": seed, "val_loss": loss}
+                          for arch, budget, seed, loss in (("transformer", "tokens", 42, 3.0),
+                                                           ("transformer", "tokens", 43, 3.1),
+                                                           ("transformer", "time", 42, 9.0),
+                                                           ("orthros", "tokens", 42, 9.0))])
+    rows = ctl.scratch_controls(train, [9.72, 9.7], unigram=6.0, vocab_size=16384)
+    assert [(r["experiment"], r["control"], r["passed"]) for r in rows] == [("scratch_lm", "positive", True),
+                                                                          ("scratch_lm", "negative", True)]
+    assert rows[0]["value"] == 3.1 and rows[0]["seed"] == "42+43" and rows[0]["threshold"] == "< 6"
+    assert ctl.scratch_controls(train, [9.7], unigram=3.05, vocab_size=16384)[0]["passed"] is False
+    unrun = ctl.scratch_controls(None, [], None, None)
+    assert [r["passed"] for r in unrun] == [False, False] and unrun[0]["threshold"] == "< unigram (not computed)"
+
 def test_controls_csv_writes_seed_and_world_size_as_integers(tmp_path):
     """A results CSV with a blank seed or world_size (a not-run row) reads its whole numbers as floats (42.0);
     controls.csv still writes 42 and 1, and blanks where a control has no rows."""

@@ -132,6 +132,55 @@ def test_a_failed_control_voids_the_cell(tmp_path):
     assert row["measured_why"].startswith("invalid: positive control failed")
 
 
+
+SCRATCH_OK = pd.DataFrame([{"experiment": "scratch_lm", "control": "positive", "arch": "transformer", "value": 3.0,
+                            "threshold": "< 7", "passed": True},
+                           {"experiment": "scratch_lm", "control": "negative", "arch": "transformer", "value": 9.7,
+                            "threshold": ">= 9.2", "passed": True}])
+
+
+def _scratch_audit(tmp_path, controls, losses=(3.0, 3.2)) -> pd.Series:
+    """C01's from-scratch proxy on synthetic scratch_train.csv rows: Orthros and the Transformer at equal tokens,
+    three paired seeds."""
+    rows = [{"arch": arch, "budget": "tokens", "seed": seed, "steps": 1526, "tokens": 1e8, "wall_s": 300.0,
+             "n_params": 2.5e7, "val_loss": loss + shift, **PROV}
+            for seed, shift in zip((42, 43, 44), (0.0, 0.01, -0.01)) for arch, loss in zip(("orthros", "transformer"),
+                                                                                            losses)]
+    pd.DataFrame(rows).to_csv(tmp_path / "scratch_train.csv", index=False)
+    measure = {"results": "{gpu}/scratch_train.csv", "column": "val_loss", "op": "ratio",
+               "numerator": {"arch": "orthros"}, "denominator": {"arch": "transformer"}, "where": {"budget": "tokens"},
+               "controls": "scratch_lm", "trivial": "unigram", "direction": "lower", "unit": "held-out loss ratio"}
+    claim = _claim()
+    claim["evidence"] = [{"kind": "proxy", "describe": "synthetic from-scratch rows", "measure": measure}]
+    inputs = Inputs(None, tmp_path, None, controls, stale=_current)
+    return audit.audit_claims([claim], load_derived(), inputs=inputs).iloc[0]
+
+
+def test_the_from_scratch_proxies_answer_to_their_own_controls_and_unigram(tmp_path):
+    """The from-scratch study's proxies read its scratch_lm controls and its own corpus's unigram (their
+    thresholds), not the quality study's lm ones."""
+    assert _scratch_audit(tmp_path, SCRATCH_OK)["measured_verdict"] == verdicts.REPRODUCED
+    assert "held-out loss vs the unigram cross-entropy 7 nats/token" in _scratch_audit(tmp_path, SCRATCH_OK)[
+        "trivial_margin"]
+    failed = _scratch_audit(tmp_path, SCRATCH_OK.assign(passed=[False, True]))
+    assert failed["measured_verdict"] == verdicts.INVALID and "positive control failed" in failed["measured_why"]
+    missing = _scratch_audit(tmp_path, LM_OK)                  # the quality study's controls say nothing here
+    assert missing["measured_verdict"] == verdicts.INVALID and "no scratch_lm controls" in missing["measured_why"]
+    near = _scratch_audit(tmp_path, SCRATCH_OK, losses=(6.6, 6.8))      # 3-6% below the unigram 7
+    assert near["measured_verdict"] == verdicts.NOT_TESTABLE
+    assert "less than 10% better than a unigram model" in near["measured_why"]
+
+
+def test_a_folder_s_controls_are_its_controls_csv_and_the_from_scratch_study_s(tmp_path):
+    from suite.report.measured import folder_controls, load_measured
+
+    assert folder_controls(tmp_path) is None
+    SCRATCH_OK.assign(**PROV).to_csv(tmp_path / "scratch_controls.csv", index=False)
+    assert list(folder_controls(tmp_path)["experiment"]) == ["scratch_lm", "scratch_lm"]
+    LM_OK.assign(**PROV).to_csv(tmp_path / "controls.csv", index=False)
+    both = load_measured(None, tmp_path)["gpu_controls"]
+    assert list(both["experiment"]) == ["lm", "lm", "scratch_lm", "scratch_lm"] and both["passed"].all()
+
 def _grid(d64_transformer=0.3) -> pd.DataFrame:
     rows = []
     for size, params in (("d64", 1.6e5), ("d256", 1.9e6)):

@@ -13,12 +13,17 @@ audit and the renderers give a verdict only where both controls of the experimen
 | niah | negative | swa | cells whose needle lies beyond L*(w-1) tokens | mean accuracy <= 0.1 |
 | lm | positive | transformer | main size, every seed: val loss | < unigram cross-entropy of val |
 | lm | negative | transformer | step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
+| scratch_lm | positive | transformer | from scratch, equal tokens, every seed: val loss | < unigram of its own val |
+| scratch_lm | negative | transformer | from scratch, step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
 | bench:<task>:<k>shot | positive | base | the pretrained base model on the task | acc > chance + 2 stderr |
 | bench:<task>:<k>shot | negative | random_init | random init, the base's shape | abs(acc - chance) <= 2 stderr |
 | conversion | positive | converted | the base converted with w >= T, held-out text, float32 | max abs dlogit <= 1e-3 |
 | conversion | negative | converted | the base converted with its own w < T, same text | held-out loss > Base's + 0.01 |
 
 The ``lm`` controls cover the perplexity experiments (main comparison, SO ablation, conversion).
+The ``scratch_lm`` controls cover the from-scratch study (``suite/experiments/from_scratch/``), an opt-in target of
+its own: they read its long runs and its own corpus and tokenizer, and its target writes them to
+``results/<profile>/scratch_controls.csv``, which the audit and the renderers read beside ``controls.csv``.
 
 The ``conversion`` controls (``--identity``, ``results/<profile>/pretrained_identity.csv``, :mod:`suite.eval.identity`)
 cover the real-model conversion arms: converted with a window covering the sequence, Orthros must compute Base's
@@ -46,6 +51,8 @@ CLI::
     python -m suite.eval.controls --mqar results/default/mqar.csv --mqar-cell 64:4 --niah results/default/niah.csv \\
         --val-loss results/default/quality.csv --first-loss L1.csv ... --data-dir D --out results/default/controls.csv
     python -m suite.eval.controls --mqar results/gpu/mqar.csv --mqar-cell 128:8 --mqar-size d256 --out C.csv
+    python -m suite.eval.controls --scratch-train results/gpu/scratch_train.csv --scratch-first-loss L1.csv ... \\
+        --scratch-data-dir D --out results/gpu/scratch_controls.csv
 """
 from __future__ import annotations
 
@@ -183,6 +190,28 @@ def lm_controls(val_loss: pd.DataFrame | None, first_losses: list[float], unigra
     return rows
 
 
+def scratch_controls(train: pd.DataFrame | None, first_losses: list[float], unigram: float | None,
+                     vocab_size: int | None) -> list[dict]:
+    """The from-scratch study's language-modelling controls (experiment ``scratch_lm``) from its long runs' metrics
+    (``scratch_train.csv``): positive, the Transformer at equal tokens, worst seed, below the unigram cross-entropy of
+    the study's own val split; negative, its step-1 training loss (untrained) at chance."""
+    tr = pd.DataFrame() if train is None or train.empty else train[
+        (train["arch"] == "transformer") & (train["budget"].astype(str) == "tokens")]
+    value = pd.to_numeric(tr["val_loss"]).max() if len(tr) else None
+    rows = [_row("scratch_lm", "positive", "transformer", f"equal tokens, worst seed of {len(tr)}: val loss vs the "
+                 "study's val split unigram cross-entropy", "nats_per_token", value,
+                 f"< {unigram:.4g}" if unigram is not None else "< unigram (not computed)",
+                 value is not None and unigram is not None and value < unigram, tr)]
+    init = float(np.min(first_losses)) if first_losses else None
+    chance = math.log(vocab_size) if vocab_size else None
+    rows.append(_row("scratch_lm", "negative", "transformer", "equal tokens, step-1 training loss (untrained model, "
+                     "lowest seed)", "nats_per_token", init,
+                     f">= {chance - INIT_MARGIN:.4g} (ln vocab {chance:.4g} - {INIT_MARGIN})" if chance
+                     else ">= ln vocab",
+                     init is not None and chance is not None and init >= chance - INIT_MARGIN, tr))
+    return rows
+
+
 # The metric a task's table cells and controls use: the first of suite.eval.harness.TASKS[task].metrics (a test
 # keeps the two equal; kept here so that the controls and the renderers do not import lm-eval). This suite's choice:
 # the paper's headers mark Norm on several tasks (seed 000 Sec. 3.3) but no seed note says which, so acc_norm for
@@ -306,6 +335,14 @@ def conversion_controls(identity: pd.DataFrame | None) -> list[dict]:
     return [positive, negative]
 
 
+def _unigram(data_dir: str) -> tuple[float, int]:
+    """(unigram cross-entropy of the val split, vocabulary size) of a data folder (tokenizer/, tokens/*.npy)."""
+    from suite.data.tokenizer import load_tokenizer, load_tokens
+
+    vocab = load_tokenizer(f"{data_dir}/tokenizer").get_vocab_size()
+    return unigram_cross_entropy(load_tokens(data_dir, "train"), load_tokens(data_dir, "val"), vocab), vocab
+
+
 def _cell(text: str) -> tuple[int, int]:
     """argparse ``type=`` of ``--mqar-cell SEQ_LEN:PAIRS``."""
     cells = int_pairs(text, ":", "SEQ_LEN:PAIRS, e.g. 64:4")
@@ -326,6 +363,11 @@ def main(argv: list[str] | None = None) -> None:
                    help="loss.csv of the main-size Transformer runs")
     p.add_argument("--main-size", default="1M")
     p.add_argument("--data-dir", type=in_folder, help="data folder with tokens/{train,val}.npy (unigram baseline)")
+    p.add_argument("--scratch-train", type=in_file, help="results/<profile>/scratch_train.csv: the from-scratch "
+                                                         "study's controls (scratch_lm)")
+    p.add_argument("--scratch-first-loss", nargs="*", type=in_file, default=[],
+                   help="loss.csv of the from-scratch Transformer's equal-token runs")
+    p.add_argument("--scratch-data-dir", type=in_folder, help="the from-scratch corpus's data folder (its unigram)")
     p.add_argument("--pretrained", type=in_file,
                    help="results/<profile>/pretrained.csv: the benchmark controls (base, random_init)")
     p.add_argument("--identity", type=in_file,
@@ -341,15 +383,13 @@ def main(argv: list[str] | None = None) -> None:
         if a.niah:
             rows += niah_controls(read_csv(a.niah))
         if a.val_loss:
-            unigram = vocab = None
-            if a.data_dir:
-                from suite.data.tokenizer import load_tokenizer, load_tokens
-
-                vocab = load_tokenizer(f"{a.data_dir}/tokenizer").get_vocab_size()
-                unigram = unigram_cross_entropy(load_tokens(a.data_dir, "train"), load_tokens(a.data_dir, "val"),
-                                                vocab)
+            unigram, vocab = _unigram(a.data_dir) if a.data_dir else (None, None)
             first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.first_loss]
             rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
+        if a.scratch_train:
+            unigram, vocab = _unigram(a.scratch_data_dir) if a.scratch_data_dir else (None, None)
+            first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.scratch_first_loss]
+            rows += scratch_controls(read_csv(a.scratch_train), first, unigram, vocab)
         if a.pretrained:
             pretrained = read_csv(a.pretrained)
             missing = [c for c in ("variant", "task", "metric", "num_fewshot", "value", "stderr", "n_samples",

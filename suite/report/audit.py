@@ -25,7 +25,7 @@ from suite.report.claims import CLAIMS_PATH, load_claims
 from suite.report.derived import EPS, load_derived
 from suite.report.evidence import Inputs, Judged, evaluate_measure, judge_evidence
 from suite.report.findings import findings_markdown
-from suite.report.measured import profile_config, read_controls, read_result
+from suite.report.measured import folder_controls, profile_config, read_result
 from suite.report.tables import to_markdown
 from suite.reported import REPORTED_DIR
 
@@ -314,13 +314,12 @@ def build_audit(results: str | Path | None, gpu_results: str | Path | None, repo
 
 
 def _controls(results: str | Path | None, name: str = "controls") -> pd.DataFrame | None:
-    """``<results>/controls.csv`` through the one controls loader (``read_controls``), or None when absent; with the
-    conversion controls (``suite.eval.controls.conversion_controls``) derived from ``pretrained_identity.csv`` where
-    a controls.csv written before that experiment existed lacks them."""
-    path = Path(results) / "controls.csv" if results else None
-    if path is None or not path.exists():
+    """A folder's controls (``folder_controls``: ``controls.csv`` and the from-scratch study's), or None when absent;
+    with the conversion controls (``suite.eval.controls.conversion_controls``) derived from ``pretrained_identity.csv``
+    where a controls.csv written before that experiment existed lacks them."""
+    controls = folder_controls(results, name)
+    if controls is None:
         return None
-    controls = read_controls(path, name)
     identity = Path(results) / "pretrained_identity.csv"
     if identity.exists() and not (controls["experiment"] == "conversion").any():
         from suite.eval.controls import conversion_controls

@@ -282,7 +282,7 @@ def judge_evidence(item: dict, claim: dict, derived: pd.DataFrame, inputs: Input
         return judged
     untestable = []
     if measure.get("trivial") == "unigram":
-        reason, judged.trivial = _unigram(res, tag, inputs)
+        reason, judged.trivial = _unigram(res, tag, inputs, measure.get("controls", "lm"))
         untestable += [reason] if reason else []
     elif measure.get("trivial") == "chance":
         reason, judged.trivial = _chance(res, measure["column"])
@@ -315,9 +315,12 @@ def _contradiction(measure: dict, rows: pd.DataFrame, inputs: Inputs) -> str:
     return "; ".join(found[a] for a in sorted(set(rows["arch"])) if a in found)
 
 
-def _unigram(res: dict, tag: str, inputs: Inputs) -> tuple[str | None, str]:
-    """The compared models' held-out loss (their training runs' val_loss, mean over seeds and sizes) against the
-    unigram cross-entropy of the lm positive control."""
+def _unigram(res: dict, tag: str, inputs: Inputs, experiment: str = "lm") -> tuple[str | None, str]:
+    """The compared models' held-out loss (their training runs' val_loss, mean over seeds and sizes; the from-scratch
+    study's: over seeds, per budget) against the unigram cross-entropy of ``experiment``'s positive control."""
+    unigram = soundness.unigram_of(inputs.own_controls(tag), experiment)
+    if experiment == "scratch_lm":
+        return verdicts.trivial(_scratch_losses(res, inputs.frame(tag, "scratch_train")), unigram)
     runs, losses = inputs.runs(tag), {}
     for rows in (res["num"], res["den"]):
         for arch, g in rows.groupby("arch"):
@@ -326,7 +329,22 @@ def _unigram(res: dict, tag: str, inputs: Inputs) -> tuple[str | None, str]:
             values = [v for v in values if v is not None]
             if values:
                 losses[str(arch)] = max(values)  # the size nearest the unigram
-    return verdicts.trivial(losses, soundness.unigram_of(inputs.own_controls(tag)))
+    return verdicts.trivial(losses, unigram)
+
+
+def _scratch_losses(res: dict, train: pd.DataFrame | None) -> dict[str, float]:
+    """arch -> its from-scratch runs' held-out loss (``scratch_train.csv``, mean over seeds) at each budget the
+    compared rows name, the budget nearest the unigram."""
+    losses: dict[str, float] = {}
+    if train is None or train.empty:
+        return losses
+    for rows in (res["num"], res["den"]):
+        for (arch, budget), _ in rows.groupby(["arch", "budget"]):
+            mine = train[(train["arch"] == arch) & (train["budget"].astype(str) == str(budget))]
+            values = pd.to_numeric(mine["val_loss"], errors="coerce").dropna()
+            if len(values):
+                losses[str(arch)] = max(losses.get(str(arch), 0.0), float(values.mean()))
+    return losses
 
 
 def _chance(res: dict, column: str) -> tuple[str | None, str]:

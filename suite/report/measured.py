@@ -53,16 +53,26 @@ def read_controls(path: str | Path, name: str = "controls") -> pd.DataFrame:
     return frame.assign(passed=text == "true")
 
 
+def folder_controls(folder: str | Path | None, name: str = "controls") -> pd.DataFrame | None:
+    """A results folder's controls: ``controls.csv`` and, where the opt-in from-scratch study ran,
+    ``scratch_controls.csv`` (its own target writes them), through :func:`read_controls`; None when neither exists."""
+    paths = [Path(folder) / f"{stem}.csv" for stem in ("controls", "scratch_controls")] if folder else []
+    frames = [read_controls(path, name) for path in paths if path.exists()]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 def load_measured(results: str | Path | None, gpu_results: str | Path | None) -> dict[str, pd.DataFrame | None]:
     """Map of result name (``quality``, ..., ``gpu_prefill``, ``gpu_e2e``) to its DataFrame, or None if absent.
     Every present file is validated (``read_result``; controls files through ``read_controls``) before any is
-    returned."""
+    returned; ``controls`` holds a folder's every control (:func:`folder_controls`)."""
     out: dict[str, pd.DataFrame | None] = {}
     for folder, names, prefix in ((results, PROFILE_FILES, ""), (gpu_results, GPU_FILES, "gpu_")):
         for name in names:
             path = Path(folder) / f"{name}.csv" if folder else None
-            reader = read_controls if prefix + name in CONTROL_FILES else read_result
-            out[prefix + name] = reader(path, prefix + name) if path is not None and path.exists() else None
+            if prefix + name in CONTROL_FILES:
+                out[prefix + name] = folder_controls(folder, prefix + name)
+            else:
+                out[prefix + name] = read_result(path, prefix + name) if path is not None and path.exists() else None
     return out
 
 

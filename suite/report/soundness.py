@@ -75,11 +75,12 @@ def mqar_flags(mqar: pd.DataFrame | None) -> list[Flag]:
     return flags
 
 
-def unigram_of(controls: pd.DataFrame | None) -> float | None:
-    """The val split's unigram cross-entropy (nats/token): the threshold of the lm positive control (``< x``)."""
+def unigram_of(controls: pd.DataFrame | None, experiment: str = "lm") -> float | None:
+    """The val split's unigram cross-entropy (nats/token): the threshold of ``experiment``'s positive control
+    (``< x``; lm, or the from-scratch study's scratch_lm)."""
     if controls is None:
         return None
-    rows = controls[(controls["experiment"] == "lm") & (controls["control"] == "positive")]
+    rows = controls[(controls["experiment"] == experiment) & (controls["control"] == "positive")]
     found = re.match(r"\s*<\s*([0-9.]+)", str(rows["threshold"].iloc[0])) if len(rows) else None
     return float(found.group(1)) if found else None
 

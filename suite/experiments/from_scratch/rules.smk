@@ -7,6 +7,7 @@
 #   scratch_budget     equal GPU time: the steps each equal_time arch needs for the reference's GPU-seconds
 #   scratch_train      equal time: those archs, every seed, the derived steps (budget "time")
 #   scratch_ppl        held-out loss by position bucket of every long run
+#   scratch_controls   the study's LM controls: the Transformer below the corpus's unigram, untrained at chance
 # An opt-in target (`snakemake --cores all scratch --resources gpu=1 --config profile=gpu`): a few GPU-hours, run in
 # time-capped parts (README.md beside this file); its results, under <results>/scratch*, feed the audit where they
 # exist.
@@ -261,11 +262,34 @@ rule collect_scratch_ppl:
         "python -m suite.collect concat --inputs {input.ppl} --out {output} 2>&1 | tee {log}"
 
 
+rule scratch_controls:
+    """The study's language-modelling controls (suite.eval.controls, experiment scratch_lm): the Transformer's
+    equal-token runs below the unigram cross-entropy of the study's own val split (positive), its untrained step-1
+    loss at chance (negative). The audit voids the study's proxies unless both pass."""
+    input:
+        train=rules.collect_scratch_train.output,
+        first=[f"{SCR_RES}/tokens/transformer/seed{s}/loss.csv" for s in SCR_SEEDS],
+        tokens=[rules.scratch_data.output.tokenizer, rules.scratch_data.output.train, rules.scratch_data.output.val],
+        code=sources("suite.eval.controls"),
+    output:
+        f"{RES}/scratch_controls.csv",
+    params:
+        data=lambda w, input: folder(input.tokens[1], 2),
+    log:
+        f"{WORK}/logs/scratch_controls.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m suite.eval.controls --scratch-train {input.train} --scratch-first-loss {input.first} "
+        "--scratch-data-dir {params.data} --out {output} 2>&1 | tee {log}"
+
+
 rule scratch:
     """The from-scratch study (opt-in target: `snakemake --cores all scratch --resources gpu=1 --config profile=gpu`;
     in time-capped parts: suite/experiments/from_scratch/README.md)."""
     input:
         rules.collect_scratch_train.output,
+        rules.scratch_controls.output,
         rules.collect_scratch_evals.output,
         rules.collect_scratch_ppl.output,
         SCR_PICK,
