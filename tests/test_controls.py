@@ -65,6 +65,17 @@ def test_niah_controls_use_training_length_and_receptive_field():
     assert [r["passed"] for r in ctl.niah_controls(None)] == [False, False]
 
 
+
+def test_niah_controls_pool_seeds_and_name_each_seed_s_worst_length():
+    """Several seeds (niah.seeds): the positive control reads the mean over every seed's trials at each length
+    within train_len, and its condition gives each seed's worst length (the seed spread)."""
+    weak = niah_rows(transformer=0.85).assign(seed=43)
+    rows = ctl.niah_controls(pd.concat([niah_rows(), weak, niah_rows(transformer=0.95).assign(seed=44)]))
+    assert rows[0]["value"] == pytest.approx(0.9333, abs=1e-4) and rows[0]["passed"] is True
+    assert "3 seeds pooled, each seed's worst length: 42 1, 43 0.85, 44 0.95" in rows[0]["condition"]
+    assert rows[0]["seed"] == "42+43+44"
+    assert "seeds pooled" not in ctl.niah_controls(niah_rows())[0]["condition"]
+
 def test_lm_controls_and_unigram_baseline():
     train = np.array([0, 0, 1, 2, 2, 2])
     val = np.array([2, 0, 3])
@@ -475,3 +486,15 @@ def test_claim_on_the_paper_metric_or_its_proxy(tmp_path, gap, verdict):
         assert row["measured_verdict"] == REPRODUCED and row["evidence"].startswith("the paper's metric")
         assert row["measured"] == pytest.approx(10.0) and row["ci95_low"] > 0
         assert row["measured_unit"] == "accuracy points, orthros - transformer (7-task zero-shot mean)"
+
+
+def test_the_niah_figure_says_how_many_seeds_each_cell_averages(monkeypatch, tmp_path):
+    from suite.experiments.niah import figure
+
+    shown = []
+    monkeypatch.setattr(figure, "_save", lambda fig, out_dir, name: shown.append(fig) or [])
+    rows = pd.concat([niah_rows(), niah_rows(transformer=0.5).assign(seed=43)]).assign(n_params=1e6)
+    figure.fig3(rows, tmp_path, "x", profile="gpu")
+    assert "each cell the mean of 2 seeds (42, 43)" in shown[0]._suptitle.get_text().replace("\n", " ")
+    figure.fig3(niah_rows().assign(n_params=1e6), tmp_path, "x")
+    assert "seeds" not in shown[1]._suptitle.get_text()

@@ -77,7 +77,7 @@ RULE_CONFIG = {
     "conversion": [k for k in RUN_KEYS if k != "train.steps"] + section("conversion", but=("seeds",)),
     "lm_eval": LM_EVAL_KEYS,
     "conversion_lm_eval": LM_EVAL_KEYS + ["conversion.size"],
-    "niah": section("niah", but=("archs", "size")) + ["device", "profile"],
+    "niah": section("niah", but=("archs", "size", "seeds")) + ["device", "profile"],
     "mqar": section("mqar", but=("size", "sizes")) + ["device", "profile"],
     "prefill_cpu": section("prefill_cpu") + ["threads", "profile"],
     "prefill_cpu_128k": ["threads", "profile"],

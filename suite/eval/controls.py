@@ -9,7 +9,7 @@ audit and the renderers give a verdict only where both controls of the experimen
 |---|---|---|---|---|
 | mqar | positive | transformer | the control cell (seq_len, pairs), control size | accuracy >= 0.95 |
 | mqar | negative | swa | answers beyond its receptive field, same cell and size | accuracy_far <= chance + 0.05 |
-| niah | positive | transformer | every context_len <= train_len (mean over depths) | min accuracy >= 0.9 |
+| niah | positive | transformer | every context_len <= train_len (mean over depths and seeds) | min accuracy >= 0.9 |
 | niah | negative | swa | cells whose needle lies beyond L*(w-1) tokens | mean accuracy <= 0.1 |
 | lm | positive | transformer | main size, every seed: val loss | < unigram cross-entropy of val |
 | lm | negative | transformer | step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
@@ -140,7 +140,7 @@ def niah_controls(niah: pd.DataFrame | None) -> list[dict]:
         per_len = inside.groupby("context_len")["accuracy"].mean()
         value = float(per_len.min()) if len(per_len) else None
         condition = (f"context_len <= train_len={train_len} ({', '.join(str(int(n)) for n in per_len.index)}); "
-                     "min over lengths of the mean over depths")
+                     "min over lengths of the mean over depths") + _seed_spread(inside)
         rows = [_row("niah", "positive", "transformer", condition, "accuracy", value, f">= {NIAH_POSITIVE}",
                      value is not None and value >= NIAH_POSITIVE, inside)]
     else:
@@ -159,6 +159,16 @@ def niah_controls(niah: pd.DataFrame | None) -> list[dict]:
         rows.append(_row("niah", "negative", "swa", "not run: no SWA NIAH rows with a window", "accuracy", None,
                          f"<= {NIAH_NEGATIVE}", False, neg))
     return rows
+
+
+def _seed_spread(rows: pd.DataFrame) -> str:
+    """``; <n> seeds pooled, each seed's worst length: 42 0.95, ...`` where NIAH rows hold several seeds, else ''."""
+    seeds = rows["seed"].dropna().unique() if "seed" in rows else []
+    if len(seeds) < 2:
+        return ""
+    worst = rows.groupby(["seed", "context_len"])["accuracy"].mean().groupby(level="seed").min()
+    return f"; {len(seeds)} seeds pooled, each seed's worst length: " + ", ".join(
+        f"{_whole(seed)} {acc:.3g}" for seed, acc in worst.items())
 
 
 def unigram_cross_entropy(train: np.ndarray, val: np.ndarray, vocab_size: int) -> float:

@@ -77,6 +77,9 @@ def fig3(niah: pd.DataFrame | None, out_dir: str | Path, missing: str, invalid: 
     for col, what in (("format", "needle format {}"), ("n_trials", "{:g} trials a cell")):
         if col in measured and measured[col].notna().any():
             caption += "; " + what.format(*sorted(measured[col].dropna().unique())[:1])
+    seeds = measured["seed"].dropna().unique() if "seed" in measured else []
+    if len(seeds) > 1:
+        caption += f"; each cell the mean of {len(seeds)} seeds ({', '.join(str(int(x)) for x in sorted(seeds))})"
     fig.suptitle("\n".join([textwrap.fill(caption, 120), note] + ([textwrap.fill(invalid, 120)] if invalid else [])),
                  fontsize=8, y=1.02, color="tab:red" if invalid else "black")
     _foot(fig, _caption(measured, "Measured rows"))

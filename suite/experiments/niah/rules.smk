@@ -1,26 +1,30 @@
 # NIAH (suite/experiments/niah/README.md): needle in a haystack, the paper's Fig. 3. A dedicated retrieval run per arch
-# of niah.archs, then the context length x depth grid on held-out text; their rows in one CSV, the other archs 'not run'.
+# of niah.archs and seed of niah.seeds (default: the study's first seed), then the context length x depth grid on
+# held-out text; their rows in one CSV, the other archs 'not run'.
 from suite.config import curriculum_arg
 
 NIAH = STUDY["niah"]
 NIAH_CODE = sources("suite.experiments.niah.run")
-NIAH_OUT = f"{RES}/eval/niah/{{arch}}/{NIAH['size']}/seed{SEED}.csv"
+NIAH_SEEDS = NIAH.get("seeds", [SEED])
+NIAH_OUT = f"{RES}/eval/niah/{{arch}}/{NIAH['size']}/seed{{seed}}.csv"
 
 
 rule niah:
-    """Needle in a haystack (Fig. 3): a dedicated retrieval run per arch, then the context length x depth grid on
-    held-out (test split) text."""
+    """Needle in a haystack (Fig. 3): a dedicated retrieval run per arch and seed, then the context length x depth
+    grid on held-out (test split) text."""
     input:
         tokens=rules.tokenizer.output,
         haystack=f"{DATA}/test.txt",
         code=NIAH_CODE,
     output:
         NIAH_OUT,
+    wildcard_constraints:
+        seed=r"\d+",
     threads: THREADS
     resources:
         gpu=GPU_JOB,
     log:
-        f"{WORK}/logs/niah_{{arch}}.log",
+        f"{WORK}/logs/niah_{{arch}}_seed{{seed}}.log",
     params:
         cfg=lambda w: rule_config("niah", w.arch),
         study=STUDY_ARG,
@@ -37,7 +41,7 @@ rule niah:
         lm_weight=f"--lm-weight {NIAH['lm_weight']}" if NIAH.get("lm_weight") else "",
         value_digits=f"--value-digits {NIAH['value_digits']} " if "value_digits" in NIAH else "",
         # the trained model, kept so that a rerun after a cut evaluation does not train again (suite.experiments.niah.saved)
-        saved=lambda w: f"{WORK}/niah_models/{w.arch}/{NIAH['size']}/seed{SEED}",
+        saved=lambda w: f"{WORK}/niah_models/{w.arch}/{NIAH['size']}/seed{w.seed}",
     conda:
         CONDA_ENV
     shell:
@@ -46,7 +50,7 @@ rule niah:
         "--train-len {params.niah[train_len]} --steps {params.niah[steps]} --batch-size {params.niah[batch_size]} "
         "--lr {params.niah[lr]} --queries {params.queries} --replay {params.replay} {params.rope_theta} "
         "{params.schedule} {params.lm_weight} {params.curriculum} --lengths {params.lengths} --depths {params.depths} "
-        "--trials {params.niah[trials]} --seed {params.run[seed]} --device {params.run[device]} "
+        "--trials {params.niah[trials]} --seed {wildcards.seed} --device {params.run[device]} "
         "--dtype {params.run[dtype]} --profile {params.run[profile]} --no-progress --save-model {params.saved} "
         "--out {output} > {log} 2>&1"
 
@@ -58,7 +62,7 @@ NIAH_SKIPPED = " ".join(f"'{a}=not run: not in niah.archs of the {PROFILE} profi
 
 rule collect_niah:
     input:
-        csvs=[NIAH_OUT.format(arch=a) for a in NIAH_ARCHS],
+        csvs=[NIAH_OUT.format(arch=a, seed=s) for a in NIAH_ARCHS for s in NIAH_SEEDS],
         code=COLLECT_CODE,
     output:
         f"{RES}/niah.csv",
