@@ -253,7 +253,8 @@ def scratch_corpus(config: dict) -> list[dict]:
 
 def _scratch_checks(config: dict) -> list[str]:
     """The from-scratch section: its window below the training length, position buckets that rise and end within it,
-    schedules that end, archs named by compile and equal_time among its archs, and English sources to include."""
+    NIAH lengths within it, schedules that end, archs named by compile and equal_time among its archs, and English
+    sources to include."""
     problems, scratch = [], config["scratch"]
     archs, key = scratch["archs"], "scratch"
     if scratch["window"] >= scratch["seq_len"]:
@@ -263,6 +264,10 @@ def _scratch_checks(config: dict) -> list[str]:
     if any(b <= a for a, b in zip(buckets, buckets[1:])) or buckets[-1] > scratch["seq_len"]:
         problems.append(f"{key}.buckets: must rise, the last at most {key}.seq_len {scratch['seq_len']} "
                         f"(value {buckets})")
+    niah = scratch.get("niah", {}).get("lengths", [])
+    if any(n > scratch["seq_len"] for n in niah):
+        problems.append(f"{key}.niah.lengths: {niah} must lie within {key}.seq_len {scratch['seq_len']} (the models "
+                        "are read within their training length)")
     sweep = scratch["lr_sweep"]
     problems += [p for p in (warmup_problem(sweep["warmup"], sweep["steps"], f"{key}.lr_sweep.warmup",
                                             f"{key}.lr_sweep.steps"),

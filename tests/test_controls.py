@@ -106,6 +106,22 @@ def test_scratch_controls_read_the_transformer_at_equal_tokens():
     unrun = ctl.scratch_controls(None, [], None, None)
     assert [r["passed"] for r in unrun] == [False, False] and unrun[0]["threshold"] == "< unigram (not computed)"
 
+
+def test_the_from_scratch_controls_from_the_command_line(tmp_path, capsys):
+    """--scratch-train and --scratch-niah: the study's scratch_lm and scratch_niah rows, NIAH read at equal tokens
+    only; without the corpus (--scratch-data-dir) the unigram is not computed and the positive LM control fails."""
+    train = pd.DataFrame([{**PROV, "arch": "transformer", "budget": "tokens", "seed": 42, "val_loss": 3.0}])
+    train.to_csv(tmp_path / "train.csv", index=False)
+    niah = pd.concat([niah_rows().assign(budget="tokens"), niah_rows(transformer=0.0).assign(budget="time")])
+    niah.to_csv(tmp_path / "niah.csv", index=False)
+    ctl.main(["--scratch-train", str(tmp_path / "train.csv"), "--scratch-niah", str(tmp_path / "niah.csv"),
+              "--out", str(tmp_path / "controls.csv")])
+    capsys.readouterr()
+    out = pd.read_csv(tmp_path / "controls.csv")
+    assert list(zip(out["experiment"], out["control"], out["passed"])) == [
+        ("scratch_lm", "positive", False), ("scratch_lm", "negative", False),
+        ("scratch_niah", "positive", True), ("scratch_niah", "negative", True)]
+
 def test_controls_csv_writes_seed_and_world_size_as_integers(tmp_path):
     """A results CSV with a blank seed or world_size (a not-run row) reads its whole numbers as floats (42.0);
     controls.csv still writes 42 and 1, and blanks where a control has no rows."""

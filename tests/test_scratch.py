@@ -204,6 +204,8 @@ def test_the_gpu_profile_scratch_section():
     (lambda s: s["lr_sweep"].update(warmup=500), "scratch.lr_sweep.warmup: 500 must be below"),
     (lambda s: s.update(size="26M"), "scratch.size: unknown size '26M'"),
     (lambda s: s["tokenizer"].update(vocab_size=100), "scratch.tokenizer.vocab_size"),
+    (lambda s: s["niah"].update(lengths=[1024, 4096]), r"scratch.niah.lengths: \[1024, 4096\] must lie within"),
+    (lambda s: s["niah"].update(trials=0), "scratch.niah.trials"),
 ])
 def test_scratch_section_errors_name_the_key(edit, message):
     cfg = copy.deepcopy(load_config("gpu"))
@@ -264,7 +266,8 @@ def test_plan_estimates_each_job_and_packs_parts(tmp_path, capsys):
     timed = [i for i in items if " time " in i["job"]]
     assert len(timed) == 6 and all(i["train_s"] == pytest.approx(scratch["steps"] * 32 * 2048 / tok_s["orthros"])
                                    for i in timed)  # the reference's seconds
-    assert all(i["target"].endswith("ppl.csv") for i in items if i["job"].startswith("scratch_train"))
+    long = [i["target"].split() for i in items if i["job"].startswith("scratch_train")]
+    assert all(t[0].endswith("/ppl.csv") and t[1] == t[0].replace("ppl.csv", "niah.csv") for t in long)
     for part in {i["part"] for i in items}:
         group = [i for i in items if i["part"] == part]
         assert len(group) == 1 or sum(i["seconds"] for i in group) + 300 <= 1500

@@ -112,6 +112,7 @@ RULE_CONFIG = {
                                                "compile")] + ["dtype", "device", "profile"],
     "scratch_budget": [f"scratch.{k}" for k in ("equal_time", "steps", "warmup_frac", "batch_size", "seq_len")],
     "scratch_ppl": [f"scratch.{k}" for k in ("buckets", "ppl", "seq_len", "dtype")] + ["dtype", "device", "profile"],
+    "scratch_niah": ["scratch.niah", "device", "profile"],
 }
 
 rule_config = partial(_rule_config, STUDY, SCHEMA, RULE_CONFIG)  # (rule, arch=None): its `params: cfg=`

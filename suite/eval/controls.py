@@ -15,6 +15,7 @@ audit and the renderers give a verdict only where both controls of the experimen
 | lm | negative | transformer | step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
 | scratch_lm | positive | transformer | from scratch, equal tokens, every seed: val loss | < unigram of its own val |
 | scratch_lm | negative | transformer | from scratch, step-1 training loss (untrained) | >= ln(vocab) - 0.5 (chance) |
+| scratch_niah | positive, negative | transformer, swa | as niah, the from-scratch study's equal-token runs | as niah |
 | bench:<task>:<k>shot | positive | base | the pretrained base model on the task | acc > chance + 2 stderr |
 | bench:<task>:<k>shot | negative | random_init | random init, the base's shape | abs(acc - chance) <= 2 stderr |
 | conversion | positive | converted | the base converted with w >= T, held-out text, float32 | max abs dlogit <= 1e-3 |
@@ -131,8 +132,9 @@ def mqar_controls(mqar: pd.DataFrame | None, seq_len: int, kv: int, size: str | 
     return rows
 
 
-def niah_controls(niah: pd.DataFrame | None) -> list[dict]:
-    """The NIAH controls: Transformer within its training length, SWA beyond its receptive field."""
+def niah_controls(niah: pd.DataFrame | None, experiment: str = "niah") -> list[dict]:
+    """The NIAH controls: Transformer within its training length, SWA beyond its receptive field (``experiment``:
+    niah, or the from-scratch study's scratch_niah)."""
     pos = _ok(niah, "transformer")
     if len(pos) and pos["train_len"].notna().any():
         train_len = int(pos["train_len"].iloc[0])
@@ -141,10 +143,10 @@ def niah_controls(niah: pd.DataFrame | None) -> list[dict]:
         value = float(per_len.min()) if len(per_len) else None
         condition = (f"context_len <= train_len={train_len} ({', '.join(str(int(n)) for n in per_len.index)}); "
                      "min over lengths of the mean over depths") + _seed_spread(inside)
-        rows = [_row("niah", "positive", "transformer", condition, "accuracy", value, f">= {NIAH_POSITIVE}",
+        rows = [_row(experiment, "positive", "transformer", condition, "accuracy", value, f">= {NIAH_POSITIVE}",
                      value is not None and value >= NIAH_POSITIVE, inside)]
     else:
-        rows = [_row("niah", "positive", "transformer", "not run: no Transformer NIAH rows", "accuracy", None,
+        rows = [_row(experiment, "positive", "transformer", "not run: no Transformer NIAH rows", "accuracy", None,
                      f">= {NIAH_POSITIVE}", False, pos)]
     neg = _ok(niah, "swa")
     if len(neg) and neg["window"].notna().any():
@@ -153,10 +155,10 @@ def niah_controls(niah: pd.DataFrame | None) -> list[dict]:
         value = beyond["accuracy"].astype(float).mean() if len(beyond) else None
         condition = (f"{len(beyond)} cells whose needle lies > {far} tokens before the answer "
                      f"(L*(w-1), w={int(neg['window'].iloc[0])})")
-        rows.append(_row("niah", "negative", "swa", condition, "accuracy", value, f"<= {NIAH_NEGATIVE}",
+        rows.append(_row(experiment, "negative", "swa", condition, "accuracy", value, f"<= {NIAH_NEGATIVE}",
                          value is not None and value <= NIAH_NEGATIVE, beyond))
     else:
-        rows.append(_row("niah", "negative", "swa", "not run: no SWA NIAH rows with a window", "accuracy", None,
+        rows.append(_row(experiment, "negative", "swa", "not run: no SWA NIAH rows with a window", "accuracy", None,
                          f"<= {NIAH_NEGATIVE}", False, neg))
     return rows
 
@@ -378,6 +380,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--scratch-first-loss", nargs="*", type=in_file, default=[],
                    help="loss.csv of the from-scratch Transformer's equal-token runs")
     p.add_argument("--scratch-data-dir", type=in_folder, help="the from-scratch corpus's data folder (its unigram)")
+    p.add_argument("--scratch-niah", type=in_file, help="results/<profile>/scratch_niah.csv: the from-scratch study's "
+                                                        "NIAH controls (scratch_niah, its equal-token runs)")
     p.add_argument("--pretrained", type=in_file,
                    help="results/<profile>/pretrained.csv: the benchmark controls (base, random_init)")
     p.add_argument("--identity", type=in_file,
@@ -400,6 +404,9 @@ def main(argv: list[str] | None = None) -> None:
             unigram, vocab = _unigram(a.scratch_data_dir) if a.scratch_data_dir else (None, None)
             first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.scratch_first_loss]
             rows += scratch_controls(read_csv(a.scratch_train), first, unigram, vocab)
+        if a.scratch_niah:
+            niah = read_csv(a.scratch_niah)
+            rows += niah_controls(niah[niah["budget"].astype(str) == "tokens"], "scratch_niah")
         if a.pretrained:
             pretrained = read_csv(a.pretrained)
             missing = [c for c in ("variant", "task", "metric", "num_fewshot", "value", "stderr", "n_samples",

@@ -18,7 +18,7 @@ from suite.report.schema import validate
 PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pretrained_niah", "pretrained_loss",
                     "pretrained_train", "pretrained_evals", "pretrained_lr"]
 # the from-scratch study (suite/experiments/from_scratch/rules.smk)
-SCRATCH_FILES = ["scratch_train", "scratch_evals", "scratch_ppl", "scratch_lr", "scratch_budget"]
+SCRATCH_FILES = ["scratch_train", "scratch_evals", "scratch_ppl", "scratch_niah", "scratch_lr", "scratch_budget"]
 PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
                  *PRETRAINED_FILES]
 GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", "mqar", "seq_parallel", "controls",

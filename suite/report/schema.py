@@ -75,11 +75,13 @@ SCHEMAS |= {
                       "val_loss": NONNEG},
     "scratch_ppl": {"arch": TEXT, "budget": TEXT, "seed": NUMBER, "bucket": TEXT, "pos_min": NONNEG, "pos_max": NONNEG,
                     "nll": NONNEG, "n_tokens": NONNEG, "n_docs": NONNEG},
+    "scratch_niah": {"arch": TEXT, "budget": TEXT, "seed": NUMBER, "context_len": NONNEG, "depth": FRACTION,
+                     "accuracy": FRACTION, "train_len": NONNEG},
     "scratch_budget": {"arch": TEXT, "reference": TEXT, "ref_steps": NONNEG, "ref_step_s": NONNEG, "step_s": NONNEG,
                        "steps": NONNEG, "warmup": NONNEG, "tokens": NONNEG, "target_s": NONNEG, "epochs": NONNEG},
 }
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("scratch_corpus", "scratch_lr", "scratch_train", "scratch_evals",
-                                                      "scratch_ppl", "scratch_budget")}
+                                                      "scratch_ppl", "scratch_niah", "scratch_budget")}
 SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_ppl", "pretrained_identity",
                                                       "pretrained_niah", "pretrained_loss", "pretrained_train",
                                                       "pretrained_evals", "pretrained_lr", "pretrained_corpus")}

@@ -67,16 +67,20 @@ def jobs(scratch: dict, tok_s: dict[str, float], overhead_s: float, res: str = "
     out = [{"job": f"scratch_lr_sweep {a} lr{i}", "tokens": sweep["steps"] * per_step, "arch": a,
             "target": f"{res}/scratch/lr_sweep/{a}/lr{i}/metrics.csv"}
            for a in scratch["archs"] for i in range(len(sweep["lrs"]))]
-    # a long run's target is its position-bucket file: the bucket job reads the run's checkpoint, which stays on the
-    # host that trained it (a fresh host has none), so both run in one part; it costs a checkpoint load and a few
-    # forward passes, counted as half an overhead
-    out += [{"job": f"scratch_train tokens {a} seed{s} + scratch_ppl", "tokens": scratch["steps"] * per_step,
-             "arch": a, "target": f"{res}/scratch/tokens/{a}/seed{s}/ppl.csv", "extra_s": overhead_s / 2}
-            for a in scratch["archs"] for s in seeds]
+    # a long run's targets are its position-bucket file and, with scratch.niah, its NIAH cells: both jobs read the
+    # run's checkpoint, which stays on the host that trained it (a fresh host has none), so all run in one part; each
+    # costs a checkpoint load and some forward passes, counted as half an overhead
+    evals = ["ppl"] + (["niah"] if scratch.get("niah") else [])
+    label = " + ".join(f"scratch_{e}" for e in evals)
+
+    def long_run(budget: str, arch: str, seed: int, tokens: int) -> dict:
+        folder = f"{res}/scratch/{budget}/{arch}/seed{seed}"
+        return {"job": f"scratch_train {budget} {arch} seed{seed} + {label}", "tokens": tokens, "arch": arch,
+                "target": " ".join(f"{folder}/{e}.csv" for e in evals), "extra_s": len(evals) * overhead_s / 2}
+
+    out += [long_run("tokens", a, s, scratch["steps"] * per_step) for a in scratch["archs"] for s in seeds]
     ref_s = scratch["steps"] * per_step / tok_s[timed["reference"]]
-    out += [{"job": f"scratch_train time {a} seed{s} + scratch_ppl", "tokens": round(ref_s * tok_s[a]), "arch": a,
-             "target": f"{res}/scratch/time/{a}/seed{s}/ppl.csv", "extra_s": overhead_s / 2}
-            for a in timed["archs"] for s in seeds]
+    out += [long_run("time", a, s, round(ref_s * tok_s[a])) for a in timed["archs"] for s in seeds]
     for job in out:
         job["train_s"] = job["tokens"] / tok_s[job["arch"]]
         job["seconds"] = job["train_s"] + overhead_s + job.pop("extra_s", 0.0)

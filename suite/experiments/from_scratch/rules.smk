@@ -7,7 +7,9 @@
 #   scratch_budget     equal GPU time: the steps each equal_time arch needs for the reference's GPU-seconds
 #   scratch_train      equal time: those archs, every seed, the derived steps (budget "time")
 #   scratch_ppl        held-out loss by position bucket of every long run
-#   scratch_controls   the study's LM controls: the Transformer below the corpus's unigram, untrained at chance
+#   scratch_niah       NIAH within the training length of every long run (scratch.niah)
+#   scratch_controls   the study's LM controls (the Transformer below the corpus's unigram, untrained at chance) and
+#                      NIAH controls (the Transformer within seq_len, SWA beyond its reach)
 # An opt-in target (`snakemake --cores all scratch --resources gpu=1 --config profile=gpu`): a few GPU-hours, run in
 # time-capped parts (README.md beside this file); its results, under <results>/scratch*, feed the audit where they
 # exist.
@@ -35,6 +37,7 @@ SCR_COMPILE = {a: " --compile" if a in SCRATCH.get("compile", []) else "" for a 
 SCR_SAVE = f" --save-every {SCRATCH['save_every']}" if "save_every" in SCRATCH else ""  # checkpoints: not a study value
 SCR_STEPS = SCRATCH["steps"]
 SCR_WARMUP = scratch_warmup(SCRATCH, SCR_STEPS)
+SCR_NIAH = SCRATCH.get("niah", {})  # NIAH within the training length: no jobs without it
 
 
 rule scratch_data:
@@ -48,6 +51,7 @@ rule scratch_data:
         train=f"{SCR_DATA}/tokens/train.npy",
         val=f"{SCR_DATA}/tokens/val.npy",
         test=f"{SCR_DATA}/tokens/test.npy",
+        haystack=f"{SCR_DATA}/test.txt",  # the held-out split's text: NIAH's haystack
         sources=f"{RES}/scratch_corpus.csv",
     params:
         cfg=rule_config("scratch_data"),
@@ -209,8 +213,60 @@ rule scratch_ppl:
         "--out {output} > {log} 2>&1"
 
 
+rule scratch_niah:
+    """NIAH within the training length of one long run (scratch.niah): RULER's English needle in the held-out split's
+    text, read from the run's checkpoint; the controls read the Transformer (positive) and SWA beyond its reach
+    (negative)."""
+    input:
+        run=f"{SCR_RES}/{{budget}}/{{arch}}/seed{{seed}}/metrics.csv",
+        haystack=rules.scratch_data.output.haystack,
+        tokenizer=rules.scratch_data.output.tokenizer,
+        code=sources("suite.experiments.niah.run"),
+    output:
+        f"{SCR_RES}/{{budget}}/{{arch}}/seed{{seed}}/niah.csv",
+    wildcard_constraints:
+        budget="tokens|time",
+        arch="|".join(SCR_ARCHS),
+        seed=r"\d+",
+    params:
+        cfg=rule_config("scratch_niah"),
+        model=lambda w: f"{SCR_RUN}/{w.budget}/{w.arch}/seed{w.seed}/checkpoint",
+        tokenizer=lambda w, input: folder(input.tokenizer),
+        recipe=(f"--format ruler --train-len {SCRATCH['seq_len']} --lengths {csv_list(SCR_NIAH.get('lengths', []))} "
+                f"--depths {csv_list(SCR_NIAH.get('depths', []))} --trials {SCR_NIAH.get('trials', 0)} "
+                f"--device {STUDY['device']} --dtype {SCRATCH.get('dtype', STUDY['dtype'])} --profile {PROFILE}"),
+    threads: THREADS
+    resources:
+        gpu=GPU_JOB,
+    log:
+        f"{WORK}/logs/scratch_niah_{{budget}}_{{arch}}_seed{{seed}}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m suite.experiments.niah.run --checkpoint {params.model} --tokenizer {params.tokenizer} "
+        "--haystack {input.haystack} {params.recipe} --seed {wildcards.seed} --label-arch {wildcards.arch} "
+        "--no-progress --out {output} > {log} 2>&1"
+
+
 SCR_RUNS = [(b, a, s) for b, a in SCR_LONG for s in SCR_SEEDS]
 SCR_LABELS = " ".join(f"arch={a},seed={s},budget={b}" for b, a, s in SCR_RUNS)
+
+
+rule collect_scratch_niah:
+    """Every long run's NIAH cells, with arch, seed and budget."""
+    input:
+        runs=[f"{SCR_RES}/{b}/{a}/seed{s}/niah.csv" for b, a, s in SCR_RUNS],
+        code=COLLECT_CODE,
+    output:
+        f"{RES}/scratch_niah.csv",
+    params:
+        labels=SCR_LABELS,
+    log:
+        f"{WORK}/logs/collect_scratch_niah.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m suite.collect labelled --inputs {input.runs} --labels {params.labels} --out {output} 2>&1 | tee {log}"
 
 
 rule collect_scratch_train:
@@ -263,11 +319,13 @@ rule collect_scratch_ppl:
 
 
 rule scratch_controls:
-    """The study's language-modelling controls (suite.eval.controls, experiment scratch_lm): the Transformer's
-    equal-token runs below the unigram cross-entropy of the study's own val split (positive), its untrained step-1
-    loss at chance (negative). The audit voids the study's proxies unless both pass."""
+    """The study's controls (suite.eval.controls). scratch_lm: the Transformer's equal-token runs below the unigram
+    cross-entropy of the study's own val split (positive), its untrained step-1 loss at chance (negative); the audit
+    voids the study's proxies unless both pass. scratch_niah (with scratch.niah): the equal-token Transformer within
+    seq_len (positive), SWA beyond layers x (w - 1) tokens (negative)."""
     input:
         train=rules.collect_scratch_train.output,
+        niah=rules.collect_scratch_niah.output if SCR_NIAH else [],
         first=[f"{SCR_RES}/tokens/transformer/seed{s}/loss.csv" for s in SCR_SEEDS],
         tokens=[rules.scratch_data.output.tokenizer, rules.scratch_data.output.train, rules.scratch_data.output.val],
         code=sources("suite.eval.controls"),
@@ -275,13 +333,14 @@ rule scratch_controls:
         f"{RES}/scratch_controls.csv",
     params:
         data=lambda w, input: folder(input.tokens[1], 2),
+        niah=lambda w, input: f"--scratch-niah {input.niah} " if SCR_NIAH else "",
     log:
         f"{WORK}/logs/scratch_controls.log",
     conda:
         CONDA_ENV
     shell:
         "python -m suite.eval.controls --scratch-train {input.train} --scratch-first-loss {input.first} "
-        "--scratch-data-dir {params.data} --out {output} 2>&1 | tee {log}"
+        "--scratch-data-dir {params.data} {params.niah}--out {output} 2>&1 | tee {log}"
 
 
 rule scratch:
@@ -290,6 +349,7 @@ rule scratch:
     input:
         rules.collect_scratch_train.output,
         rules.scratch_controls.output,
+        rules.collect_scratch_niah.output if SCR_NIAH else [],
         rules.collect_scratch_evals.output,
         rules.collect_scratch_ppl.output,
         SCR_PICK,

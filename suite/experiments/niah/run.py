@@ -298,6 +298,8 @@ def main(argv: list[str] | None = None) -> None:
             _check_memory(a, AutoConfig.from_pretrained(a.checkpoint))
         model, tokenizer = load_model(a.checkpoint, a.tokenizer, "float32", a.device)
         arch, train_len = a.label_arch, a.train_len
+        # what the negative control reads: a needle beyond num_layers x (window - 1) tokens is out of a SWA's reach
+        extra = {"window": getattr(model.config, "window_size", None), "num_layers": model.config.num_hidden_layers}
         train_tokens = load_tokens(a.data_dir, "train") if a.data_dir else None
         task = _task(p, a, tokenizer, train_tokens)
     else:
