@@ -26,6 +26,7 @@ from suite.cli import in_file, in_folder, out_folder, usage_errors
 from suite.eval.controls import invalid_reason
 from suite.experiments.conversion import table as conversion
 from suite.experiments.conversion.figure import fig_conversion_loss
+from suite.experiments.from_scratch import table as scratch_table
 from suite.experiments.from_scratch.figure import fig_scratch_position
 from suite.experiments.mqar.figure import fig_mqar
 from suite.experiments.niah.figure import fig3
@@ -59,7 +60,10 @@ NOTES = {
               "paper's evaluator is not stated); the others read 'not shipped'. The suite also measures MQAR / NIAH "
               "(proxies, not comparable). A measured "
               "row's scale is its measured parameter count; 'trials' are its held-out trials (MQAR: test sequences "
-              "of the cell, each asking every key once; NIAH: needles over the row's cells).",
+              "of the cell, each asking every key once; NIAH: needles over the row's cells). Rows ending in "
+              "'(from-scratch study, gpu profile)' are the 25M models trained from scratch at T=2048 "
+              "(suite/experiments/from_scratch/): held-out loss past 4w and NIAH within T, mean +- std over seeds, "
+              "gated by the study's own controls.",
     "table4": "Paper: 1x H100, SGLang + Triton attention, batch 2, seconds. Output throughput = batch x output / E2E "
               "(includes prefill). The printed decode-only throughputs at 128K/128 and 127K/1K do not follow from "
               "batch x output / (E2E - TTFT): see claims_audit.md. Measured cells come from results/gpu/e2e.csv: "
@@ -111,6 +115,12 @@ def _all_or_nothing(*folders: Path):
             shutil.rmtree(stage, ignore_errors=True)
 
 
+def _with_rows(spec: tuple[str, pd.DataFrame, str], rows: pd.DataFrame) -> tuple[str, pd.DataFrame, str]:
+    """A table spec (title, frame, note) with ``rows`` (same columns) after its own."""
+    title, frame, note = spec
+    return title, pd.concat([frame, rows], ignore_index=True), note
+
+
 def render(results: str | Path | None, gpu_results: str | Path | None, out_tables: str | Path,
            out_figures: str | Path, reported_dir: str | Path = REPORTED_DIR,
            claims_path: str | Path = CLAIMS_PATH) -> dict[str, list[Path]]:
@@ -145,9 +155,15 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                          gpu_controls=m["gpu_controls"], match_scale=exp.MATCH_SCALE),
                 exp.NOTE)
 
+    def scratch_miss(name: str) -> str:
+        return f"{gpu}/{name}.csv missing (the gpu profile's from-scratch study: the opt-in target scratch)"
+
+    invalid["scratch_lm"] = invalid_reason(m["gpu_controls"], "scratch_lm")
+    invalid["scratch_niah"] = invalid_reason(m["gpu_controls"], "scratch_niah")
     gpu_miss = f"{gpu}/e2e.csv missing (needs a GPU; paper: 1x H100 + SGLang)"
     specs = {  # name: (title, frame, note)
-        "table1": lm_spec(quality),
+        "table1": _with_rows(lm_spec(quality), scratch_table.lm_rows(m["gpu_scratch_train"], invalid["scratch_lm"],
+                                                                     scratch_miss("scratch_train"))),
         "table2": (conversion.TITLE,
                    pd.concat([quality_table(reported[reported["table"] == "Table 2"], m["conversion"], key="variant",
                                             paper_cond=paper_conditions(cond, "Table 2"), missing=miss("conversion"),
@@ -160,12 +176,15 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
                                 if p == "" or not same)],
                              ignore_index=True),
                    conversion.NOTE),
-        "table3": ("Table 3: in-context recall",
-                   recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
-                                paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
-                                invalid=invalid, gpu_niah=m["gpu_niah"], gpu_mqar=m["gpu_mqar"],
-                                quality=m["quality"], controls=m["controls"], flags=flags),
-                   NOTES["table3"]),
+        "table3": _with_rows(("Table 3: in-context recall",
+                              recall_table(reported[reported["table"] == "Table 3"], m["mqar"], m["niah"],
+                                           paper_cond=paper_conditions(cond, "Table 3"), missing=miss("quality"),
+                                           invalid=invalid, gpu_niah=m["gpu_niah"], gpu_mqar=m["gpu_mqar"],
+                                           quality=m["quality"], controls=m["controls"], flags=flags),
+                              NOTES["table3"]),
+                             scratch_table.recall_rows(m["gpu_scratch_ppl"], m["gpu_scratch_niah"],
+                                                       invalid["scratch_lm"], invalid["scratch_niah"],
+                                                       scratch_miss("scratch_ppl"), scratch_miss("scratch_niah"))),
         "table4": ("Table 4: end-to-end inference",
                    e2e_table(reported[reported["table"] == "Table 4"], m["gpu_e2e"],
                              paper_cond=paper_conditions(cond, "Table 4"), missing=gpu_miss),

@@ -281,3 +281,26 @@ def test_plan_estimates_each_job_and_packs_parts(tmp_path, capsys):
     capsys.readouterr()
     plan.main(["--config", "gpu", "--throughput", str(path), "--targets", "1"])
     assert capsys.readouterr().out.split()[0] == "results/gpu/scratch/lr_sweep/orthros/lr0/metrics.csv"
+
+
+def test_table_rows_give_each_arch_its_mean_over_seeds_and_the_controls_void_them():
+    from suite.experiments.from_scratch import table
+
+    train = pd.DataFrame([{"arch": arch, "budget": budget, "seed": seed, "val_loss": loss + 0.01 * (seed - 43),
+                           "n_params": 2.5e7} for budget in ("tokens", "time")
+                          for arch, loss in (("orthros", 3.0), ("transformer", 3.1)) for seed in (42, 43, 44)])
+    rows = table.lm_rows(train, None, "x").set_index(["task", "model"])
+    cell = rows.loc[("held-out loss, equal tokens (from-scratch study, gpu profile)", "orthros")]
+    assert cell["measured"] == pytest.approx(3.0) and cell["measured_std"] == pytest.approx(0.01)
+    assert cell["n_seeds"] == 3 and cell["scale"] == "25M" and cell["status"] == table.PROXY
+    void = table.lm_rows(train, "invalid: positive control failed", "x")
+    assert set(void["status"]) == {"invalid: positive control failed"}
+    assert table.lm_rows(None, None, "f.csv missing")["status"].tolist() == ["not run: f.csv missing"] * 2
+    niah = pd.DataFrame([{"arch": "orthros", "budget": "tokens", "seed": s, "context_len": n, "depth": 0.5,
+                          "accuracy": acc, "n_trials": 16, "status": "ok"}
+                         for s in (42, 43) for n, acc in ((512, 1.0), (1024, 0.5), (2048, 0.25))])
+    recall = table.recall_rows(_ppl_rows(), niah, None, None, "p", "n").set_index("metric")
+    assert recall.loc["accuracy", "measured"] == pytest.approx(0.375) and recall.loc["accuracy", "n_trials"] == 64
+    assert list(recall.loc["nll", "model"]) == ["orthros", "transformer", "swa"]
+    assert recall.loc["nll"]["task"].iloc[0] == "held-out loss at positions 513-2048, equal tokens " \
+                                                 "(from-scratch study, gpu profile)"

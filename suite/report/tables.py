@@ -163,7 +163,7 @@ def _niah_views(niah: pd.DataFrame | None, name: str, suffix: str) -> list[tuple
              "accuracy")]
 
 
-def _params_label(rows: pd.DataFrame) -> str:
+def params_label(rows: pd.DataFrame) -> str:
     """The measured parameter count of ``rows`` (their ``n_params``), human-readable: ``"272K"``, several distinct
     values joined by ``/``; ``""`` when none is measured."""
     if "n_params" not in rows:
@@ -172,7 +172,7 @@ def _params_label(rows: pd.DataFrame) -> str:
     return "/".join(human_count(v) for v in sorted(values))
 
 
-def _trials(rows: pd.DataFrame) -> int | None:
+def held_out_trials(rows: pd.DataFrame) -> int | None:
     """Held-out trials behind a measured cell: MQAR's test sequences (``num_test``) or NIAH's needles (``n_trials``),
     summed over the rows; None when the rows do not say."""
     for column in ("num_test", "n_trials"):
@@ -312,9 +312,9 @@ def recall_table(reported: pd.DataFrame, mqar: pd.DataFrame | None, niah: pd.Dat
             elif len(ok):
                 status = _flagged(status, str(arch), set(frame["size"].dropna().astype(str)) if "size" in frame
                                   else set(), flags.get(name, []))
-            rows.append(dict(model=arch, variant="", scale=_params_label(ok), task=label,
+            rows.append(dict(model=arch, variant="", scale=params_label(ok), task=label,
                              metric=column, reported=None, measured=value, n_seeds=1 if len(ok) else 0,
-                             n_trials=_trials(ok) if len(ok) else None, diff=None,
+                             n_trials=held_out_trials(ok) if len(ok) else None, diff=None,
                              unit="fraction", paper_scale_conditions="", measured_scale_conditions=scale_text(g, arch),
                              status=status))
     return pd.DataFrame(rows, columns=RECALL_COLUMNS)

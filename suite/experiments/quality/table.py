@@ -17,4 +17,6 @@ NOTE = ("Measured cells appear only where this suite ran the same task for the s
         "chance. A cell gets a verdict only where the task's benchmark controls passed (controls.csv). Rows "
         "with an empty 'reported' cell are metrics the paper does not report (e.g. val_ppl) and are not "
         "comparable. Rows whose scale ends in '(gpu profile)' come from results/gpu/quality.csv (one H200; "
-        "gated by its own controls).")
+        "gated by its own controls). Rows ending in '(from-scratch study, gpu profile)' are the 25M models "
+        "trained from scratch at T=2048 on the pinned corpus (suite/experiments/from_scratch/): final held-out loss "
+        "at equal tokens and at equal GPU time, mean +- std over seeds, gated by the study's own controls.")
