@@ -162,21 +162,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--data-dir", required=True, type=in_folder,
                     help="English data folder encoded with the base model's tokenizer (python -m suite.data.english)")
     ap.add_argument("--split", default="test", choices=["val", "test"], help="held-out split read")
-    ap.add_argument("--window", type=positive_int, default=128, help="Orthros window of the conversion")
-    ap.add_argument("--lengths", type=positive_ints, default=[1024, 2048, 4096, 8192], help="sequence lengths T")
+    ap.add_argument("--window", type=positive_int, default=128, help="Orthros window of the conversion (default 128)")
+    ap.add_argument("--lengths", type=positive_ints, default=[1024, 2048, 4096, 8192],
+                    help="sequence lengths T, comma-separated (default 1024,2048,4096,8192)")
     ap.add_argument("--tokens", type=positive_int, default=32768,
-                    help="held-out tokens read at every T (the first ones of the split; tokens // T sequences)")
+                    help="held-out tokens read at every T (the first ones of the split; tokens // T sequences; "
+                         "default 32768)")
     ap.add_argument("--fp8-blocks", type=positive_ints, default=[4096],
-                    help="tokens per FP8 scale (per KV head); 4096 is the 1M-token run's")
-    ap.add_argument("--ci-block", type=positive_int, default=256, help="positions per batch mean of the 95%% CIs")
-    ap.add_argument("--device", type=device_name, default="cuda")
+                    help="tokens per FP8 scale (per KV head), comma-separated: one FP8 check each (default 4096, "
+                         "the 1M-token run's)")
+    ap.add_argument("--ci-block", type=positive_int, default=256,
+                    help="positions per batch mean of the 95%% CIs (default 256)")
+    ap.add_argument("--device", type=device_name, default="cuda", help="cuda (default), or cpu for a slow float32 run")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
                     help="model dtype (default: bfloat16 on cuda, float32 on cpu)")
     ap.add_argument("--compiled", choices=("auto", "on", "off"), default="auto",
                     help="the runner's fused functions compiled (auto: on cuda)")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch intra-op threads (cpu)")
-    ap.add_argument("--profile", default="gpu")
-    ap.add_argument("--out-dir", type=out_folder, default="results/gpu")
+    ap.add_argument("--profile", default="gpu", help="the profile the rows record (default gpu)")
+    ap.add_argument("--out-dir", type=out_folder, default="results/gpu",
+                    help="where fp8_kv_real.csv and targets.csv are written (default results/gpu)")
     args = ap.parse_args(argv)
     base, data = Path(args.base), Path(args.data_dir)
     with usage_errors(ap, ValueError, FileNotFoundError):

@@ -1,4 +1,6 @@
 """suite.report.kv_precision: the FP8-on-real-weights table carries the pass/fail of the targets that judge each row."""
+from pathlib import Path
+
 import pandas as pd
 
 from suite.report.kv_precision import fp8_real_table
@@ -58,3 +60,22 @@ def test_each_fp8_scale_block_shows_its_own_targets():
                             for b, status in ((64, "pass"), (4096, "fail"))])
     table = fp8_real_table(rows, "missing", targets)
     assert table["targets"].tolist() == ["|perplexity change| < 0.01: pass", "|perplexity change| < 0.01: fail"]
+
+
+def test_the_loader_refuses_an_fp8_file_without_a_column_the_table_shows(tmp_path):
+    """Every column the table shows is checked when results/gpu/fp8_kv_real.csv is read: a missing one, or text in a
+    number column, is an error naming the file, column (and row), not a silently shorter or garbled table."""
+    import pytest
+
+    from suite.report.kv_precision import COLUMNS
+    from suite.report.measured import read_result
+
+    committed = Path(__file__).resolve().parents[1] / "results/gpu/fp8_kv_real.csv"
+    good = pd.read_csv(committed)
+    assert set(COLUMNS) <= set(good.columns) and len(read_result(committed, "gpu_fp8_kv_real"))
+    good.drop(columns=["ppl_rel_change"]).to_csv(tmp_path / "a.csv", index=False)
+    with pytest.raises(ValueError, match=r"a.csv: missing column\(s\) \['ppl_rel_change'\]"):
+        read_result(tmp_path / "a.csv", "gpu_fp8_kv_real")
+    good.astype({"ppl_rel_hi": object}).assign(ppl_rel_hi="abc").to_csv(tmp_path / "b.csv", index=False)
+    with pytest.raises(ValueError, match="b.csv row 1: column 'ppl_rel_hi' holds 'abc', not a number"):
+        read_result(tmp_path / "b.csv", "gpu_fp8_kv_real")

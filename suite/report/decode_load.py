@@ -45,14 +45,15 @@ def step_ratios(frame: pd.DataFrame, path: str = PATH) -> pd.DataFrame:
 
 
 def cost_limits(frame: pd.DataFrame, tol: float = TOL, path: str = PATH) -> pd.DataFrame:
-    """Per context (each arch at its faster kernel): the batches measured, those where Orthros's step costs at most
-    ``tol`` more than the Transformer's, the smallest ratio and its batch, and the worst |measured / predicted - 1|
-    of the two archs' cells (the cost model's miss)."""
+    """Per context (each arch at its faster kernel): the batches measured for both archs, those where Orthros's step
+    costs at most ``tol`` more than the Transformer's, the smallest ratio and its batch, and the worst
+    |measured / predicted - 1| of the two archs' cells at those batches (the cost model's miss; a batch only one arch
+    fits, e.g. the Transformer's largest, is left out as it is of the ratios)."""
     ratios = step_ratios(frame, path)
     ok = _ok(frame, path)
     rows = []
     for context, part in ratios[ratios.kernel == "best"].groupby("context"):
-        cells = ok[ok.context == context]
+        cells = ok[(ok.context == context) & ok.batch.isin(part.batch)]
         best = part.loc[part.ratio.idxmin()]
         rows.append({"context": int(context), "batches": ",".join(str(b) for b in part.batch),
                      "free_batches": ",".join(str(b) for b in part.batch[part.ratio <= 1 + tol]) or "none",
@@ -69,7 +70,9 @@ NOTE = ("Decode step of Orthros over the Transformer's on the same engine and de
         "(per phase max(bytes / HBM bandwidth, FLOPs / kernel rate) plus a per-kernel cost fitted to the committed "
         "batch-2 rows, before these cells were measured). free_batches: the batches at which Orthros costs at most "
         f"{TOL:.0%} more; cost_model_worst_miss: the largest |measured / predicted - 1| over both archs' cells at "
-        "that context. The paper measured batch 2 only (1x H100, SGLang; Table 4's decode-only throughput).")
+        "that context's batches (a batch only one arch fits is left out, as it is of the ratios). The paper measured "
+        "batch 2 only (1x H100, SGLang; Table 4's decode-only throughput). Rows measured before the last change to "
+        "models/ are marked stale in the claims audit (paper_tables/claims_audit.md, C21 and C30).")
 
 
 def summary_table(frame: pd.DataFrame | None, missing: str) -> tuple[pd.DataFrame, pd.DataFrame]:

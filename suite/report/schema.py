@@ -38,8 +38,11 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "gpu_prefill": {"arch": TEXT, "method": TEXT, "gpus": NONNEG, "seq_len": NONNEG, "ms": NONNEG, "status": TEXT},
     "gpu_e2e": {"arch": TEXT, "batch": NONNEG, "input_len": NONNEG, "output_len": NONNEG, "ttft_s": NONNEG,
                 "e2e_s": NONNEG, "output_tok_s": NONNEG, "decode_tok_s": NONNEG, "status": TEXT},
-    "gpu_fp8_kv_real": {"seq_len": NONNEG, "comparison": TEXT, "top1_agreement": FRACTION, "ppl_ref": NONNEG,
-                        "ppl_test": NONNEG, "status": TEXT},
+    # every column the FP8 table shows (suite.report.kv_precision.COLUMNS)
+    "gpu_fp8_kv_real": {"seq_len": NONNEG, "n_seqs": NONNEG, "comparison": TEXT, "test": TEXT, "reference": TEXT,
+                        "top1_agreement": FRACTION, "top1_lo": FRACTION, "top1_hi": FRACTION, "ppl_ref": NONNEG,
+                        "ppl_test": NONNEG, "ppl_rel_change": NUMBER, "ppl_rel_lo": NUMBER, "ppl_rel_hi": NUMBER,
+                        "max_abs_over_rms": NONNEG, "rel_err": NONNEG, "status": TEXT},
     "gpu_seq_parallel": {"arch": TEXT, "gpus": NONNEG, "seq_len": NONNEG, "ms": NONNEG, "status": TEXT},
     "gpu_decode_load": {"arch": TEXT, "context": NONNEG, "batch": NONNEG, "path": TEXT, "decode_attn": TEXT,
                         "decode_step_ms": NONNEG, "predicted_ms": NONNEG, "measured_over_predicted": NONNEG,
