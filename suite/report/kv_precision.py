@@ -15,7 +15,8 @@ NOTE = ("The conversion experiment's pretrained model converted to Orthros (iden
         "(0.01 = +1%). lo/hi: 95% intervals from batch means over position blocks. Conditions (model, dtype, device, "
         "tokens, commit) in the last column; runs on several machines share the table, each row judged by its own "
         "run's targets. A failed path check voids that run's FP8 targets at that T: the measurement could not see "
-        "agreement where nothing changed (a bf16 model's two paths round differently).")
+        "agreement where nothing changed (a bf16 model's two paths round differently). A target is judged on the "
+        "point estimate; where the 95% interval crosses the threshold the pass is not established.")
 
 
 def _verdicts(targets: pd.DataFrame | None, row: pd.Series) -> str:
