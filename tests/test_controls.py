@@ -514,3 +514,16 @@ def test_the_niah_figure_says_how_many_seeds_each_cell_averages(monkeypatch, tmp
     assert "each cell the mean of 2 seeds (42, 43)" in shown[0]._suptitle.get_text().replace("\n", " ")
     figure.fig3(niah_rows().assign(n_params=1e6), tmp_path, "x")
     assert "seeds" not in shown[1]._suptitle.get_text()
+
+
+@pytest.mark.parametrize("flag, drop", [("--scratch-niah", "budget"), ("--scratch-train", "val_loss"),
+                                        ("--pretrained", "stderr")])
+def test_an_input_without_a_column_the_controls_read_is_named(tmp_path, capsys, flag, drop):
+    frame = niah_rows().assign(budget="tokens", val_loss=3.0, variant="base", task="piqa", metric="acc",
+                               num_fewshot=0, value=0.5, stderr=0.01, n_samples=10).drop(columns=[drop])
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    argv = [flag, str(tmp_path / "in.csv"), "--out", str(tmp_path / "c.csv")]
+    with pytest.raises(SystemExit) as exc:
+        ctl.main(argv)
+    assert exc.value.code == 2 and not (tmp_path / "c.csv").exists()
+    assert f"{flag} {tmp_path / 'in.csv'}: missing column(s) ['{drop}']" in capsys.readouterr().err

@@ -355,6 +355,16 @@ def _unigram(data_dir: str) -> tuple[float, int]:
     return unigram_cross_entropy(load_tokens(data_dir, "train"), load_tokens(data_dir, "val"), vocab), vocab
 
 
+def _read(flag: str, path: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    """The CSV given to ``flag``; ValueError naming the flag, the file and the columns the controls need that it
+    lacks."""
+    frame = read_csv(path)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{flag} {path}: missing column(s) {missing}")
+    return frame
+
+
 def _cell(text: str) -> tuple[int, int]:
     """argparse ``type=`` of ``--mqar-cell SEQ_LEN:PAIRS``."""
     cells = int_pairs(text, ":", "SEQ_LEN:PAIRS, e.g. 64:4")
@@ -402,18 +412,17 @@ def main(argv: list[str] | None = None) -> None:
             rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
         if a.scratch_train:
             unigram, vocab = _unigram(a.scratch_data_dir) if a.scratch_data_dir else (None, None)
-            first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.scratch_first_loss]
-            rows += scratch_controls(read_csv(a.scratch_train), first, unigram, vocab)
+            first = [float(_read("--scratch-first-loss", f, ("step", "loss")).sort_values("step")["loss"].iloc[0])
+                     for f in a.scratch_first_loss]
+            rows += scratch_controls(_read("--scratch-train", a.scratch_train, ("arch", "budget", "val_loss")), first,
+                                     unigram, vocab)
         if a.scratch_niah:
-            niah = read_csv(a.scratch_niah)
+            niah = _read("--scratch-niah", a.scratch_niah, ("arch", "budget", "context_len", "depth", "accuracy",
+                                                            "train_len", "status"))
             rows += niah_controls(niah[niah["budget"].astype(str) == "tokens"], "scratch_niah")
         if a.pretrained:
-            pretrained = read_csv(a.pretrained)
-            missing = [c for c in ("variant", "task", "metric", "num_fewshot", "value", "stderr", "n_samples",
-                                   "status") if c not in pretrained.columns]
-            if missing:
-                p.error(f"--pretrained {a.pretrained}: missing column(s) {missing}")
-            rows += benchmark_controls(pretrained)
+            rows += benchmark_controls(_read("--pretrained", a.pretrained, (
+                "variant", "task", "metric", "num_fewshot", "value", "stderr", "n_samples", "status")))
         if a.identity:
             rows += conversion_controls(read_csv(a.identity))
     # seed: text ("42", "42+43"); world_size: a nullable integer, so a control without rows leaves it blank, not 1.0
