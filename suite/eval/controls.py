@@ -180,26 +180,33 @@ def unigram_cross_entropy(train: np.ndarray, val: np.ndarray, vocab_size: int) -
     return float(-logp[np.asarray(val, dtype=np.int64)].mean())
 
 
-def lm_controls(val_loss: pd.DataFrame | None, first_losses: list[float], unigram: float | None,
-                vocab_size: int | None, main_size: str) -> list[dict]:
-    """Perplexity-experiment controls from the Transformer's val loss and its step-1 (untrained) loss."""
-    rows = []
-    tr = _ok(val_loss, "transformer") if val_loss is not None else pd.DataFrame()
-    if len(tr):
-        tr = tr[(tr["task"] == "train_val_loss") & (tr["size"].astype(str) == str(main_size))]
-    value = tr["value"].astype(float).max() if len(tr) else None
-    rows.append(_row("lm", "positive", "transformer", f"size {main_size}, worst seed of {len(tr)}: val loss vs the "
-                     "val split's unigram cross-entropy", "nats_per_token", value,
-                     f"< {unigram:.4g}" if unigram is not None else "< unigram (not computed)",
-                     value is not None and unigram is not None and value < unigram, tr))
+def _lm_pair(experiment: str, tr: pd.DataFrame, value: float | None, positive: str, negative: str,
+             first_losses: list[float], unigram: float | None, vocab_size: int | None) -> list[dict]:
+    """A language-modelling experiment's two controls: the Transformer's worst held-out loss ``value`` below the
+    unigram cross-entropy (positive), its lowest step-1 (untrained) loss within ``INIT_MARGIN`` of ln V (negative);
+    ``positive`` and ``negative`` are their conditions, ``tr`` the rows judged."""
+    rows = [_row(experiment, "positive", "transformer", positive, "nats_per_token", value,
+                 f"< {unigram:.4g}" if unigram is not None else "< unigram (not computed)",
+                 value is not None and unigram is not None and value < unigram, tr)]
     init = float(np.min(first_losses)) if first_losses else None
     chance = math.log(vocab_size) if vocab_size else None
-    rows.append(_row("lm", "negative", "transformer", "step-1 training loss (untrained model, lowest seed)",
-                     "nats_per_token", init,
+    rows.append(_row(experiment, "negative", "transformer", negative, "nats_per_token", init,
                      f">= {chance - INIT_MARGIN:.4g} (ln vocab {chance:.4g} - {INIT_MARGIN})" if chance
                      else ">= ln vocab",
                      init is not None and chance is not None and init >= chance - INIT_MARGIN, tr))
     return rows
+
+
+def lm_controls(val_loss: pd.DataFrame | None, first_losses: list[float], unigram: float | None,
+                vocab_size: int | None, main_size: str) -> list[dict]:
+    """Perplexity-experiment controls from the Transformer's val loss and its step-1 (untrained) loss."""
+    tr = _ok(val_loss, "transformer") if val_loss is not None else pd.DataFrame()
+    if len(tr):
+        tr = tr[(tr["task"] == "train_val_loss") & (tr["size"].astype(str) == str(main_size))]
+    value = tr["value"].astype(float).max() if len(tr) else None
+    return _lm_pair("lm", tr, value, f"size {main_size}, worst seed of {len(tr)}: val loss vs the val split's unigram "
+                    "cross-entropy", "step-1 training loss (untrained model, lowest seed)", first_losses, unigram,
+                    vocab_size)
 
 
 def scratch_controls(train: pd.DataFrame | None, first_losses: list[float], unigram: float | None,
@@ -210,18 +217,9 @@ def scratch_controls(train: pd.DataFrame | None, first_losses: list[float], unig
     tr = pd.DataFrame() if train is None or train.empty else train[
         (train["arch"] == "transformer") & (train["budget"].astype(str) == "tokens")]
     value = pd.to_numeric(tr["val_loss"]).max() if len(tr) else None
-    rows = [_row("scratch_lm", "positive", "transformer", f"equal tokens, worst seed of {len(tr)}: val loss vs the "
-                 "study's val split unigram cross-entropy", "nats_per_token", value,
-                 f"< {unigram:.4g}" if unigram is not None else "< unigram (not computed)",
-                 value is not None and unigram is not None and value < unigram, tr)]
-    init = float(np.min(first_losses)) if first_losses else None
-    chance = math.log(vocab_size) if vocab_size else None
-    rows.append(_row("scratch_lm", "negative", "transformer", "equal tokens, step-1 training loss (untrained model, "
-                     "lowest seed)", "nats_per_token", init,
-                     f">= {chance - INIT_MARGIN:.4g} (ln vocab {chance:.4g} - {INIT_MARGIN})" if chance
-                     else ">= ln vocab",
-                     init is not None and chance is not None and init >= chance - INIT_MARGIN, tr))
-    return rows
+    return _lm_pair("scratch_lm", tr, value, f"equal tokens, worst seed of {len(tr)}: val loss vs the study's val "
+                    "split unigram cross-entropy", "equal tokens, step-1 training loss (untrained model, lowest seed)",
+                    first_losses, unigram, vocab_size)
 
 
 # The metric a task's table cells and controls use: the first of suite.eval.harness.TASKS[task].metrics (a test
@@ -365,6 +363,11 @@ def _read(flag: str, path: str, columns: tuple[str, ...]) -> pd.DataFrame:
     return frame
 
 
+def _first_losses(flag: str, paths: list[str]) -> list[float]:
+    """The step-1 training loss of each ``loss.csv`` given to ``flag``."""
+    return [float(_read(flag, f, ("step", "loss")).sort_values("step")["loss"].iloc[0]) for f in paths]
+
+
 def _cell(text: str) -> tuple[int, int]:
     """argparse ``type=`` of ``--mqar-cell SEQ_LEN:PAIRS``."""
     cells = int_pairs(text, ":", "SEQ_LEN:PAIRS, e.g. 64:4")
@@ -408,12 +411,11 @@ def main(argv: list[str] | None = None) -> None:
             rows += niah_controls(read_csv(a.niah))
         if a.val_loss:
             unigram, vocab = _unigram(a.data_dir) if a.data_dir else (None, None)
-            first = [float(read_csv(f).sort_values("step")["loss"].iloc[0]) for f in a.first_loss]
+            first = _first_losses("--first-loss", a.first_loss)
             rows += lm_controls(read_csv(a.val_loss), first, unigram, vocab, a.main_size)
         if a.scratch_train:
             unigram, vocab = _unigram(a.scratch_data_dir) if a.scratch_data_dir else (None, None)
-            first = [float(_read("--scratch-first-loss", f, ("step", "loss")).sort_values("step")["loss"].iloc[0])
-                     for f in a.scratch_first_loss]
+            first = _first_losses("--scratch-first-loss", a.scratch_first_loss)
             rows += scratch_controls(_read("--scratch-train", a.scratch_train, ("arch", "budget", "val_loss")), first,
                                      unigram, vocab)
         if a.scratch_niah:
