@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -76,6 +77,44 @@ def test_a_corpus_of_prose_and_code_trains_its_own_tokenizer_and_packs(tmp_path)
 
     with pytest.raises(PackageError, match="python3-demo==1.0-1"):  # another vocabulary: another key, built afresh
         english.prepare(sources, None, tmp_path / "other", host, 0.2, 0.2, {"kind": "bpe", "vocab_size": 320})
+
+
+def test_position_buckets_by_domain_read_each_document_s_source(tmp_path):
+    """--by-domain scores the longest documents of each domain (a source's check) beside the whole split's."""
+    from suite.eval import ppl_buckets
+    from suite.provenance import read_csv
+    from tests.tiny import make_tiny_llama
+
+    data = tmp_path / "scratch"
+    english.prepare(_sources(tmp_path), None, data, tmp_path / "cache", 0.2, 0.2, {"kind": "bpe", "vocab_size": 300})
+    labels = ppl_buckets.domains(data, "val")
+    names = json.loads((data / "corpus.json").read_text())["docs"]["val"]
+    assert labels == ["code" if n.startswith("python3-demo:") else "prose" for n in names] and len(set(labels)) == 2
+    tokens = np.load(data / "tokens" / "val.npy")
+    eos = int(tokens[-1])  # every document ends with the separator
+    groups = ppl_buckets.by_domain(tokens, eos, labels, "val.npy")
+    assert sorted(groups) == ["code", "prose"] and sum(map(len, groups.values())) == len(labels)
+    with pytest.raises(ValueError, match="val.npy holds"):
+        ppl_buckets.by_domain(tokens, eos, labels[1:], "val.npy")
+    ckpt = tmp_path / "ckpt"
+    make_tiny_llama(ckpt, vocab_size=300)
+    for f in (data / "tokenizer").iterdir():
+        shutil.copy(f, ckpt / f.name)
+    out = tmp_path / "ppl.csv"
+    ppl_buckets.main(["--checkpoint", str(ckpt), "--data-dir", str(data), "--docs", "2", "--max-len", "64",
+                      "--buckets", "8,64", "--variant", "orthros", "--by-domain", "--out", str(out)])
+    rows = read_csv(out)
+    assert list(dict.fromkeys(rows["domain"])) == ["all", "code", "prose"] and set(rows["n_docs"]) == {2}
+    from suite.report.measured import WHOLE_SPLIT
+
+    assert ppl_buckets.WHOLE == WHOLE_SPLIT  # the readers' whole_split keeps exactly the rows written as the split's
+    meta = json.loads((data / "corpus.json").read_text())
+    meta["settings"] = {}
+    (data / "corpus.json").write_text(json.dumps(meta))
+    with pytest.raises(SystemExit):
+        ppl_buckets.main(["--checkpoint", str(ckpt), "--data-dir", str(data), "--variant", "orthros", "--by-domain",
+                          "--out", str(tmp_path / "none.csv")])
+    assert not (tmp_path / "none.csv").exists()
 
 
 def test_prepare_takes_a_base_model_or_a_tokenizer_spec_not_both(tmp_path):
@@ -235,6 +274,8 @@ def test_position_bands_and_figure_from_synthetic_rows(tmp_path):
 
     rows = check("gpu_scratch_ppl", _ppl_rows(), "scratch_ppl.csv")
     bands = position_bands(rows)
+    domains = pd.concat([rows.assign(domain="all"), rows.assign(domain="code", nll=9.0)])  # claim C03's rows
+    pd.testing.assert_frame_equal(position_bands(domains), bands)
     one = bands[(bands["budget"] == "tokens") & (bands["arch"] == "swa")]
     assert list(one["bucket"]) == ["<=128", "129-512", "513-2048"] and set(one["n_seeds"]) == {3}
     assert np.allclose(one["hi"] - one["lo"], 0.02) and np.allclose(one["mean"], 3.3 - one["pos_min"] / 2048)
@@ -299,8 +340,10 @@ def test_table_rows_give_each_arch_its_mean_over_seeds_and_the_controls_void_the
     niah = pd.DataFrame([{"arch": "orthros", "budget": "tokens", "seed": s, "context_len": n, "depth": 0.5,
                           "accuracy": acc, "n_trials": 16, "status": "ok"}
                          for s in (42, 43) for n, acc in ((512, 1.0), (1024, 0.5), (2048, 0.25))])
-    recall = table.recall_rows(_ppl_rows(), niah, None, None, "p", "n").set_index("metric")
+    ppl = pd.concat([_ppl_rows().assign(domain="all"), _ppl_rows().assign(domain="prose", nll=9.0)])
+    recall = table.recall_rows(ppl, niah, None, None, "p", "n").set_index("metric")
     assert recall.loc["accuracy", "measured"] == pytest.approx(0.375) and recall.loc["accuracy", "n_trials"] == 64
     assert list(recall.loc["nll", "model"]) == ["orthros", "transformer", "swa"]
+    assert recall.loc["nll", "measured"].iloc[0] == pytest.approx(3.0 - 513 / 2048)  # the whole split's rows only
     assert recall.loc["nll"]["task"].iloc[0] == "held-out loss at positions 513-2048, equal tokens " \
                                                  "(from-scratch study, gpu profile)"

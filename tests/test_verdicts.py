@@ -171,6 +171,52 @@ def test_the_from_scratch_proxies_answer_to_their_own_controls_and_unigram(tmp_p
     assert "less than 10% better than a unigram model" in near["measured_why"]
 
 
+def _domain_audit(tmp_path, code_gain: float) -> pd.Series:
+    """C03's proxy as committed, on synthetic scratch_ppl.csv rows: per domain and position bucket, Orthros's loss
+    below the Transformer's by 0.3 nats on prose and by ``code_gain`` on code, three paired seeds; the whole-split
+    rows (domain all) say the opposite and must not count."""
+    from suite.report.claims import load_claims
+
+    rows = []
+    for seed, shift in zip((42, 43, 44), (0.0, 0.01, -0.01)):
+        for domain, gain in (("prose", 0.3), ("code", code_gain), ("all", -1.0)):
+            for bucket, n_tokens, loss in (("<=128", 1000, 3.5), ("513-2048", 100, 2.0)):
+                for arch, delta in (("orthros", -gain), ("transformer", 0.0)):
+                    rows.append({"arch": arch, "budget": "tokens", "seed": seed, "domain": domain, "bucket": bucket,
+                                 "pos_min": 2, "pos_max": 2048, "nll": loss + delta + shift, "n_tokens": n_tokens,
+                                 "n_docs": 4, "n_params": 2.5e7, **PROV})
+    pd.DataFrame(rows).to_csv(tmp_path / "scratch_ppl.csv", index=False)
+    pd.DataFrame([{"arch": a, "budget": "tokens", "seed": s, "steps": 1526, "tokens": 1e8, "wall_s": 300.0,
+                   "n_params": 2.5e7, "val_loss": 3.2, **PROV} for a in ("orthros", "transformer")
+                  for s in (42, 43, 44)]).to_csv(tmp_path / "scratch_train.csv", index=False)
+    claim = next(c for c in load_claims() if c["id"] == "C03")
+    inputs = Inputs(None, tmp_path, None, SCRATCH_OK, stale=_current)
+    return audit.audit_claims([claim], load_derived(), inputs=inputs).iloc[0]
+
+
+def test_a_win_on_most_domains_needs_more_than_half_won_beyond_noise(tmp_path):
+    both = _domain_audit(tmp_path, code_gain=0.2)
+    assert both["measured_verdict"] == verdicts.REPRODUCED and both["measured"] == 2
+    assert "beyond noise on 2 of 2 with the claimed sign" in both["measured_why"]
+    # each domain's loss is over all its scored tokens: (1000 x 3.5 + 100 x 2.0) / 1100, not the buckets' mean
+    prose = (1000 * 3.2 + 100 * 1.7) / (1000 * 3.5 + 100 * 2.0)
+    assert f"prose {prose:.4g}" in both["measured_why"]
+    split = _domain_audit(tmp_path, code_gain=-0.2)                  # code: Orthros worse beyond noise
+    assert split["measured_verdict"] == verdicts.NOT_REPRODUCED and split["measured"] == 1
+    tie = _domain_audit(tmp_path, code_gain=0.0)                     # code: identical, one win of two
+    assert tie["measured_verdict"] == verdicts.NO_DIFFERENCE
+    assert "beyond noise on 1 of 2 with the claimed sign, 0 with the other" in tie["measured_why"]
+
+
+def test_judge_wins_needs_a_noise_estimate_in_every_group():
+    one = stats.Estimate(0.9, 1.0)
+    est = stats.paired(pd.Series([0.9, 0.91, 0.89]), pd.Series([1.0, 1.0, 1.0]), "ratio")
+    assert verdicts.judge_wins({"prose": est, "code": one}, direction="lower")[0] == verdicts.NOT_TESTABLE
+    assert verdicts.judge_wins({"prose": est}, direction="lower", untestable=["tiny"])[:2] == (verdicts.NOT_TESTABLE,
+                                                                                               None)
+    assert verdicts.judge_wins({"prose": est}, direction="higher")[0] == verdicts.NOT_REPRODUCED
+
+
 def test_a_folder_s_controls_are_its_controls_csv_and_the_from_scratch_study_s(tmp_path):
     from suite.report.measured import folder_controls, load_measured
 

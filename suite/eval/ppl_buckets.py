@@ -10,7 +10,9 @@ its whole prefix).
 
 One row per bucket: mean NLL (nats per token) over the bucket's tokens, its perplexity, and the token and document
 counts; plus the provenance columns and any ``--tag KEY=VALUE`` columns (e.g. the from-scratch study's arch and
-budget).
+budget). Each row names its ``domain``: ``all`` for the longest documents of the split; with ``--by-domain``, also
+the longest ``--docs`` documents of each domain, a document's domain being its source's ``check`` (``prose`` or
+``code``) in the data folder's ``corpus.json`` (a corpus built from sources by :mod:`suite.data.english`).
 
 CLI: ``python -m suite.eval.ppl_buckets --checkpoint DIR --data-dir work_dirs/gpu/data/english --max-len 8192
 --docs 8 --variant base --out results/gpu/pretrained/eval/base/seed0/ppl.csv``
@@ -18,6 +20,7 @@ CLI: ``python -m suite.eval.ppl_buckets --checkpoint DIR --data-dir work_dirs/gp
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from pathlib import Path
@@ -39,14 +42,47 @@ def buckets_of(ends: list[int]) -> tuple[tuple[int, int, str], ...]:
         raise ValueError(f"bucket ends must rise from at least 2 (value {list(ends)})")
     los = [2] + [e + 1 for e in ends[:-1]]
     return tuple((lo, hi, f"<={hi}" if i == 0 else f"{lo}-{hi}") for i, (lo, hi) in enumerate(zip(los, ends)))
-COLUMNS = ["variant", "bucket", "pos_min", "pos_max", "nll", "ppl", "n_tokens", "n_docs", "max_len", "split"]
+WHOLE = "all"  # the domain of rows over the whole split (suite.report.measured.whole_split reads it)
+COLUMNS = ["variant", "domain", "bucket", "pos_min", "pos_max", "nll", "ppl", "n_tokens", "n_docs", "max_len", "split"]
 
 
 def documents(tokens: np.ndarray, eos_id: int) -> list[np.ndarray]:
-    """The documents of a flat token array with ``eos_id`` after each (as :mod:`suite.data.tokenizer` writes)."""
+    """The non-empty documents of a flat token array with ``eos_id`` after each (as :mod:`suite.data.tokenizer`
+    writes)."""
+    return [d for d in split_documents(tokens, eos_id) if len(d)]
+
+
+def domains(data_dir: str | Path, split: str) -> list[str]:
+    """Each document's domain in ``split``, in the order of its token array: its source's ``check`` (``prose`` unless
+    the source says ``code``), from ``corpus.json`` (a package source's documents are named ``package:member``, a
+    local one's by path). ValueError naming the file where it records no sources or a document of none."""
+    from suite.data.doc_sources import label_of
+
+    path = Path(data_dir) / "corpus.json"
+    meta = json.loads(path.read_text())
+    specs = (meta.get("settings") or {}).get("sources")
+    if not isinstance(specs, list) or not specs:
+        raise ValueError(f"{path} records no sources (settings.sources): --by-domain needs a corpus built from "
+                         "sources (python -m suite.data.english)")
+    check: dict[str, str] = {}
+    for spec in specs:
+        label, kind = label_of(spec), spec.get("check", "prose")
+        if check.setdefault(label, kind) != kind:
+            raise ValueError(f"{path}: sources labelled {label!r} have both checks {check[label]!r} and {kind!r}")
+    out = []
+    for name in meta["docs"][split]:
+        label = name.partition(":")[0] if ":" in name and name.partition(":")[0] in check else "files"
+        if label not in check:
+            raise ValueError(f"{path}: document {name!r} of split {split} belongs to no recorded source")
+        out.append(check[label])
+    return out
+
+
+def split_documents(tokens: np.ndarray, eos_id: int) -> list[np.ndarray]:
+    """Every document of a flat token array with ``eos_id`` after each, empty ones too (one per corpus.json name)."""
     ends = np.flatnonzero(np.asarray(tokens) == eos_id)
     starts = np.concatenate([[0], ends[:-1] + 1])
-    return [np.asarray(tokens[s:e]) for s, e in zip(starts, ends) if e > s]
+    return [np.asarray(tokens[s:e]) for s, e in zip(starts, ends)]
 
 
 def longest(docs: list[np.ndarray], n: int) -> list[np.ndarray]:
@@ -80,6 +116,19 @@ def bucket_rows(nlls: list[np.ndarray], max_len: int, buckets=BUCKETS) -> list[d
     return rows
 
 
+def by_domain(tokens: np.ndarray, eos_id: int, labels: list[str], name: str) -> dict[str, list[np.ndarray]]:
+    """The non-empty documents of ``tokens`` per domain (``labels``: one per document, :func:`domains`); ValueError
+    naming the array when it holds another number of documents than there are labels."""
+    docs = split_documents(tokens, eos_id)
+    if len(docs) != len(labels):
+        raise ValueError(f"{name} holds {len(docs)} documents, corpus.json names {len(labels)}")
+    out: dict[str, list[np.ndarray]] = {}
+    for doc, label in zip(docs, labels):
+        if len(doc):
+            out.setdefault(label, []).append(doc)
+    return dict(sorted(out.items()))
+
+
 def _tag(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -101,6 +150,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtype", default="float32", choices=list(DTYPES))
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--buckets", type=positive_ints, help="the buckets' upper ends, rising (default: 128,1024,8192)")
+    ap.add_argument("--by-domain", action="store_true",
+                    help="also score the longest --docs documents of each domain (its source's check: prose, code)")
     ap.add_argument("--tag", nargs="*", default=[], type=_tag, help="KEY=VALUE columns added to every row")
     ap.add_argument("--out", required=True, type=out_file)
     args = ap.parse_args(argv)
@@ -113,23 +164,28 @@ def main(argv: list[str] | None = None) -> None:
     with usage_errors(ap, FileNotFoundError, NotADirectoryError, ValueError):
         check_data_dir(args.data_dir, (args.split,))
         checkpoint_folder(args.checkpoint)
+        eos = load_tokenizer(Path(args.data_dir) / "tokenizer").token_to_id(EOS_TOKEN)
+        groups = {WHOLE: documents(load_tokens(args.data_dir, args.split), eos)}
+        if args.by_domain:
+            groups |= by_domain(load_tokens(args.data_dir, args.split), eos, domains(args.data_dir, args.split),
+                                f"{args.data_dir}/tokens/{args.split}.npy")
     start = time.time()
     model, _ = load_model(args.checkpoint, None, "float32", args.device)
     limit = getattr(model.config, "max_position_embeddings", args.max_len)
     if args.max_len > limit:
         ap.error(f"--max-len {args.max_len} exceeds the model's {limit} positions")
-    eos = load_tokenizer(Path(args.data_dir) / "tokenizer").token_to_id(EOS_TOKEN)
-    docs = longest(documents(load_tokens(args.data_dir, args.split), eos), args.docs)
-    nlls = [token_nll(model, d[:args.max_len], args.device, args.dtype) for d in docs]
+    nlls = {name: [token_nll(model, d[:args.max_len], args.device, args.dtype) for d in longest(docs, args.docs)]
+            for name, docs in groups.items()}
     from models.kernels import describe
 
     prov = provenance(profile=args.profile, device=args.device, dtype=args.dtype, seed=args.seed,
                       backend=describe(args.device), wall_s=time.time() - start)
-    rows = [{"variant": args.variant, **dict(args.tag), **row, "max_len": args.max_len, "split": args.split, **prov}
-            for row in bucket_rows(nlls, args.max_len, buckets)]
+    rows = [{"variant": args.variant, **dict(args.tag), "domain": name, **row, "max_len": args.max_len,
+             "split": args.split, **prov}
+            for name, group in nlls.items() for row in bucket_rows(group, args.max_len, buckets)]
     write_csv(rows, args.out)
     for row in rows:
-        print(row["bucket"], round(row["nll"], 4), row["n_tokens"])
+        print(row["domain"], row["bucket"], round(row["nll"], 4), row["n_tokens"])
 
 
 if __name__ == "__main__":

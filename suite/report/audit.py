@@ -280,8 +280,8 @@ def audit_markdown(audit: pd.DataFrame, derived: pd.DataFrame) -> str:
         lines.append(f"- Paper check ({_s(r['paper_check']) or 'none'}): {verdict}{rec + '; ' if rec else ''}"
                      f"{_s(r['paper_detail'])}")
         if _s(r["measured_kind"]):
-            lines.append(f"- Measured ({r['measured_kind']}): {r['evidence']}: **{r['measured_verdict']}**: "
-                         f"{_s(r['measured_why'])}")
+            why = _s(r["measured_why"]).removeprefix(f"{r['measured_verdict']}: ")  # the verdict is said once
+            lines.append(f"- Measured ({r['measured_kind']}): {r['evidence']}: **{r['measured_verdict']}**: {why}")
             for key, label in (("trivial_margin", "Margin over a trivial model"), ("scale_check", "Scale"),
                                ("baseline_flags", "Baseline flags"), ("measured_conditions", "Conditions"),
                                ("rows_commit", "Rows from commit"), ("rows_stale", "Staleness")):

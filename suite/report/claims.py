@@ -54,9 +54,15 @@ _MEASURE = {"type": "object", "additionalProperties": False,
                             "description": "the denominator is the best of its archs per key (lowest / highest)"},
                 "trivial": {"enum": ["unigram", "chance"],
                             "description": "not testable when a compared model is near this trivial baseline"},
+                "per": {"type": "string", "minLength": 1,
+                        "description": "a claimed win on most groups: one estimate per value of this column "
+                                       "(suite.report.verdicts.judge_wins)"},
+                "weight": {"type": "string", "minLength": 1,
+                           "description": "means weighted by this column (e.g. position buckets by n_tokens)"},
                 "batch_prefill": {"type": "boolean",
                                   "description": "invalid where a compared model's TTFT contradicts its prefill "
                                                  "(suite.report.soundness.batch_contradictions)"}},
+            "dependentRequired": {"per": ["direction"]},
             "allOf": [{"if": {"properties": {"op": {"enum": ["ratio", "difference"]}}},
                        "then": {"required": ["numerator", "denominator"]}}]}
 _PREDICTION = {**_MEASURE, "description": "a cost-model prediction, printed in the detail only (no pass rule)"}

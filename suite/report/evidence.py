@@ -98,12 +98,13 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
     "invalid: <why>"), num, den (the rows compared), conditions, path)``.
 
     ``op`` ratio: per (size, seed) pair numerator / denominator, paired (``suite.report.stats.paired``); difference:
-    numerator - denominator; value: the numerator's mean. ``best_of`` takes the denominator per pair as the best of
-    its archs; ``stats: binomial`` compares accuracies cell by cell over held-out answers. Only rows passing
-    ``where`` count; NaN values are "not measured". ``cell``: the MQAR controls' cell at the widest size
-    (``mqar_control``) or every cell of that size (``mqar_control_size``). ``controls``: no number from an experiment
-    whose controls failed (status ``invalid: ...``). Raises ValueError naming the file and column when the CSV fails
-    its schema or lacks a column the block names."""
+    numerator - denominator; value: the numerator's mean. ``per``: one such estimate per value of that column held
+    by both arms (``groups``, no overall ``estimate``); ``weight``: means weighted by that column. ``best_of`` takes
+    the denominator per pair as the best of its archs; ``stats: binomial`` compares accuracies cell by cell over
+    held-out answers. Only rows passing ``where`` count; NaN values are "not measured". ``cell``: the MQAR controls'
+    cell at the widest size (``mqar_control``) or every cell of that size (``mqar_control_size``). ``controls``: no
+    number from an experiment whose controls failed (status ``invalid: ...``). Raises ValueError naming the file and
+    column when the CSV fails its schema or lacks a column the block names."""
     inputs = inputs or Inputs(results, gpu, controls, gpu_controls)
     path = _path(measure["results"], inputs)
     out = dict(value=None, estimate=None, conditions="", path=str(path), num=None, den=None)
@@ -112,10 +113,11 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
     tag = _tag(measure["results"])
     frame = read_result(path, ("gpu_" if tag == "gpu" else "") + path.stem)
     col = measure["column"]
-    named = [col] + [c for key in ("where", "numerator", "denominator") for c in measure.get(key) or {}]
+    named = [col] + [c for key in ("where", "numerator", "denominator") for c in measure.get(key) or {}] + \
+        [measure[key] for key in ("per", "weight") if measure.get(key)]
     if any(c not in frame.columns for c in named):
         raise ValueError(f"{path}: column(s) {[c for c in named if c not in frame.columns]} named by a claim missing")
-    check_columns(frame, path, {col: NUMBER})
+    check_columns(frame, path, {col: NUMBER, **({measure["weight"]: NUMBER} if measure.get("weight") else {})})
     if measure.get("cell") == "mqar_control":
         frame = mqar_control_rows(frame)
     elif measure.get("cell") == "mqar_control_size":
@@ -138,9 +140,23 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
         reason = invalid_reason(inputs.own_controls(tag), measure["controls"])
         if reason:  # no verdict and no number from an experiment whose control failed
             return {**out, "status": reason, "num": num, "den": den}
+    conditions = f"{scale_text(pd.concat([num, den]).drop_duplicates())} ({len(num)}+{len(den)} rows)"
+    if measure.get("per"):
+        groups = _per_group(measure, num, den, col)
+        if not groups:
+            return {**out, "status": f"not run: no {measure['per']} holds rows of both arms", "num": num, "den": den}
+        return {**out, "groups": groups, "status": "ok", "num": num, "den": den, "conditions": conditions}
     est = _estimate(measure, num, den, col)
     return {**out, "value": est.value, "estimate": est, "status": "ok", "num": num, "den": den,
-            "conditions": f"{scale_text(pd.concat([num, den]).drop_duplicates())} ({len(num)}+{len(den)} rows)"}
+            "conditions": conditions}
+
+
+def _per_group(measure: dict, num: pd.DataFrame, den: pd.DataFrame, col: str) -> dict[str, Estimate]:
+    """``per``: the estimate of each value of that column held by both arms' rows (e.g. each domain)."""
+    per = measure["per"]
+    names = sorted(set(num[per].astype(str)) & set(den[per].astype(str)))
+    return {g: _estimate(measure, num[num[per].astype(str) == g], den[den[per].astype(str) == g], col)
+            for g in names}
 
 
 def _estimate(measure: dict, num: pd.DataFrame, den: pd.DataFrame, col: str) -> Estimate:
@@ -155,14 +171,25 @@ def _estimate(measure: dict, num: pd.DataFrame, den: pd.DataFrame, col: str) -> 
             return Estimate(float(pd.to_numeric(num[col]).mean() - pd.to_numeric(den[col]).mean()), 0.0,
                             method="no answer counts in the rows, no noise estimate")
         return binomial(both[f"{col}_a"], both["_n_a"], both[f"{col}_b"], both["_n_b"])
-    a = pd.to_numeric(num[col]).groupby(_key(num)).mean()
+    a = _mean(num, col, measure.get("weight"))
     if measure.get("best_of"):
         per_arch = pd.to_numeric(den[col]).groupby([_key(den), den["arch"]]).mean().unstack()
         b = per_arch.min(axis=1) if measure["best_of"] == "min" else per_arch.max(axis=1)
     else:
-        b = pd.to_numeric(den[col]).groupby(_key(den)).mean()
+        b = _mean(den, col, measure.get("weight"))
     keys = [k for k in KEYS if k in num and k in den and num[k].nunique() > 1]
     return paired(a, b, op, " x ".join(keys) + " pairs" if keys else "pairs")
+
+
+def _mean(rows: pd.DataFrame, col: str, weight: str | None) -> pd.Series:
+    """Per pairing key, the mean of ``col``; with ``weight``, weighted by that column (e.g. the token counts of
+    position buckets, so that their mean is the loss over every scored token)."""
+    values = pd.to_numeric(rows[col])
+    if not weight:
+        return values.groupby(_key(rows)).mean()
+    w = pd.to_numeric(rows[weight])
+    key = _key(rows)
+    return (values * w).groupby(key).sum() / w.groupby(key).sum()
 
 
 def _answers(rows: pd.DataFrame, col: str, cells: list[str]) -> pd.DataFrame:
@@ -294,6 +321,10 @@ def judge_evidence(item: dict, claim: dict, derived: pd.DataFrame, inputs: Input
         found = inputs.drift(tag, stem, {**measure["where"], **(measure.get("numerator") or {})})
         judged.floor = found.floor
         floor = found.floor or 0.0
+    if "groups" in res:
+        judged.verdict, judged.value, judged.why = verdicts.judge_wins(
+            res["groups"], direction=measure["direction"], floor=floor, untestable=untestable)
+        return judged
     judged.value, judged.estimate = est.value, est
     judged.verdict, judged.why = verdicts.judge(est, direction=measure.get("direction"), expect=measure.get("expect"),
                                                 floor=floor, untestable=untestable, kind=kind)

@@ -23,6 +23,17 @@ PROFILE_FILES = ["quality", "niah", "mqar", "ablation", "conversion", "prefill_c
                  *PRETRAINED_FILES]
 GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", "mqar", "seq_parallel", "controls",
              "quality", "ablation", *PRETRAINED_FILES, *SCRATCH_FILES]
+WHOLE_SPLIT = "all"  # the domain of suite.eval.ppl_buckets rows over the whole split (its WHOLE)
+
+
+def whole_split(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a position-bucket frame (``suite.eval.ppl_buckets``) over the whole split: ``domain`` ``all``, or
+    rows written before the column existed; the per-domain rows of ``--by-domain`` left out."""
+    if "domain" not in rows:
+        return rows
+    return rows[rows["domain"].fillna(WHOLE_SPLIT).astype(str) == WHOLE_SPLIT]
+
+
 SCALE_COLUMNS = ["shape", "n_params", "tokens", "tokens_extra", "steps", "seq_len", "window", "context_len",
                  "input_len", "output_len", "batch", "gpus", "threads", "method", "kernel", "dtype", "backend",
                  "device", "gpu_name", "torch", "transformers", "fla"]

@@ -20,7 +20,9 @@ Measured verdicts, in the order the rules apply (:func:`judge`):
 3. for a claimed **difference** (``direction``): ``reproduced here`` only when the 95% CI excludes no difference,
    the effect exceeds the drift floor (re-runs of the same cells: nothing differs below it) and its sign is the
    claimed one; ``not reproduced here`` when it is beyond noise with the other sign; otherwise ``no difference
-   detected``, its own verdict, never counted as reproduced;
+   detected``, its own verdict, never counted as reproduced; a claimed win on **most groups** (``per``: tasks,
+   domains) applies this to each group and is reproduced only where more than half are won beyond noise
+   (:func:`judge_wins`);
 4. for a claimed **value** (``expect``: ``~x +/-tol``, ``>= x``, ``<= x``): ``reproduced here`` when the measured
    value meets it, else ``not reproduced here``; an implementation check reads ``passed`` / ``failed``.
 
@@ -94,6 +96,31 @@ def judge(est: Estimate, *, direction: str | None = None, expect: dict | None = 
     ok = meets(est.value, expect)
     verdict = (PASSED if ok else FAILED) if kind == IMPLEMENTATION else (REPRODUCED if ok else NOT_REPRODUCED)
     return verdict, f"{expectation(expect)}; measured {est.text()}"
+
+
+def judge_wins(groups: dict[str, Estimate], *, direction: str, floor: float = 0.0,
+               untestable: list[str] | tuple = ()) -> tuple[str, float | None, str]:
+    """(verdict, groups won, why) of a claim that one arm wins on most of several groups (Table 1's "better on 5 of
+    7 tasks"), each group's estimate read as a claimed difference (rule 3): ``reproduced here`` when the claimed sign
+    holds beyond noise on more than half the groups, ``not reproduced here`` when the other sign does on at least
+    half, otherwise ``no difference detected``."""
+    if untestable:
+        return NOT_TESTABLE, None, "; ".join(untestable)
+    wins = losses = 0
+    parts = []
+    for name, est in groups.items():
+        differs = est.beyond(floor)
+        if differs is None:
+            return NOT_TESTABLE, None, f"{name}: {est.text()}: a claimed difference needs a noise estimate"
+        right = est.value < est.null if direction == "lower" else est.value > est.null
+        wins, losses = wins + (differs and right), losses + (differs and not right)
+        parts.append(f"{name} {est.text()}")
+    n = len(groups)
+    verdict = REPRODUCED if wins > n / 2 else NOT_REPRODUCED if losses >= n / 2 else NO_DIFFERENCE
+    null = next(iter(groups.values())).null
+    drift = f"drift floor {floor:.3g}" if floor else "drift floor not measured"
+    return verdict, float(wins), (f"claimed {direction} than {null:g} on most of {n}; beyond noise on {wins} of "
+                                  f"{n} with the claimed sign, {losses} with the other ({drift}): " + "; ".join(parts))
 
 
 def comparison_text(est: Estimate, floor: float = 0.0) -> str:

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.report.figures import ARCH_COLOR  # noqa: E402
+from suite.report.measured import whole_split  # noqa: E402
 
 BUDGETS = {"tokens": "equal tokens", "time": "equal GPU time (the Orthros runs' GPU-seconds)"}
 NAME = "fig_scratch_position"
@@ -23,6 +24,7 @@ NAME = "fig_scratch_position"
 def position_bands(ppl: pd.DataFrame) -> pd.DataFrame:
     """Per (budget, arch, bucket): the mean NLL over seeds, its lowest and highest seed, the seed count and the
     bucket's position range, buckets in position order."""
+    ppl = whole_split(ppl)
     rows = ppl.assign(nll=pd.to_numeric(ppl["nll"], errors="coerce")).dropna(subset=["nll"])
     out = (rows.groupby(["budget", "arch", "bucket", "pos_min", "pos_max"], sort=False)["nll"]
            .agg(mean="mean", lo="min", hi="max", n_seeds="count").reset_index())

@@ -182,7 +182,8 @@ rule scratch_train:
 
 rule scratch_ppl:
     """Held-out loss by position in the document (scratch.buckets) of one long run: the longest ppl.docs documents of
-    the held-out split, each from its start up to seq_len tokens."""
+    the held-out split, each from its start up to seq_len tokens; with ppl.domains, also those of each domain (prose,
+    code)."""
     input:
         run=f"{SCR_RES}/{{budget}}/{{arch}}/seed{{seed}}/metrics.csv",
         tokens=rules.scratch_data.output.val,
@@ -199,6 +200,7 @@ rule scratch_ppl:
         data=lambda w, input: folder(input.tokens, 2),
         recipe=(f"--split {SCRATCH['ppl'].get('split', 'val')} --max-len {SCRATCH['seq_len']} "
                 f"--docs {SCRATCH['ppl']['docs']} --buckets {csv_list(SCRATCH['buckets'])} "
+                f"{'--by-domain ' if SCRATCH['ppl'].get('domains') else ''}"
                 f"--device {STUDY['device']} --dtype {SCRATCH.get('dtype', STUDY['dtype'])} --profile {PROFILE}"),
     threads: THREADS
     resources:

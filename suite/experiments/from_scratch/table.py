@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.report.measured import scale_text
+from suite.report.measured import scale_text, whole_split
 from suite.report.tables import RECALL_COLUMNS, TABLE_COLUMNS, held_out_trials, params_label
 
 SUFFIX = " (from-scratch study, gpu profile)"
@@ -55,6 +55,7 @@ def recall_rows(ppl: pd.DataFrame | None, niah: pd.DataFrame | None, invalid_lm:
     """Table 3's rows at equal tokens: held-out loss at positions 513-2048 and NIAH accuracy at 1024 and 2048
     tokens (mean over depths and seeds)."""
     task = f"held-out loss at positions {BEYOND_W}, equal tokens{SUFFIX}"
+    ppl = whole_split(ppl) if ppl is not None else None
     beyond = ppl[(ppl["budget"].astype(str) == "tokens") & (ppl["bucket"].astype(str) == BEYOND_W)] \
         if ppl is not None else None
     rows = _cells(beyond, "nll", task, "nll", "nats/token", invalid_lm, RECALL_COLUMNS) \
