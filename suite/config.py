@@ -136,6 +136,11 @@ def _cross_checks(config: dict) -> list[str]:
                         f"(value {data.get('val_fraction')} + {data.get('test_fraction')})")
     if data["source"] == "files" and not data.get("files"):
         problems.append("data.files: source 'files' needs at least one glob (value [])")
+    if data["source"] == "packages" and not data.get("packages"):
+        problems.append("data.packages: source 'packages' needs at least one pinned source (value None)")
+    if data["source"] != "packages" and data.get("packages"):
+        problems.append(f"data.packages: read only with source 'packages', not {data['source']!r}; remove the key "
+                        "or set data.source: packages")
     if data["source"] == "hf" and not data.get("hf"):
         problems.append("data.hf: source 'hf' needs a dataset spec {path, name, split, n_docs} (value None)")
     if data["tokenizer"] == "bytes" and data["vocab_size"] != 260:

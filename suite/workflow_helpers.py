@@ -68,12 +68,13 @@ def rule_config(study, schema, rule_keys, rule, arch=None) -> str:
 
 def path_inputs(study) -> dict[str, list[str]]:
     """The local files a study config names by path, as the inputs of the rules that read them, by rule: the
-    ``data.files`` globs of a ``files`` corpus (``corpus``), a ``{gguf:}`` file or every file of a ``{folder:}`` base
-    model (``base_model``), the local files of ``conversion.pretrained.corpus`` sources (``english_data``). Replacing
+    ``data.files`` globs of a ``files`` corpus or the local sources of a ``packages`` one (``corpus``), a ``{gguf:}``
+    file or every file of a ``{folder:}`` base model (``base_model``), the local files of
+    ``conversion.pretrained.corpus`` sources (``english_data``). Replacing
     one in place makes it newer than the rule's outputs, and a file that a glob gains or loses changes the rule's set of
     inputs: either reruns the rule and what depends on it. A package's archive is pinned by the sha256 in the rule's
     config values instead; a Hub source is not local."""
-    from suite.data.corpus import matching_files
+    from suite.data.doc_sources import matching_files
 
     data, conversion = study["data"], study["conversion"]
     spec, pretrained = conversion.get("base_model") or {}, conversion.get("pretrained") or {}
@@ -84,7 +85,10 @@ def path_inputs(study) -> dict[str, list[str]]:
         base = sorted(str(f) for f in Path(spec["folder"]).expanduser().rglob("*") if f.is_file())
     corpus = pretrained.get("corpus", [])
     english = [c for c in (corpus if isinstance(corpus, list) else [corpus]) if "package" not in c]
-    return {"corpus": matching_files(data.get("files", []), data.get("max_files")) if data["source"] == "files" else [],
+    local = [c for c in data.get("packages") or [] if "package" not in c] if data["source"] == "packages" else []
+    main = matching_files(data.get("files", []), data.get("max_files")) if data["source"] == "files" else \
+        sorted({f for c in local for f in matching_files(c["files"])})
+    return {"corpus": main,
             "base_model": base,
             "english_data": sorted({f for c in english for f in matching_files(c["files"])})}
 

@@ -29,6 +29,20 @@ def test_default_meets_study_shape():
     assert min(niah["lengths"]) <= niah["train_len"] < max(niah["lengths"])
 
 
+def test_gpu_profile_corpus_is_pinned_not_the_machine_s():
+    """The gpu profile's rows must not depend on what a machine has installed: its corpus is pinned archives."""
+    data = load_config("gpu")["data"]
+    assert data["source"] == "packages" and all(len(p["sha256"]) == 64 for p in data["packages"])
+    cfg = copy.deepcopy(load_config("gpu"))
+    cfg["data"]["source"] = "site_packages"
+    with pytest.raises(ConfigError, match="data.packages: read only with source 'packages'"):
+        validate(cfg, "gpu copy")
+    del cfg["data"]["packages"]
+    cfg["data"]["source"] = "packages"
+    with pytest.raises(ConfigError, match="data.packages: source 'packages' needs"):
+        validate(cfg, "gpu copy")
+
+
 def test_gpu_profile_reaches_128k():
     cfg = load_config("gpu")
     assert max(cfg["niah"]["lengths"]) >= 131072 and cfg["niah"]["train_len"] >= 32768

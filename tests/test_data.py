@@ -263,6 +263,37 @@ def test_site_packages_source_reads_installed_code_once():
     assert not any({"tests", "__pycache__"} & set(name.split("/")[:-1]) for name, _ in docs)
 
 
+def test_packages_source_reads_pinned_archives_the_same_everywhere(tmp_path):
+    """Source 'packages' (the gpu profile's): pinned archives' code, checked and deduplicated, a salted subset;
+    the settings that built it recorded for reuse; an archive that cannot be fetched is named."""
+    from suite.data import packages
+    from tests.tiny import make_deb
+
+    code = "def f{i}(x):\n    y = x + {i}\n    z = y * 2\n    w = z - 1\n    return w\n"
+    lib = "usr/lib/python3/dist-packages/demo/"
+    files = {f"{lib}mod{i}.py": code.format(i=i) for i in range(40)} | {f"{lib}tiny.py": "pass\n",
+                                                                      f"{lib}dup.py": code.format(i=0)}
+    (tmp_path / "cache").mkdir()
+    deb = make_deb(tmp_path / "cache", files, name="python3-demo", version="1.0-1")
+    spec = {"package": "python3-demo==1.0-1", "kind": "deb", "sha256": packages.sha256_of(deb), "files": ["usr/"],
+            "include": ["*.py"], "check": "code"}
+    docs = corpus_mod.package_documents([spec], tmp_path / "cache")
+    assert len(docs) == 40 and all(name.startswith("python3-demo:usr/") for name, _ in docs)  # short and copy out
+    subset = corpus_mod.package_documents([spec], tmp_path / "cache", max_files=10)
+    assert len(subset) == 10 and subset == [d for d in docs if d in subset]  # a subset, in archive order
+    meta = corpus_mod.build_corpus(tmp_path / "data", source="packages", packages=[spec], cache=tmp_path / "cache",
+                                   val_fraction=0.2, test_fraction=0.2)
+    assert meta["settings"]["packages"] == [spec] and sum(meta["n_docs"].values()) == 40
+    again = corpus_mod.build_corpus(tmp_path / "data", source="packages", packages=[spec], cache=tmp_path / "none",
+                                    val_fraction=0.2, test_fraction=0.2)  # same settings: reused, nothing fetched
+    assert again["sha256"] == meta["sha256"]
+    with pytest.raises(ValueError, match="data.packages"):
+        list(corpus_mod.documents("packages", cache=tmp_path))
+    wrong = {**spec, "sha256": "0" * 64}
+    with pytest.raises(packages.PackageError, match="python3-demo==1.0-1"):
+        corpus_mod.package_documents([wrong], tmp_path / "cache")
+
+
 def test_epoch_order_reads_every_window_once_an_epoch():
     """order 'epoch': non-overlapping windows of seq_len, each read once before any is read again, in a seeded order
     that is a pure function of (seed, step); each epoch its own order and cut."""

@@ -69,7 +69,8 @@ RUN_KEYS = (section("train", but=("save_every",)) + ["data.retrieval_fraction", 
 LM_EVAL_KEYS = ["train.seq_len", "lm_eval.limit", "lm_eval.ppl_limit", "lm_eval.num_fewshot", "lm_eval.batch_size",
                 "profile"]  # + the tasks param (by size); the benchmark data: an input file
 RULE_CONFIG = {
-    "corpus": ["data.source", "data.files", "data.hf", "data.max_files", "data.val_fraction", "data.test_fraction"],
+    "corpus": ["data.source", "data.files", "data.hf", "data.packages", "data.max_files", "data.val_fraction",
+               "data.test_fraction"],
     "tokenizer": ["data.tokenizer", "data.vocab_size"],
     "train": RUN_KEYS,
     # Base CPT / conversion (--recipe conversion): conversion.extra_steps steps (not train.steps) from batch

@@ -26,7 +26,6 @@ CLI: ``python -m suite.data.corpus --data-dir work_dirs/default/data [--source s
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import json
 import os
@@ -39,7 +38,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from suite.cli import out_folder, positive_int, study_config, usage_errors
+from suite.data.doc_sources import matching_files, read_sources
 
+SOURCES = ("stdlib", "site_packages", "packages", "files", "hf")
 EOS_TOKEN = "<|endoftext|>"
 DOC_SEPARATOR = f"\n{EOS_TOKEN}\n"
 SPLITS = ("train", "val", "test")
@@ -150,13 +151,6 @@ def site_packages_documents(max_files: int | None = None, log: ReadLog | None = 
             yield rel, text
 
 
-def matching_files(patterns: Iterable[str], max_files: int | None = None) -> list[str]:
-    """The files :func:`file_documents` reads for glob ``patterns`` (``~`` expanded, ``**`` allowed): sorted, the
-    first ``max_files``. Also the inputs of the DAG rules that read them (:mod:`suite.workflow_helpers`)."""
-    return sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
-                   if os.path.isfile(p)})[:max_files]
-
-
 def file_documents(patterns: Iterable[str], text_field: str = "text", max_files: int | None = None,
                    log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
     """(name, text) of local files matching glob ``patterns`` (``**`` allowed), sorted by path.
@@ -235,28 +229,48 @@ def hf_documents(path: str, name: str | None = None, split: str = "train", n_doc
         raise SourceUnavailableError(f"Hugging Face dataset {label} failed to stream: {err}") from err
 
 
+def package_documents(specs: list[dict], cache: str | Path, max_files: int | None = None) -> list[tuple[str, str]]:
+    """(``PACKAGE:PATH``, text) of pinned package archives (``suite.data.doc_sources`` sources, each fetched into
+    ``cache`` and checked by its sha256; ``check: code`` keeps source files as they are and drops short and generated
+    ones), a text another document already had kept once: the same on every machine. ``max_files`` keeps a
+    deterministic subset, the documents with the smallest salted name hashes. Raises PackageError naming a package
+    that cannot be fetched (with no index, copy its archive into ``cache``)."""
+    docs = read_sources(specs, cache)[0]
+    if max_files is not None:
+        ranked = sorted((name for name, _ in docs), key=lambda n: hashlib.sha256(b"subset:" + n.encode()).digest())
+        keep = set(ranked[:max_files])
+        docs = [d for d in docs if d[0] in keep]
+    return docs
+
+
 def documents(source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
               max_files: int | None = None, text_field: str = "text",
-              log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
-    """Documents of a named source: ``"stdlib"``, ``"site_packages"``, ``"files"`` (globs in ``files``) or ``"hf"``
-    (``hf`` dict with path, name, split, n_docs). Files that are not UTF-8 text are skipped into ``log``. Raises
-    ValueError for an unknown source."""
+              log: ReadLog | None = None, packages: list[dict] | None = None,
+              cache: str | Path | None = None) -> Iterable[tuple[str, str]]:
+    """Documents of a named source: ``"stdlib"``, ``"site_packages"``, ``"packages"`` (pinned archives ``packages``,
+    fetched into ``cache``: :func:`package_documents`), ``"files"`` (globs in ``files``) or ``"hf"`` (``hf`` dict with
+    path, name, split, n_docs). Files that are not UTF-8 text are skipped into ``log``. Raises ValueError for an
+    unknown source, or ``packages`` without sources or cache."""
     if source == "stdlib":
         return stdlib_documents(max_files=max_files, log=log)
     if source == "site_packages":
         return site_packages_documents(max_files=max_files, log=log)
+    if source == "packages":
+        if not packages or cache is None:
+            raise ValueError("source 'packages' needs data.packages (pinned sources) and an archive cache")
+        return package_documents(packages, cache, max_files)
     if source == "files":
         return file_documents(files, text_field=text_field, max_files=max_files, log=log)
     if source == "hf":
         spec = {**FINEWEB_EDU, "n_docs": 10000, **(hf or {})}
         return hf_documents(spec["path"], spec.get("name"), spec["split"], int(spec["n_docs"]),
                             spec.get("text_field", text_field))
-    raise ValueError(f"unknown data source {source!r}; expected 'stdlib', 'site_packages', 'files' or 'hf'")
+    raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
 
 
 def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[str] = (), hf: dict | None = None,
                  max_files: int | None = None, val_fraction: float = 0.05, test_fraction: float = 0.05,
-                 overwrite: bool = False) -> dict:
+                 overwrite: bool = False, packages: list[dict] | None = None, cache: str | Path | None = None) -> dict:
     """Write ``{train,val,test}.txt`` and ``corpus.json`` into ``data_dir``; return the corpus.json dict.
 
     Reuses an existing corpus when its corpus.json records the same source settings (unless
@@ -267,13 +281,16 @@ def build_corpus(data_dir: str | Path, source: str = "stdlib", files: Iterable[s
     data_dir = Path(data_dir)
     settings = {"source": source, "files": list(files), "hf": hf, "max_files": max_files,
                 "val_fraction": val_fraction, "test_fraction": test_fraction}
+    if source == "packages":
+        settings["packages"] = list(packages or [])
     meta_path = data_dir / "corpus.json"
     if meta_path.exists() and not overwrite and all((data_dir / f"{s}.txt").exists() for s in SPLITS):
         meta = json.loads(meta_path.read_text())
         if meta.get("settings") == settings:
             return meta
     log = ReadLog()
-    docs = split_documents(documents(source, files, hf, max_files, log=log), val_fraction, test_fraction)
+    docs = split_documents(documents(source, files, hf, max_files, log=log, packages=packages, cache=cache),
+                           val_fraction, test_fraction)
     log.check(source)
     return write_corpus(data_dir, docs, source, settings, val_fraction, test_fraction, log.skipped)
 
@@ -339,7 +356,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data-dir", required=True, type=out_folder)
     ap.add_argument("--config", type=study_config,
                     help="profile name or study-config path; its data section gives the defaults")
-    ap.add_argument("--source", choices=["stdlib", "site_packages", "files", "hf"])
+    ap.add_argument("--source", choices=list(SOURCES), help="packages: the config's data.packages")
+    ap.add_argument("--cache", type=out_folder,
+                    help="where source packages' archives are kept (default: <data-dir>/archives)")
     ap.add_argument("--files", nargs="*", help="globs for --source files")
     ap.add_argument("--hf-path", help="Hugging Face dataset for --source hf (default HuggingFaceFW/fineweb-edu)")
     ap.add_argument("--hf-name", help="dataset config (default sample-10BT)")
@@ -356,12 +375,16 @@ def main(argv: list[str] | None = None) -> None:
     for key, val in (("path", args.hf_path), ("name", args.hf_name), ("n_docs", args.hf_n_docs)):
         if val is not None:
             hf[key] = val
-    with usage_errors(ap):  # a source without files, a --files glob that matches nothing, a corpus too small to split
+    from suite.data.packages import PackageError
+
+    # a source without files, a --files glob that matches nothing, a corpus too small to split, a package not fetched
+    with usage_errors(ap, ValueError, PackageError):
         meta = build_corpus(args.data_dir, source=args.source or data.get("source", "stdlib"),
                             files=args.files or data.get("files", []), hf=hf or None,
                             max_files=args.max_files if args.max_files is not None else data.get("max_files"),
                             val_fraction=data.get("val_fraction", 0.05),
-                            test_fraction=data.get("test_fraction", 0.05), overwrite=args.overwrite)
+                            test_fraction=data.get("test_fraction", 0.05), overwrite=args.overwrite,
+                            packages=data.get("packages"), cache=args.cache or Path(args.data_dir) / "archives")
     print(json.dumps({k: meta[k] for k in ("source", "n_docs", "bytes", "sha256")}))
 
 

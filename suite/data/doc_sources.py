@@ -11,18 +11,21 @@ files: [PREFIX, ...]}`` (the archive members under those prefixes) or ``{files: 
 - ``licence``: for a package whose copyright file is not machine-readable (DEP-5), the licence to record.
 
 :func:`read_source` yields each chosen member as a :class:`Doc` (its name ``PACKAGE:PATH``, or the local path) with
-its prose, and counts the members dropped by ``language``; :func:`licence_of` reads a package's licence.
+its prose, and counts the members dropped by ``language``; :func:`licence_of` reads a package's licence;
+:func:`read_sources` reads a list of sources, checks each document by its source's ``check`` (English prose, or code
+kept as it is) and keeps a text once across them (the English, from-scratch and gpu main-study corpora).
 """
 from __future__ import annotations
 
 import fnmatch
+import glob
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from suite.data import markup, packages
-from suite.data.corpus import matching_files
+from suite.data import code_text, markup, packages, prose
 
 
 @dataclass
@@ -43,6 +46,14 @@ class SourceLog:
     members: int = 0  # members chosen by prefix, include and exclude
     # language: in another language's folder; stopwords: too few English stopwords (another language, or not prose)
     dropped: dict = field(default_factory=lambda: {"language": 0, "stopwords": 0, "short": 0, "dup": 0})
+
+
+def matching_files(patterns: Iterable[str], max_files: int | None = None) -> list[str]:
+    """The local files glob ``patterns`` name (``~`` expanded, ``**`` allowed): sorted, the first ``max_files``. What
+    a local source and a ``files`` corpus (:func:`suite.data.corpus.file_documents`) read, and the inputs of the DAG
+    rules that read them (:mod:`suite.workflow_helpers`)."""
+    return sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
+                   if os.path.isfile(p)})[:max_files]
 
 
 def label_of(spec: dict) -> str:
@@ -114,3 +125,31 @@ def read_source(spec: dict, cache: str | Path, log: SourceLog) -> Iterator[Doc]:
             log.dropped["language"] += 1
             continue
         yield Doc(doc_name, markup.to_text(data, fmt))
+
+
+CHECKS = {"prose": prose.verdict, "code": code_text.verdict}  # a source's ``check``: its document check
+
+
+def read_sources(sources: list[dict], cache: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], list]:
+    """The kept documents of ``sources`` as (name, text), in order; each document's source label by name; and each
+    source's :class:`~suite.data.doc_sources.SourceLog` (drops counted: language by path or stopwords, short, dup).
+    """
+    docs, label, logs, seen = [], {}, [], set()
+    for spec in sources:
+        log = SourceLog(label_of(spec))
+        check = spec.get("check", "prose")
+        if check == "code":
+            log.dropped.update((why, 0) for why in code_text.WHY if why not in log.dropped)
+        logs.append(log)
+        for doc in read_source(spec, cache, log):
+            why = CHECKS[check](doc.text)
+            key = prose.dedup_key(doc.text)
+            if why is None and key in seen:
+                why = "dup"
+            if why:
+                log.dropped[why] += 1
+                continue
+            seen.add(key)
+            docs.append((doc.name, doc.text))
+            label[doc.name] = log.label
+    return docs, label, logs

@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from suite.cli import in_folder, out_file, out_folder, positive_int, study_config
-from suite.data import code_text, doc_sources, packages, prose, shards
+from suite.data import doc_sources, packages, shards
 from suite.data.corpus import EOS_TOKEN, SPLITS, build_corpus, split_documents, write_corpus
 from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer, train_tokenizer
 
@@ -57,34 +57,6 @@ SUMMARY = "english.json"
 TEXT_CODE = ("markup.py", "prose.py", "doc_sources.py", "corpus.py")  # in suite/data: what makes the documents
 CODE_CHECK = "code_text.py"  # what checks the documents of a source with check: code (part of a corpus's code if used)
 TRAINED_TOKENIZER_CODE = "tokenizer.py"  # what trains a corpus's own tokenizer (part of its key where it has one)
-CHECKS = {"prose": prose.verdict, "code": code_text.verdict}  # a source's ``check``: its document check
-
-
-def collect(sources: list[dict], cache: str | Path) -> tuple[list[tuple[str, str]], dict[str, str], list]:
-    """The kept documents of ``sources`` as (name, text), in order; each document's source label by name; and each
-    source's :class:`~suite.data.doc_sources.SourceLog` (drops counted: language by path or stopwords, short, dup).
-    """
-    docs, label, logs, seen = [], {}, [], set()
-    for spec in sources:
-        log = doc_sources.SourceLog(doc_sources.label_of(spec))
-        check = spec.get("check", "prose")
-        if check == "code":
-            log.dropped.update((why, 0) for why in code_text.WHY if why not in log.dropped)
-        logs.append(log)
-        for doc in doc_sources.read_source(spec, cache, log):
-            why = CHECKS[check](doc.text)
-            key = prose.dedup_key(doc.text)
-            if why is None and key in seen:
-                why = "dup"
-            if why:
-                log.dropped[why] += 1
-                continue
-            seen.add(key)
-            docs.append((doc.name, doc.text))
-            label[doc.name] = log.label
-    return docs, label, logs
-
-
 def doc_tokens(tokens: np.ndarray, eos: int) -> np.ndarray:
     """The token count of each document of an encoded split (its documents end with ``eos``), separator included."""
     ends = np.flatnonzero(np.asarray(tokens) == eos)
@@ -196,7 +168,7 @@ def prepare(corpus: dict | list, base_model: str | Path | None, data_dir: str | 
     if isinstance(corpus, dict):
         meta, record, label, logs = _legacy(corpus, data_dir, cache, val_fraction, test_fraction)
     else:
-        docs, label, logs = collect(corpus, cache)
+        docs, label, logs = doc_sources.read_sources(corpus, cache)
         settings = {"sources": corpus, "val_fraction": val_fraction, "test_fraction": test_fraction}
         meta = write_corpus(data_dir, split_documents(docs, val_fraction, test_fraction), "sources", settings,
                             val_fraction, test_fraction)
