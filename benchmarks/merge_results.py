@@ -7,7 +7,8 @@ every CSV name found in the sources, rows are merged in source order: a later so
 earlier rows of the same key (``e2e.csv``: ``(arch, batch, input_len, output_len)``; ``prefill.csv``:
 ``(arch, gpus, seq_len, method)``, so a re-measured length replaces the older row whatever path either ran on;
 ``decode_load.csv``: ``(arch, context, batch, path, decode_attn)``; ``targets.csv``: ``(source, arch, method,
-path, decode_attn)``;
+path, decode_attn)``; ``pretrained.csv``: ``(variant, seed, task, metric, num_fewshot)``, so an arm scored in a later
+part joins the others; ``controls.csv``: ``(experiment, control)`` (recompute the controls of the merged rows first);
 other files: the later file replaces the earlier one whole).
 ``rates.json`` and ``attn_choice.json`` are copied from the last source that has them.
 
@@ -34,14 +35,27 @@ from suite.provenance import read_csv, write_csv
 
 KEYS = {"e2e.csv": ("arch", "batch", "input_len", "output_len"), "prefill.csv": ("arch", "gpus", "seq_len", "method"),
         "decode_load.csv": ("arch", "context", "batch", "path", "decode_attn"),
-        "targets.csv": ("source", "arch", "method", "path", "decode_attn")}
+        "targets.csv": ("source", "arch", "method", "path", "decode_attn"),
+        # Table 2's arms scored in several parts (an arm's benchmarks in one command, another's in the next)
+        "pretrained.csv": ("variant", "seed", "task", "metric", "num_fewshot"),
+        "controls.csv": ("experiment", "control")}
 
 
 def _text(value) -> str:
-    """A key cell as text; 131072.0 (a column read as float because another row is empty) reads as 131072."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    """A key cell as text; 131072.0 (written as a float because another row of its file was empty) reads as 131072."""
+    text = str(value)
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
+
+
+def _as_written(path: Path) -> pd.DataFrame:
+    """A results CSV's cells as the file writes them (checked whole first), so that a merge rewrites the rows it keeps
+    unchanged: no integer column turned float by an empty cell, no commit hash read as a number."""
+    read_csv(path)
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
 def _key(frame: pd.DataFrame, cols) -> pd.Series:
@@ -66,7 +80,7 @@ def merge(sources: list[Path], into: Path) -> list[Path]:
             path = src / name
             if not path.exists():
                 continue
-            frame = read_csv(path)
+            frame = _as_written(path)
             if merged is None or name not in KEYS:
                 merged = frame
                 continue

@@ -185,6 +185,27 @@ def test_merge_results_replaces_only_the_re_measured_config_of_an_arch(tmp_path)
     assert len(got) == 3 and sorted(got.ttft_s.dropna()) == [11.2, 11.3]
 
 
+def test_merge_results_adds_an_arm_scored_later_to_table_2_s_rows(tmp_path):
+    """pretrained.csv rows are keyed by arm, seed, task, metric and shots: a part that scored random_init adds its
+    rows beside base's; its controls replace only the controls of the same experiment and kind."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    pd.DataFrame({"variant": ["base", "base"], "seed": [0, 0], "task": ["piqa", "mmlu"], "metric": ["acc", "acc"],
+                  "num_fewshot": [0, 0], "value": [0.64, 0.3]}).to_csv(a / "pretrained.csv", index=False)
+    pd.DataFrame({"variant": ["random_init"], "seed": [0], "task": ["piqa"], "metric": ["acc"], "num_fewshot": [0],
+                  "value": [0.52]}).to_csv(b / "pretrained.csv", index=False)
+    pd.DataFrame({"experiment": ["lm", "bench:piqa:0shot"], "control": ["positive", "negative"],
+                  "passed": [True, False], "world_size": ["1", ""]}).to_csv(a / "controls.csv", index=False)
+    pd.DataFrame({"experiment": ["bench:piqa:0shot"], "control": ["negative"], "passed": [True]}).to_csv(
+        b / "controls.csv", index=False)
+    merge([a, b], tmp_path / "into")
+    rows = pd.read_csv(tmp_path / "into" / "pretrained.csv")
+    assert list(zip(rows["variant"], rows["task"])) == [("base", "piqa"), ("base", "mmlu"), ("random_init", "piqa")]
+    controls = pd.read_csv(tmp_path / "into" / "controls.csv")
+    assert list(controls["experiment"]) == ["lm", "bench:piqa:0shot"] and controls["passed"].all()
+    assert (tmp_path / "into" / "controls.csv").read_text().splitlines()[1] == "lm,positive,True,1"  # as written
+
+
 def test_merge_results_reads_an_archive_like_a_folder(tmp_path):
     a = tmp_path / "a"
     a.mkdir()

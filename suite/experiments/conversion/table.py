@@ -89,7 +89,7 @@ def _conditions(rows: pd.DataFrame, shots) -> str:
     if shots is not None:
         parts.append(f"{int(shots)}-shot")
     if "limit" in rows and str(first["limit"]) not in ("", "nan"):
-        parts.append(f"limit {first['limit']}")
+        parts.append(f"limit {float(first['limit']):g}")  # 300, not the 300.0 of a column that also holds 0.02
     parts += [str(first.get("quantization", "")), str(first.get("device", "")), str(first.get("dtype", ""))]
     return ", ".join(p for p in parts if p and p != "nan")
 
