@@ -65,23 +65,29 @@ def _key(frame: pd.DataFrame, cols) -> pd.Series:
 def merge(sources: list[Path], into: Path) -> list[Path]:
     """Merge the CSVs of ``sources`` (folders, in order) into ``into``; returns the written files.
 
-    Raises ValueError when a source folder does not exist.
+    Every CSV is read and checked before any is written, so a bad one leaves ``into`` as it was. Raises ValueError
+    when a source folder does not exist, or naming a CSV that is damaged or lacks a key column another file of its
+    name has.
     """
     for src in sources:
         if not src.is_dir():
             raise ValueError(f"{src} is not a folder")
-    into.mkdir(parents=True, exist_ok=True)
     others = [src for src in sources if src.resolve() != into.resolve()]  # the into folder alone changes nothing
     names = sorted({p.name for src in others for p in src.glob("*.csv")})
+    frames = {name: [_as_written(src / name) for src in sources if (src / name).exists()] for name in names}
+    for name, found in frames.items():
+        paths = [src / name for src in sources if (src / name).exists()]
+        present = {c for frame in found for c in KEYS.get(name, ()) if c in frame.columns}
+        for path, frame in zip(paths, found):
+            missing = sorted(present - set(frame.columns))
+            if missing:  # its rows would key as another file's never do: appended beside them, not replacing
+                raise ValueError(f"{path} lacks the key column(s) {missing} that the other {name} files have")
+    into.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in names:
-        merged = None
-        for src in sources:
-            path = src / name
-            if not path.exists():
-                continue
-            frame = _as_written(path)
-            if merged is None or name not in KEYS:
+    for name, found in frames.items():
+        merged = found[0]
+        for frame in found[1:]:
+            if name not in KEYS:
                 merged = frame
                 continue
             keys = _key(frame, KEYS[name])
@@ -103,8 +109,11 @@ def _unpacked(source: Path, scratch: Path) -> Path:
         return source
     if source.is_file() and source.name.endswith(".tar.gz"):
         folder = scratch / f"{len(list(scratch.iterdir()))}_{source.name[:-7]}"
-        with tarfile.open(source) as tar:
-            tar.extractall(folder, filter="data")
+        try:
+            with tarfile.open(source) as tar:
+                tar.extractall(folder, filter="data")
+        except (tarfile.TarError, OSError) as err:
+            raise ValueError(f"{source} is not a readable .tar.gz archive: {err}") from None
         return folder
     raise ValueError(f"{source} is neither a folder nor a .tar.gz archive")
 
@@ -120,7 +129,9 @@ def main(argv=None) -> None:
         into = Path(args.into)
         if into.is_dir() and not any(s.resolve() == into.resolve() for s in sources):
             sources.insert(0, into)  # a merge adds to the results there, it does not start them over
-        for path in merge(sources, Path(args.into)):
+        with usage_errors(ap):  # a damaged CSV or one without its key columns, named; nothing written
+            written = merge(sources, Path(args.into))
+        for path in written:
             print(f"wrote {path}")
 
 

@@ -206,6 +206,33 @@ def test_merge_results_adds_an_arm_scored_later_to_table_2_s_rows(tmp_path):
     assert (tmp_path / "into" / "controls.csv").read_text().splitlines()[1] == "lm,positive,True,1"  # as written
 
 
+def test_merge_results_writes_nothing_when_a_source_csv_is_bad(tmp_path, capsys):
+    """A damaged CSV, or one without a column of its key, is refused by name before any file of --into changes."""
+    from benchmarks import merge_results
+    into, src = tmp_path / "into", tmp_path / "src"
+    into.mkdir(), src.mkdir()
+    pd.DataFrame({"experiment": ["lm"], "control": ["positive"]}).to_csv(into / "controls.csv", index=False)
+    before = (into / "controls.csv").read_bytes()
+    pd.DataFrame({"experiment": ["lm"], "control": ["positive"], "passed": [True]}).to_csv(src / "controls.csv",
+                                                                                        index=False)
+    (src / "pretrained.csv").write_text("a,b\n1\n")
+    with pytest.raises(SystemExit):
+        merge_results.main(["--into", str(into), str(src)])
+    assert "pretrained.csv" in capsys.readouterr().err and (into / "controls.csv").read_bytes() == before
+    (src / "pretrained.csv").unlink()
+    pd.DataFrame({"variant": ["base"], "seed": [0], "task": ["piqa"], "metric": ["acc"], "num_fewshot": [0]}).to_csv(
+        into / "pretrained.csv", index=False)
+    pd.DataFrame({"variant": ["base"], "seed": [0], "task": ["piqa"], "metric": ["acc"]}).to_csv(
+        src / "pretrained.csv", index=False)
+    with pytest.raises(SystemExit):
+        merge_results.main(["--into", str(into), str(src)])
+    assert "lacks the key column(s) ['num_fewshot'] that the other pretrained.csv" in capsys.readouterr().err
+    (tmp_path / "bad.tar.gz").write_text("not gzip")
+    with pytest.raises(SystemExit):
+        merge_results.main(["--into", str(into), str(tmp_path / "bad.tar.gz")])
+    assert "bad.tar.gz is not a readable .tar.gz archive" in capsys.readouterr().err
+
+
 def test_merge_results_reads_an_archive_like_a_folder(tmp_path):
     a = tmp_path / "a"
     a.mkdir()

@@ -108,6 +108,12 @@ def test_position_buckets_by_domain_read_each_document_s_source(tmp_path):
     from suite.report.measured import WHOLE_SPLIT
 
     assert ppl_buckets.WHOLE == WHOLE_SPLIT  # the readers' whole_split keeps exactly the rows written as the split's
+    for bad, message in (("{not json", "corpus.json cannot be read"), ("[]", "records no sources"),
+                         (json.dumps({"settings": {"sources": [{"files": ["x"]}]}}), "lists no documents of split")):
+        with pytest.raises(ValueError, match=message):
+            (tmp_path / "bad").mkdir(exist_ok=True)
+            (tmp_path / "bad" / "corpus.json").write_text(bad)
+            ppl_buckets.domains(tmp_path / "bad", "val")
     meta = json.loads((data / "corpus.json").read_text())
     meta["settings"] = {}
     (data / "corpus.json").write_text(json.dumps(meta))

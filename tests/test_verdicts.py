@@ -195,6 +195,8 @@ def _domain_audit(tmp_path, code_gain: float) -> pd.Series:
 
 
 def test_a_win_on_most_domains_needs_more_than_half_won_beyond_noise(tmp_path):
+    from suite.report.claims import load_claims
+
     both = _domain_audit(tmp_path, code_gain=0.2)
     assert both["measured_verdict"] == verdicts.REPRODUCED and both["measured"] == 2
     assert "beyond noise on 2 of 2 with the claimed sign" in both["measured_why"]
@@ -203,6 +205,14 @@ def test_a_win_on_most_domains_needs_more_than_half_won_beyond_noise(tmp_path):
     assert f"prose {prose:.4g}" in both["measured_why"]
     split = _domain_audit(tmp_path, code_gain=-0.2)                  # code: Orthros worse beyond noise
     assert split["measured_verdict"] == verdicts.NOT_REPRODUCED and split["measured"] == 1
+    rows = pd.read_csv(tmp_path / "scratch_ppl.csv")
+    rows = rows[(rows["domain"] != "code") | (rows["arch"] != "transformer")]  # code measured for Orthros alone
+    rows.to_csv(tmp_path / "scratch_ppl.csv", index=False)
+    claim = next(c for c in load_claims() if c["id"] == "C03")
+    one_arm = audit.audit_claims([claim], load_derived(), inputs=Inputs(None, tmp_path, None, SCRATCH_OK,
+                                                                         stale=_current)).iloc[0]
+    assert one_arm["measured_verdict"] == verdicts.NOT_RUN and "domain code has rows of one arm only" in \
+        one_arm["measured_why"]
     tie = _domain_audit(tmp_path, code_gain=0.0)                     # code: identical, one win of two
     assert tie["measured_verdict"] == verdicts.NO_DIFFERENCE
     assert "beyond noise on 1 of 2 with the claimed sign, 0 with the other" in tie["measured_why"]

@@ -2,9 +2,11 @@
 
 Default source (offline): the Python standard library's own ``*.py`` files (human-written code and
 docstrings, about 12 MB on Python 3.11), without test folders, ``site-packages`` and ``__pycache__``.
-Other sources: local files (globs of ``.txt`` / ``.jsonl`` / ``.parquet``; jsonl and parquet rows carry
-a ``text`` field) and Hugging Face datasets streamed through ``datasets`` (e.g. FineWeb-Edu,
-``HuggingFaceFW/fineweb-edu`` config ``sample-10BT``, the paper's pretraining data, Sec. 4).
+Other sources: the installed packages' ``*.py`` files (``site_packages``: what a machine has installed decides
+them), pinned package archives (``packages``: ``data.packages``, fetched by sha256, the same everywhere), local
+files (globs of ``.txt`` / ``.jsonl`` / ``.parquet``; jsonl and parquet rows carry a ``text`` field) and Hugging
+Face datasets streamed through ``datasets`` (e.g. FineWeb-Edu, ``HuggingFaceFW/fineweb-edu`` config ``sample-10BT``,
+the paper's pretraining data, Sec. 4).
 
 Text files must be UTF-8 text. A stdlib or local file (``.txt``, ``.jsonl``, ...) that holds a NUL byte or is
 not valid UTF-8 is skipped, never decoded with replacement characters: ``build_corpus`` warns with the count
@@ -257,7 +259,8 @@ def documents(source: str = "stdlib", files: Iterable[str] = (), hf: dict | None
         return site_packages_documents(max_files=max_files, log=log)
     if source == "packages":
         if not packages or cache is None:
-            raise ValueError("source 'packages' needs data.packages (pinned sources) and an archive cache")
+            raise ValueError("source 'packages' reads the study config's data.packages (pinned sources): give "
+                             "--config with them")
         return package_documents(packages, cache, max_files)
     if source == "files":
         return file_documents(files, text_field=text_field, max_files=max_files, log=log)

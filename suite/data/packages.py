@@ -103,8 +103,8 @@ def fetch(spec: dict, cache: str | Path) -> Path:
         got = sorted(Path(tmp).iterdir())
         if done.returncode != 0 or len(got) != 1:
             why = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no archive downloaded"]
-            raise PackageError(f"cannot fetch {name}=={version} ({' '.join(cmd[:4])} ...): {why[0]}"
-                               f"{cached or f'; with no package index here, copy the archive into {cache}'}")
+            hint = cached or f"; where no package index is reachable, copy the archive into {cache}"
+            raise PackageError(f"cannot fetch {name}=={version} ({' '.join(cmd[:4])} ...): {why[0]}{hint}")
         have = sha256_of(got[0])
         if have != want:
             raise PackageError(f"{name}=={version}: {got[0].name} has sha256 {have}, the study config expects {want}")

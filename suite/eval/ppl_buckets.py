@@ -59,18 +59,24 @@ def domains(data_dir: str | Path, split: str) -> list[str]:
     from suite.data.doc_sources import label_of
 
     path = Path(data_dir) / "corpus.json"
-    meta = json.loads(path.read_text())
-    specs = (meta.get("settings") or {}).get("sources")
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} cannot be read: {err}") from None
+    specs = (meta.get("settings") or {}).get("sources") if isinstance(meta, dict) else None
     if not isinstance(specs, list) or not specs:
         raise ValueError(f"{path} records no sources (settings.sources): --by-domain needs a corpus built from "
                          "sources (python -m suite.data.english)")
+    names = (meta.get("docs") or {}).get(split) if isinstance(meta.get("docs"), dict) else None
+    if not isinstance(names, list):
+        raise ValueError(f"{path} lists no documents of split {split} (docs.{split})")
     check: dict[str, str] = {}
     for spec in specs:
         label, kind = label_of(spec), spec.get("check", "prose")
         if check.setdefault(label, kind) != kind:
             raise ValueError(f"{path}: sources labelled {label!r} have both checks {check[label]!r} and {kind!r}")
     out = []
-    for name in meta["docs"][split]:
+    for name in names:
         label = name.partition(":")[0] if ":" in name and name.partition(":")[0] in check else "files"
         if label not in check:
             raise ValueError(f"{path}: document {name!r} of split {split} belongs to no recorded source")

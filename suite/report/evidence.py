@@ -142,9 +142,12 @@ def evaluate_measure(measure: dict, results: str | Path | None, gpu: str | Path 
             return {**out, "status": reason, "num": num, "den": den}
     conditions = f"{scale_text(pd.concat([num, den]).drop_duplicates())} ({len(num)}+{len(den)} rows)"
     if measure.get("per"):
+        per = measure["per"]
+        alone = sorted(set(num[per].astype(str)) ^ set(den[per].astype(str)))
+        if alone:  # a group measured for one arm only: counting the others alone would shrink the claim
+            return {**out, "status": f"not run: {per} {', '.join(alone)} has rows of one arm only", "num": num,
+                    "den": den}
         groups = _per_group(measure, num, den, col)
-        if not groups:
-            return {**out, "status": f"not run: no {measure['per']} holds rows of both arms", "num": num, "den": den}
         return {**out, "groups": groups, "status": "ok", "num": num, "den": den, "conditions": conditions}
     est = _estimate(measure, num, den, col)
     return {**out, "value": est.value, "estimate": est, "status": "ok", "num": num, "den": den,
