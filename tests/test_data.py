@@ -12,8 +12,9 @@ import torch
 
 from suite.data import corpus as corpus_mod
 from suite.data.batches import TokenBatches, eval_windows
-from suite.data.corpus import DOC_SEPARATOR, SourceUnavailableError, build_corpus, read_split
+from suite.data.corpus import SourceUnavailableError, build_corpus
 from suite.data.retrieval import ANSWER_TEMPLATE, NEEDLE_TEMPLATE, QUESTION_TEMPLATE, RetrievalSampler
+from suite.data.splits import DOC_SEPARATOR, read_split
 from suite.data.tokenizer import encode_splits, load_tokenizer, load_tokens, prepare, train_tokenizer
 
 N_FILES, FRACTIONS = 30, dict(val_fraction=0.2, test_fraction=0.2)

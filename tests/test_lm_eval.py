@@ -322,7 +322,7 @@ def test_heldout_perplexity_scores_document_text_only(tiny):
     text encodes as EOS; sampling the file by paragraph once left it at the head or inside a scored document."""
     import datasets
 
-    from suite.data.corpus import DOC_SEPARATOR, EOS_TOKEN
+    from suite.data.splits import DOC_SEPARATOR, EOS_TOKEN
 
     root, ckpt, model, tok, lm = tiny
     docs = ["def f():\n    return 1\n\n\ndef g():\n    pass\n", "x = 1\ny = 2", "# a comment\n\nz = 3\n"]

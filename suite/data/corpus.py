@@ -41,11 +41,9 @@ from typing import Iterable, Iterator
 
 from suite.cli import out_folder, positive_int, study_config, usage_errors
 from suite.data.doc_sources import matching_files, read_sources
+from suite.data.splits import DOC_SEPARATOR, EOS_TOKEN, SPLITS
 
 SOURCES = ("stdlib", "site_packages", "packages", "files", "hf")
-EOS_TOKEN = "<|endoftext|>"
-DOC_SEPARATOR = f"\n{EOS_TOKEN}\n"
-SPLITS = ("train", "val", "test")
 EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
 FINEWEB_EDU = {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "split": "train"}
 MAX_SKIPPED = 0.10  # refuse a corpus whose skipped (non-UTF-8) files exceed this share of the files or bytes
@@ -335,17 +333,6 @@ def write_corpus(data_dir: str | Path, docs: dict[str, list[tuple[str, str]]], s
         _atomic_write(data_dir / f"{split}.txt", body)
     _atomic_write(data_dir / "corpus.json", json.dumps(meta, indent=2))
     return meta
-
-
-def read_split(data_dir: str | Path, split: str) -> list[str]:
-    """The documents of one split of a built corpus. Raises ValueError naming a missing split file."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-    path = Path(data_dir) / f"{split}.txt"
-    if not path.exists():
-        raise ValueError(f"{path} does not exist: build the corpus first (python -m suite.data.corpus)")
-    text = path.read_text(encoding="utf-8")
-    return [d for d in text.split(DOC_SEPARATOR) if d] if text else []
 
 
 def _atomic_write(path: Path, text: str) -> None:

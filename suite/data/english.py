@@ -49,12 +49,13 @@ import numpy as np
 
 from suite.cli import in_folder, out_file, out_folder, positive_int, study_config
 from suite.data import doc_sources, packages, shards
-from suite.data.corpus import EOS_TOKEN, SPLITS, build_corpus, split_documents, write_corpus
+from suite.data.corpus import build_corpus, split_documents, write_corpus
+from suite.data.splits import EOS_TOKEN, SPLITS
 from suite.data.tokenizer import TOKENIZER_FILES, encode_splits, load_tokenizer, train_tokenizer
 
 RAW = "raw"
 SUMMARY = "english.json"
-TEXT_CODE = ("markup.py", "prose.py", "doc_sources.py", "corpus.py")  # in suite/data: what makes the documents
+TEXT_CODE = ("markup.py", "prose.py", "doc_sources.py", "corpus.py", "splits.py")  # what makes the documents
 CODE_CHECK = "code_text.py"  # what checks the documents of a source with check: code (part of a corpus's code if used)
 TRAINED_TOKENIZER_CODE = "tokenizer.py"  # what trains a corpus's own tokenizer (part of its key where it has one)
 def doc_tokens(tokens: np.ndarray, eos: int) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from suite.cli import in_folder, positive_int, study_config, usage_errors
-from suite.data.corpus import EOS_TOKEN, SPLITS, read_split
+from suite.data.splits import EOS_TOKEN, SPLITS, read_split
 
 BOS_TOKEN, PAD_TOKEN, UNK_TOKEN = "<|bos|>", "<|pad|>", "<|unk|>"
 SPECIAL_TOKENS = [BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN]

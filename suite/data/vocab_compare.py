@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from suite.cli import in_folder, out_file, positive_int, positive_ints, usage_errors
-from suite.data.corpus import DOC_SEPARATOR, read_split
+from suite.data.splits import DOC_SEPARATOR, read_split
 from suite.data.tokenizer import load_tokenizer, train_tokenizer
 
 

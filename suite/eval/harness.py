@@ -60,7 +60,7 @@ from suite.cli import (
     positive_int,
     usage_errors,
 )
-from suite.data.corpus import EOS_TOKEN
+from suite.data.splits import EOS_TOKEN
 from suite.provenance import provenance, write_csv
 from suite.train.checkpoint import check_folder, checkpoint_folder
 
@@ -173,7 +173,7 @@ SAMPLE_BY = {"line": lambda doc: doc.splitlines(), "paragraph": lambda doc: doc.
 
 def scored_documents(sample_by: str):
     """lm-eval ``process_docs`` of the held-out file: each record cut at the corpus's document separator (the EOS
-    token's text, ``suite.data.corpus.DOC_SEPARATOR``), each document into ``sample_by`` units, every unit
+    token's text, ``suite.data.splits.DOC_SEPARATOR``), each document into ``sample_by`` units, every unit
     stripped, empty ones dropped. The separator is never scored: its text encodes as the EOS token, which lm-eval
     would score as content (the boundary token each document is conditioned on comes from the model instead)."""
     split = SAMPLE_BY[sample_by]
@@ -191,7 +191,7 @@ def perplexity_task_config(data_path: str | Path, task: str = "val_ppl", sample_
     """lm-eval task config (``loglikelihood_rolling``) over a local held-out file.
 
     ``.jsonl``/``.json``: one document per record, field ``text``. Any other suffix is read as plain text (the
-    corpus's ``val.txt``: documents joined by ``suite.data.corpus.DOC_SEPARATOR``), one scored document per
+    corpus's ``val.txt``: documents joined by ``suite.data.splits.DOC_SEPARATOR``), one scored document per
     ``sample_by`` unit of each document (``"line"``, ``"paragraph"`` = blank-line separated, or ``"document"``);
     separator text is never scored (:func:`scored_documents`). Metrics: word_perplexity, byte_perplexity,
     bits_per_byte. Raises ValueError for a missing file or an unknown ``sample_by``.

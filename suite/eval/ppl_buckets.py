@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     with usage_errors(ap):
         buckets = buckets_of(args.buckets) if args.buckets else BUCKETS
-    from suite.data.corpus import EOS_TOKEN
+    from suite.data.splits import EOS_TOKEN
     from suite.data.tokenizer import check_data_dir, load_tokenizer, load_tokens
     from suite.train.checkpoint import checkpoint_folder, load_model
 
