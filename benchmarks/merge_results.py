@@ -74,17 +74,18 @@ def merge(sources: list[Path], into: Path) -> list[Path]:
             raise ValueError(f"{src} is not a folder")
     others = [src for src in sources if src.resolve() != into.resolve()]  # the into folder alone changes nothing
     names = sorted({p.name for src in others for p in src.glob("*.csv")})
-    frames = {name: [_as_written(src / name) for src in sources if (src / name).exists()] for name in names}
+    frames = {name: {src / name: _as_written(src / name) for src in sources if (src / name).exists()}
+              for name in names}
     for name, found in frames.items():
-        paths = [src / name for src in sources if (src / name).exists()]
-        present = {c for frame in found for c in KEYS.get(name, ()) if c in frame.columns}
-        for path, frame in zip(paths, found):
+        present = {c for frame in found.values() for c in KEYS.get(name, ()) if c in frame.columns}
+        for path, frame in found.items():
             missing = sorted(present - set(frame.columns))
             if missing:  # its rows would key as another file's never do: appended beside them, not replacing
                 raise ValueError(f"{path} lacks the key column(s) {missing} that the other {name} files have")
     into.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, found in frames.items():
+    for name, by_path in frames.items():
+        found = list(by_path.values())
         merged = found[0]
         for frame in found[1:]:
             if name not in KEYS:

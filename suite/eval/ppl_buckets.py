@@ -49,7 +49,7 @@ COLUMNS = ["variant", "domain", "bucket", "pos_min", "pos_max", "nll", "ppl", "n
 def documents(tokens: np.ndarray, eos_id: int) -> list[np.ndarray]:
     """The non-empty documents of a flat token array with ``eos_id`` after each (as :mod:`suite.data.tokenizer`
     writes)."""
-    return [d for d in split_documents(tokens, eos_id) if len(d)]
+    return [d for d in every_document(tokens, eos_id) if len(d)]
 
 
 def domains(data_dir: str | Path, split: str) -> list[str]:
@@ -84,7 +84,7 @@ def domains(data_dir: str | Path, split: str) -> list[str]:
     return out
 
 
-def split_documents(tokens: np.ndarray, eos_id: int) -> list[np.ndarray]:
+def every_document(tokens: np.ndarray, eos_id: int) -> list[np.ndarray]:
     """Every document of a flat token array with ``eos_id`` after each, empty ones too (one per corpus.json name)."""
     ends = np.flatnonzero(np.asarray(tokens) == eos_id)
     starts = np.concatenate([[0], ends[:-1] + 1])
@@ -125,7 +125,7 @@ def bucket_rows(nlls: list[np.ndarray], max_len: int, buckets=BUCKETS) -> list[d
 def by_domain(tokens: np.ndarray, eos_id: int, labels: list[str], name: str) -> dict[str, list[np.ndarray]]:
     """The non-empty documents of ``tokens`` per domain (``labels``: one per document, :func:`domains`); ValueError
     naming the array when it holds another number of documents than there are labels."""
-    docs = split_documents(tokens, eos_id)
+    docs = every_document(tokens, eos_id)
     if len(docs) != len(labels):
         raise ValueError(f"{name} holds {len(docs)} documents, corpus.json names {len(labels)}")
     out: dict[str, list[np.ndarray]] = {}
@@ -171,9 +171,10 @@ def main(argv: list[str] | None = None) -> None:
         check_data_dir(args.data_dir, (args.split,))
         checkpoint_folder(args.checkpoint)
         eos = load_tokenizer(Path(args.data_dir) / "tokenizer").token_to_id(EOS_TOKEN)
-        groups = {WHOLE: documents(load_tokens(args.data_dir, args.split), eos)}
+        tokens = load_tokens(args.data_dir, args.split)
+        groups = {WHOLE: documents(tokens, eos)}
         if args.by_domain:
-            groups |= by_domain(load_tokens(args.data_dir, args.split), eos, domains(args.data_dir, args.split),
+            groups |= by_domain(tokens, eos, domains(args.data_dir, args.split),
                                 f"{args.data_dir}/tokens/{args.split}.npy")
     start = time.time()
     model, _ = load_model(args.checkpoint, None, "float32", args.device)
