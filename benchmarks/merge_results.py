@@ -38,6 +38,8 @@ KEYS = {"e2e.csv": ("arch", "batch", "input_len", "output_len"), "prefill.csv": 
         "targets.csv": ("source", "arch", "method", "path", "decode_attn"),
         # Table 2's arms scored in several parts (an arm's benchmarks in one command, another's in the next)
         "pretrained.csv": ("variant", "seed", "task", "metric", "num_fewshot"),
+        # per-document counts of two arms: a recomputed cell (more seeds, or an arm scored again) replaces all its rows
+        "pretrained_pairs.csv": ("key", "arm_a", "arm_b", "size", "task", "num_fewshot", "metric"),
         "controls.csv": ("experiment", "control")}
 
 

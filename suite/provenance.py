@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import csv
 import functools
+import gzip
 import io
 import os
 import platform
 import re
 import subprocess
+import zlib
 from importlib import metadata
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -183,11 +185,14 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     """Read a results CSV, its ``TEXT_COLUMNS`` as strings (a commit hash such as ``5638e28`` is not a number, and a
     device ``n/a`` or ``NA`` is not missing: only an empty cell is).
 
-    A missing file raises FileNotFoundError; an empty, cut short (:func:`check_whole`) or corrupt one ValueError
-    naming it (and the data row, 1 = the first after the header, where one is short or long)."""
+    A ``.gz`` path is a gzip-compressed CSV (the per-document outcomes kept in git). A missing file raises
+    FileNotFoundError; an empty, cut short (:func:`check_whole`) or corrupt one ValueError naming it (and the data
+    row, 1 = the first after the header, where one is short or long)."""
     path = Path(path)
     try:
         data = path.read_bytes()  # once: the checks and both parses read these bytes
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
         check_whole(path, data)
         frame = pd.read_csv(io.BytesIO(data), dtype=dict.fromkeys(TEXT_COLUMNS, str))
         text = [c for c in TEXT_COLUMNS if c in frame.columns]
@@ -197,5 +202,6 @@ def read_csv(path: str | Path) -> pd.DataFrame:
         return frame
     except FileNotFoundError:
         raise
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            gzip.BadGzipFile, EOFError, zlib.error) as err:  # the last three: a damaged .gz
         raise ValueError(f"corrupt CSV {path}: {err}") from err

@@ -206,6 +206,24 @@ def test_merge_results_adds_an_arm_scored_later_to_table_2_s_rows(tmp_path):
     assert (tmp_path / "into" / "controls.csv").read_text().splitlines()[1] == "lm,positive,True,1"  # as written
 
 
+def test_merge_results_replaces_a_recomputed_pairs_cell_whole_and_keeps_the_others(tmp_path):
+    """pretrained_pairs.csv holds a cell (two arms, task, shots, metric) as several rows of counts: a cell recomputed
+    with more seeds replaces all its old rows; a cell the later part could not recompute stays."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    cell = {"key": "variant", "size": "", "num_fewshot": 0, "metric": "acc"}
+    pd.DataFrame([{**cell, "arm_a": "base", "arm_b": "conversion", "task": "piqa", "sum_a": x, "sum_b": y,
+                   "count": 5} for x, y in [(0, 0), (0, 1), (1, 0), (1, 1)]]
+                 + [{**cell, "arm_a": "base", "arm_b": "base_cpt", "task": "mmlu", "sum_a": 0, "sum_b": 0,
+                     "count": 9}]).to_csv(a / "pretrained_pairs.csv", index=False)
+    pd.DataFrame([{**cell, "arm_a": "base", "arm_b": "base_cpt", "task": "mmlu", "sum_a": x, "sum_b": y, "count": 3}
+                  for x, y in [(0, 0), (0, 2)]]).to_csv(b / "pretrained_pairs.csv", index=False)
+    merge([a, b], tmp_path / "into")
+    rows = pd.read_csv(tmp_path / "into" / "pretrained_pairs.csv")
+    assert rows[rows["task"] == "piqa"]["count"].sum() == 20
+    assert rows[rows["task"] == "mmlu"][["sum_b", "count"]].values.tolist() == [[0, 3], [2, 3]]
+
+
 def test_merge_results_writes_nothing_when_a_source_csv_is_bad(tmp_path, capsys):
     """A damaged CSV, or one without a column of its key, is refused by name before any file of --into changes."""
     from benchmarks import merge_results

@@ -1,4 +1,5 @@
 """Provenance: the commit column names the project's own checkout, never an enclosing repository's."""
+import gzip
 import importlib.util
 import shutil
 import subprocess
@@ -149,6 +150,21 @@ def test_a_results_csv_cut_short_is_refused_naming_the_file(tmp_path):
     quoted = tmp_path / "quoted.csv"  # a quoted cell may hold a comma and a line break
     quoted.write_text('arch,status\northros,"not run: a, b\nc"\n')
     assert suite.provenance.read_csv(quoted)["status"].tolist() == ["not run: a, b\nc"]
+
+
+def test_a_gzipped_results_csv_reads_like_the_plain_one_and_a_damaged_one_is_named(tmp_path):
+    """Per-document outcomes are kept in git gzipped (results/gpu/pretrained/docs/): the same checks, the same
+    frame."""
+    plain = suite.provenance.write_csv([{"arch": "base", "doc_id": 0, "value": 1.0, "commit": "5638e28"}],
+                                       tmp_path / "docs.csv")
+    packed = tmp_path / "docs.csv.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert suite.provenance.read_csv(packed).equals(suite.provenance.read_csv(plain))
+    assert suite.provenance.read_csv(packed)["commit"].tolist() == ["5638e28"]
+    for name, data in [("cut.csv.gz", packed.read_bytes()[:-9]), ("plain.csv.gz", plain.read_bytes())]:
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=rf"corrupt CSV .*{name}"):
+            suite.provenance.read_csv(tmp_path / name)
 
 
 def test_every_row_records_the_library_versions_without_importing_them(monkeypatch):
