@@ -283,3 +283,39 @@ def test_mqar_control_runs_every_variant_at_every_seed_on_cpu(tmp_path):
     out.unlink()
     refused = control(ROOT / "profiles" / "ci.yaml")
     assert refused.returncode == 2 and "first_cell_frac=0.0" in refused.stderr and not out.exists()
+
+
+def part_commands(*args: str) -> list[list[str]]:
+    """part.sh's commands for one step, DRY=1 (printed, not run), as argument lists."""
+    env = {**os.environ, "DRY": "1", "PYTHON": "python", "SUITE_COMMIT": "test", "OUT": "/tmp/part-test-out"}
+    run = subprocess.run(["bash", "tools/offline_gpu/part.sh", *args], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return [line.split() for line in run.stdout.splitlines() if line.startswith("python -m ")]
+
+
+def dag_commands(shell: str) -> list[list[str]]:
+    """The ``python -m`` commands of a rule's shell line, without their log redirection and copies."""
+    return [re.split(r"\s>\s|\)\s>", part)[0].split() for part in re.findall(r"python -m .*?(?=&& python|$)", shell)]
+
+
+def test_part_sh_runs_the_dags_own_commands_for_table_2_s_arms():
+    """part.sh repeats the gpu profile's training, benchmark and bucket commands for hosts without snakemake: a
+    recipe changed in pretrained.smk or gpu.yaml and not in part.sh would give rows of another run than the DAG's."""
+    from tests.dag import dry_run
+    targets = [f"results/gpu/pretrained/{kind}/{arm}/seed43/{name}" for arm in ("base_cpt", "conversion")
+               for kind, name in (("train", "metrics.csv"), ("eval", "quality.csv"), ("eval", "ppl.csv"))]
+    jobs = {(j.rule, j.wildcards.get("arm") or j.wildcards.get("variant")): j
+            for j in dry_run("--forceall", "--config", "profile=gpu", "--", *targets, "results/gpu/pretrained/eval/"
+                             "base/seed0/quality.csv")}
+    for arm in ("base_cpt", "conversion"):
+        assert part_commands("train", arm, "43") == dag_commands(jobs["pretrained_train", arm].shell)
+        assert part_commands("ppl", arm, "43") == dag_commands(jobs["pretrained_ppl", arm].shell)
+        scored = part_commands("score", arm, "43", "commonsense,squad,drop", "quality")
+        scored += part_commands("score", arm, "43", "mmlu", "mmlu")
+        assert scored == dag_commands(jobs["pretrained_benchmarks", arm].shell)
+    base = part_commands("score", "base", "0", "commonsense,squad,drop", "quality") + part_commands(
+        "score", "base", "0", "mmlu", "mmlu")
+    assert base == dag_commands(jobs["pretrained_benchmarks", "base"].shell)
+    made = [c for c in part_commands("prep") if c[2] != "suite.data.shards"]  # the unpacking has no rule here
+    assert made == dag_commands(jobs["base_model", None].shell) + dag_commands(jobs["convert_base", None].shell)
