@@ -476,11 +476,14 @@ def test_a_model_at_chance_reads_at_chance_in_the_table():
 def test_claim_on_the_paper_metric_or_its_proxy(tmp_path, gap, verdict):
     """C01 on the 7-task accuracy: a verdict when the benchmark controls pass and a model is off chance; with both
     models at chance that evidence is not testable at this scale and the next one, the proxy (byte perplexity),
-    decides (here: no difference detected), the benchmark's verdict kept among the other evidence."""
+    decides (here: no difference detected), the benchmark's verdict kept among the other evidence. The off-chance
+    case scores 100,000 documents a task, so that the claimed 0.57 points is above what the rows can detect (the
+    scale rule, docs/verdicts.md)."""
     rise = 0.0 if gap == 0 else 0.2
+    n = 500 if gap == 0 else 100_000
     quality = pd.concat([
-        bench_rows("arch", "orthros", lambda t: CHANCE[t] + rise + gap, seeds=(42, 43, 44)),
-        bench_rows("arch", "transformer", lambda t: CHANCE[t] + rise, seeds=(42, 43, 44))])
+        bench_rows("arch", "orthros", lambda t: CHANCE[t] + rise + gap, n=n, seeds=(42, 43, 44)),
+        bench_rows("arch", "transformer", lambda t: CHANCE[t] + rise, n=n, seeds=(42, 43, 44))])
     quality["value"] += quality["seed"].map({42: 0.0, 43: 0.002, 44: -0.002})
     ppl = pd.DataFrame([{"arch": a, "task": "val_ppl", "metric": "byte_perplexity", "value": 5.0 + 0.01 * s % 3,
                          "unit": "ppl", "status": "ok", **{**PROV, "seed": s}}

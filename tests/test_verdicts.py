@@ -372,3 +372,36 @@ def test_a_benchmark_difference_adds_the_document_sample_to_the_seeds():
     docs = 100 * math.sqrt(a["stderr"].mean() ** 2 + b["stderr"].mean() ** 2)
     assert est.value == pytest.approx(11.0) and est.se == pytest.approx(math.sqrt(1.0 ** 2 + docs ** 2))
     assert ctl.table_metric("piqa") == "acc"
+
+
+def _table2_audit(tmp_path, n: int, gain: float) -> pd.Series:
+    """A Table 2-like claim (+0.26 points at 8B) judged on the tasks whose benchmark controls pass: Base is at chance
+    on WinoGrande, so that task is left out; the arms' size is empty, as a pretrained arm's is."""
+    from tests.test_controls import CHANCE, T1, bench_rows, pretrained_fixture
+
+    base = pretrained_fixture()
+    arms = [bench_rows("variant", arm, lambda t, v=v: CHANCE[t] + v, n=n, seeds=(42,), size="")
+            for arm, v in (("base_cpt", 0.15), ("conversion", 0.15 + gain))]
+    rows = pd.concat([base, *arms]).assign(base_model="SmolLM2-135M", base_n_params=1.345e8, tokens_extra=5e7)
+    rows.to_csv(tmp_path / "pretrained.csv", index=False)
+    controls = pd.DataFrame(ctl.benchmark_controls(base))
+    block = {"results": "{gpu}/pretrained.csv", "key": "variant", "op": "difference", "numerator": "conversion",
+             "denominator": "base_cpt", "tasks": T1, "direction": "higher", "controlled_tasks_only": True}
+    claim = {"id": "C98", "asserted_by": "paper", "claim": "Conversion beats Base CPT.", "value": 0.26,
+             "unit": "accuracy points", "source": "test", "conditions": {"scale": "8B"},
+             "evidence": [{"kind": "proxy", "describe": "the tasks whose controls pass", "benchmark": block}]}
+    inputs = Inputs(None, tmp_path, None, controls, stale=_current)
+    return audit.audit_claims([claim], load_derived(), inputs=inputs).iloc[0]
+
+
+def test_a_benchmark_claim_on_the_tasks_whose_controls_pass(tmp_path):
+    """The tasks whose controls fail are left out and named, the rest judged; a claimed 0.26-point gap is not
+    testable where the measurement can only detect several points, and a large measured gap is judged as usual."""
+    small = _table2_audit(tmp_path, n=500, gain=0.0)
+    assert small["measured_verdict"] == verdicts.NOT_TESTABLE
+    assert "left out, their controls failing: winogrande" in small["measured_why"]
+    assert "(8B) is +0.26 accuracy points, below the" in small["measured_why"]
+    assert "0 of 12 (model, task, size) cells at chance" in small["measured_why"]  # empty sizes are counted
+    assert "6-task zero-shot mean" in small["measured_unit"]
+    large = _table2_audit(tmp_path, n=100_000, gain=-0.05)
+    assert large["measured_verdict"] == verdicts.NOT_REPRODUCED

@@ -11,7 +11,9 @@ in points:
 - ``size_wins``: the share of sizes where the numerator's task mean is higher (ablation.csv);
 - ``gap_shrinks``: steps from one size to the next where numerator - denominator shrinks (ablation.csv).
 
-``size``: ``largest`` (the size with the most parameters) or ``all``. The measured value and the minimum detectable
+``size``: ``largest`` (the size with the most parameters) or ``all``. ``controlled_tasks_only``: leave out the tasks
+whose benchmark controls fail (named in the detail) and judge the rest, a declared narrower measure beside the block
+over every task. The measured value and the minimum detectable
 effect (``mde``, points) are given whatever the scale; a verdict needs every task's benchmark controls to have passed
 (``suite.eval.controls.benchmark_verdict``; else the status reads ``invalid: ...``) and a compared model off chance
 on at least one task (else ``not testable at this scale: ... at chance``).
@@ -106,6 +108,13 @@ def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path 
     if not path.exists():
         return {**out, "status": f"not run: {path} missing"}
     frame = read_result(path, ("gpu_" if block["results"].startswith("{gpu}") else "") + path.stem)
+    left_out = {}
+    if block.get("controlled_tasks_only"):
+        left_out = {t: v for t in block["tasks"] if (v := benchmark_verdict(controls, t, 0))}
+        if len(left_out) == len(block["tasks"]):
+            return {**out, "status": f"invalid: no task of {len(left_out)} has passing benchmark controls"}
+        block = {**block, "tasks": [t for t in block["tasks"] if t not in left_out]}
+        out["unit"] = unit(block)
     key, tasks, op = block["key"], block["tasks"], block["op"]
     rows = _rows(block, frame) if key in frame else frame.iloc[0:0]
     models = [block["numerator"]] + ([block["denominator"]] if "denominator" in block else [])
@@ -116,7 +125,7 @@ def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path 
                                  + (f" (+{len(absent) - 4} more)" if len(absent) > 4 else "")}
     cells = ["task", "size"] if "size" in rows else ["task"]
     near = {(m, *(k if isinstance(k, tuple) else (k,))): at_chance(g)[0]
-            for m in models for k, g in per[m].groupby(cells)}
+            for m in models for k, g in per[m].groupby(cells, dropna=False)}  # a pretrained arm's size is empty
     value, listed = _compute(op, per, models, rows)
     pairs = documents.pairs_path(path)
     est = difference(*(_largest(per[m]) for m in models), documents.read_pairs(pairs), str(pairs)) \
@@ -126,7 +135,8 @@ def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path 
     out |= dict(value=value, estimate=est if op == "difference" else Estimate(value, None),
                 mde=est.mde if est is not None else None, unit=unit(block, rows), rows=compared,
                 conditions=scale_text(rows) + f" ({len(rows)} rows)",
-                detail=f"{op} = {value:.4g}{'; ' + listed if listed else ''}; {shares}")
+                detail=f"{op} = {value:.4g}{'; ' + listed if listed else ''}; {shares}"
+                + (f"; left out, their controls failing: {', '.join(left_out)}" if left_out else ""))
     failing = {t: v for t in tasks if (v := benchmark_verdict(controls, t, 0))}
     if failing:
         first = next(iter(failing.items()))

@@ -75,7 +75,9 @@ _BENCHMARK = {"type": "object", "additionalProperties": False,
                   "op": {"enum": ["difference", "wins", "size_wins", "gap_shrinks"]},
                   "numerator": {"type": "string"}, "denominator": {"type": "string"},
                   "tasks": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-                  "size": {"enum": ["largest", "all"]}, "expect": _EXPECT, "direction": _DIRECTION},
+                  "size": {"enum": ["largest", "all"]}, "expect": _EXPECT, "direction": _DIRECTION,
+                  "controlled_tasks_only": {"type": "boolean", "description": "judge only the tasks whose benchmark "
+                                            "controls pass; the others are named in the detail"}},
               "oneOf": _JUDGED,
               "allOf": [{"if": {"properties": {"op": {"const": "difference"}}}, "then": {"required": ["direction"]}}]}
 _SOUNDNESS = {"type": "array", "minItems": 1, "items": {"enum": ["{results}", "{gpu}"]},
