@@ -192,12 +192,13 @@ def test_pairs_from_other_runs_are_refused(tmp_path):
 
 def test_the_audit_compares_benchmark_evidence_per_document(tmp_path):
     """A benchmark claim with the pairs file beside quality.csv: paired per document (reproduced); without it the
-    labelled unpaired bound (no difference detected on the same rows)."""
+    labelled unpaired bound (no difference detected on the same rows). The claimed gap, 10 points, is above what
+    either can detect (a smaller one would be not testable at this scale, docs/verdicts.md)."""
     frame, pairs = _arms(tmp_path, gain=0.05, seeds=(42,), tasks=("piqa",), n=600)
     frame.to_csv(tmp_path / "quality.csv", index=False)
     write_csv(pairs, tmp_path / "quality_pairs.csv")
     controls = pd.concat([LM_OK, _bench_controls("piqa")])
-    claim = {"id": "C98", "asserted_by": "paper", "claim": "Orthros beats the Transformer.", "value": 0.57,
+    claim = {"id": "C98", "asserted_by": "paper", "claim": "Orthros beats the Transformer.", "value": 10.0,
              "unit": "accuracy points", "source": "test", "conditions": {"scale": "1.3B"},
              "evidence": [{"kind": "proxy", "describe": "synthetic benchmark rows", "benchmark": {
                  "results": "{results}/quality.csv", "key": "arch", "op": "difference", "numerator": "orthros",
