@@ -13,10 +13,10 @@ in points:
 
 ``size``: ``largest`` (the size with the most parameters) or ``all``. ``controlled_tasks_only``: leave out the tasks
 whose benchmark controls fail (named in the detail) and judge the rest, a declared narrower measure beside the block
-over every task. The measured value and the minimum detectable
-effect (``mde``, points) are given whatever the scale; a verdict needs every task's benchmark controls to have passed
-(``suite.eval.controls.benchmark_verdict``; else the status reads ``invalid: ...``) and a compared model off chance
-on at least one task (else ``not testable at this scale: ... at chance``).
+over every task. The measured value and the minimum detectable effect (``mde``, points) are given whatever the
+scale; a verdict needs every task's benchmark controls to have passed (``suite.eval.controls.benchmark_verdict``;
+else the status reads ``invalid: ...``) and a compared model off chance on at least one task (else ``not testable at
+this scale: ... at chance``).
 """
 from __future__ import annotations
 
