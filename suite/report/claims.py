@@ -23,6 +23,7 @@ import jsonschema
 import yaml
 
 from suite.config import load_yaml
+from suite.report.verdicts import SCALE_NAME
 
 CLAIMS_PATH = Path(__file__).resolve().parents[2] / "paper_tables" / "claims.yaml"
 
@@ -118,7 +119,7 @@ CLAIMS_SCHEMA = {
                  "required": ["kind", "verdict", "evidence"], "additionalProperties": False}]},
             "evidence": {"type": "array", "minItems": 1, "items": _EVIDENCE},
             "scale_effects": {"type": "object", "minProperties": 2,
-                              "propertyNames": {"pattern": r"^[0-9.]+[KMB]$"},
+                              "propertyNames": {"pattern": f"^{SCALE_NAME}$"},
                               "additionalProperties": {"type": "string"}},
             "prediction": _PREDICTION,
             "note": {"type": "string", "minLength": 10, "description": "printed in the audit's detail"},

@@ -263,7 +263,7 @@ def _claimed_effect(claim: dict, block: dict) -> dict[str, float]:
     measurement that can only detect 3 points."""
     scale = str(claim.get("conditions", {}).get("scale", ""))
     if block.get("op") != "difference" or not str(claim.get("unit", "")).startswith("accuracy points") \
-            or not re.fullmatch(r"[0-9.]+[KMB]", scale):
+            or not re.fullmatch(verdicts.SCALE_NAME, scale):
         return {}
     return {scale: float(claim["value"])}
 

@@ -151,6 +151,9 @@ def at_chance(values: dict[str, float], chance: float, margin: float) -> tuple[s
     return None, text
 
 
+SCALE_NAME = r"[0-9.]+[KMB]"  # a reported scale as scale_gate reads it: 160M, 1.3B, 8B
+
+
 def _log_distance(params: float, scale: str) -> float:
     number = float(scale.rstrip("KMB")) * {"K": 1e3, "M": 1e6, "B": 1e9}.get(scale[-1], 1.0)
     return abs(math.log(params) - math.log(number))
