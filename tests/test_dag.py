@@ -192,9 +192,8 @@ def test_job_count_of_each_profile(profile):
 # corpus, 4 archs x 3 swept rates, the pick, 4 archs x 3 seeds at equal tokens and 2 x 3 at equal GPU time, their
 # budget, a position-bucket job and a NIAH job per long run, 4 collects, the study's controls and the target.
 SCRATCH_JOBS = {"scratch_data": 1, "scratch_lr_sweep": 12, "scratch_lr_pick": 1, "scratch_train": 18,
-                "scratch_budget": 1, "scratch_ppl": 18, "scratch_niah": 18, "collect_scratch_train": 1,
-                "collect_scratch_evals": 1, "collect_scratch_ppl": 1, "collect_scratch_niah": 1, "scratch_controls": 1,
-                "scratch": 1}
+                "scratch_budget": 1, "scratch_ppl": 18, "scratch_niah": 18,
+                "collect_scratch_labelled": 3, "collect_scratch_ppl": 1, "scratch_controls": 1, "scratch": 1}
 
 
 def test_gpu_profile_scratch_target_commands(capsys):

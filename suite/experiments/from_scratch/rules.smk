@@ -254,51 +254,24 @@ SCR_RUNS = [(b, a, s) for b, a in SCR_LONG for s in SCR_SEEDS]
 SCR_LABELS = " ".join(f"arch={a},seed={s},budget={b}" for b, a, s in SCR_RUNS)
 
 
-rule collect_scratch_niah:
-    """Every long run's NIAH cells, with arch, seed and budget."""
+SCR_LABELLED = {"niah": "niah.csv", "train": "metrics.csv", "evals": "evals.csv"}  # table -> each run's file
+
+
+rule collect_scratch_labelled:
+    """Every long run's rows of one kind, with arch, seed and budget: scratch_train.csv (its metrics row: held-out
+    loss, tokens, GPU-seconds as wall_s), scratch_evals.csv (the held-out loss along the run, the curve per arch and
+    budget) and scratch_niah.csv (its NIAH cells)."""
     input:
-        runs=[f"{SCR_RES}/{b}/{a}/seed{s}/niah.csv" for b, a, s in SCR_RUNS],
+        runs=lambda wc: [f"{SCR_RES}/{b}/{a}/seed{s}/{SCR_LABELLED[wc.table]}" for b, a, s in SCR_RUNS],
         code=COLLECT_CODE,
     output:
-        f"{RES}/scratch_niah.csv",
+        f"{RES}/scratch_{{table}}.csv",
+    wildcard_constraints:
+        table="|".join(SCR_LABELLED),
     params:
         labels=SCR_LABELS,
     log:
-        f"{WORK}/logs/collect_scratch_niah.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.collect labelled --inputs {input.runs} --labels {params.labels} --out {output} 2>&1 | tee {log}"
-
-
-rule collect_scratch_train:
-    """Every long run's metrics row (held-out loss, tokens, GPU-seconds: wall_s) with its budget."""
-    input:
-        runs=[f"{SCR_RES}/{b}/{a}/seed{s}/metrics.csv" for b, a, s in SCR_RUNS],
-        code=COLLECT_CODE,
-    output:
-        f"{RES}/scratch_train.csv",
-    params:
-        labels=SCR_LABELS,
-    log:
-        f"{WORK}/logs/collect_scratch_train.log",
-    conda:
-        CONDA_ENV
-    shell:
-        "python -m suite.collect labelled --inputs {input.runs} --labels {params.labels} --out {output} 2>&1 | tee {log}"
-
-
-rule collect_scratch_evals:
-    """The held-out loss along every long run (the curve per arch and budget, paired by seed)."""
-    input:
-        runs=[f"{SCR_RES}/{b}/{a}/seed{s}/evals.csv" for b, a, s in SCR_RUNS],
-        code=COLLECT_CODE,
-    output:
-        f"{RES}/scratch_evals.csv",
-    params:
-        labels=SCR_LABELS,
-    log:
-        f"{WORK}/logs/collect_scratch_evals.log",
+        f"{WORK}/logs/collect_scratch_{{table}}.log",
     conda:
         CONDA_ENV
     shell:
@@ -326,8 +299,8 @@ rule scratch_controls:
     voids the study's proxies unless both pass. scratch_niah (with scratch.niah): the equal-token Transformer within
     seq_len (positive), SWA beyond layers x (w - 1) tokens (negative)."""
     input:
-        train=rules.collect_scratch_train.output,
-        niah=rules.collect_scratch_niah.output if SCR_NIAH else [],
+        train=f"{RES}/scratch_train.csv",
+        niah=f"{RES}/scratch_niah.csv" if SCR_NIAH else [],
         first=[f"{SCR_RES}/tokens/transformer/seed{s}/loss.csv" for s in SCR_SEEDS],
         tokens=[rules.scratch_data.output.tokenizer, rules.scratch_data.output.train, rules.scratch_data.output.val],
         code=sources("suite.eval.controls"),
@@ -349,10 +322,10 @@ rule scratch:
     """The from-scratch study (opt-in target: `snakemake --cores all scratch --resources gpu=1 --config profile=gpu`;
     in time-capped parts: suite/experiments/from_scratch/README.md)."""
     input:
-        rules.collect_scratch_train.output,
+        f"{RES}/scratch_train.csv",
         rules.scratch_controls.output,
-        rules.collect_scratch_niah.output if SCR_NIAH else [],
-        rules.collect_scratch_evals.output,
+        f"{RES}/scratch_niah.csv" if SCR_NIAH else [],
+        f"{RES}/scratch_evals.csv",
         rules.collect_scratch_ppl.output,
         SCR_PICK,
         SCR_BUDGET,
