@@ -300,17 +300,19 @@ def dag_commands(shell: str) -> list[list[str]]:
 
 
 def test_part_sh_runs_the_dags_own_commands_for_table_2_s_arms():
-    """part.sh repeats the gpu profile's training, benchmark and bucket commands for hosts without snakemake: a
+    """part.sh repeats the gpu profile's training, benchmark, bucket and NIAH commands for hosts without snakemake: a
     recipe changed in pretrained.smk or gpu.yaml and not in part.sh would give rows of another run than the DAG's."""
     from tests.dag import dry_run
     targets = [f"results/gpu/pretrained/{kind}/{arm}/seed43/{name}" for arm in ("base_cpt", "conversion")
-               for kind, name in (("train", "metrics.csv"), ("eval", "quality.csv"), ("eval", "ppl.csv"))]
+               for kind, name in (("train", "metrics.csv"), ("eval", "quality.csv"), ("eval", "ppl.csv"),
+                                       ("eval", "niah.csv"))]
     jobs = {(j.rule, j.wildcards.get("arm") or j.wildcards.get("variant")): j
             for j in dry_run("--forceall", "--config", "profile=gpu", "--", *targets, "results/gpu/pretrained/eval/"
                              "base/seed0/quality.csv")}
     for arm in ("base_cpt", "conversion"):
         assert part_commands("train", arm, "43") == dag_commands(jobs["pretrained_train", arm].shell)
         assert part_commands("ppl", arm, "43") == dag_commands(jobs["pretrained_ppl", arm].shell)
+        assert part_commands("niah", arm, "43") == dag_commands(jobs["pretrained_niah", arm].shell)
         scored = part_commands("score", arm, "43", "commonsense,squad,drop", "quality")
         scored += part_commands("score", arm, "43", "mmlu", "mmlu")
         assert scored == dag_commands(jobs["pretrained_benchmarks", arm].shell)

@@ -9,6 +9,7 @@
 #   part.sh score VARIANT SEED TASKS NAME [SECS]  lm-eval on every document (NAME: quality for commonsense,squad,drop;
 #                                                 mmlu for mmlu), each document's outcome beside the rows
 #   part.sh ppl VARIANT SEED                      held-out loss by position bucket
+#   part.sh niah VARIANT SEED                     NIAH within the model's context (RULER's needle, held-out text)
 #
 # Every step leaves $OUT/part.tar.gz (default work_dirs/gpu/out/) for tools/offline_gpu/unpack.sh: the rows written so
 # far, the training rows under results/gpu/pretrained/train/ (the run keeps them in work_dirs/, which a fresh copy of
@@ -53,7 +54,7 @@ checkpoint() {  # the model folder a variant is scored from
   esac
 }
 
-step=${1:?usage: part.sh setup|prep|train|score|ppl ...}
+step=${1:?usage: part.sh setup|prep|train|score|ppl|niah ...}
 shift
 case $step in
 setup)
@@ -97,8 +98,16 @@ ppl)
     --checkpoint "$(checkpoint "$variant" "$seed")" --data-dir $W/data/english --max-len 8192 --docs 8 \
     --variant "$variant" --seed "$seed" --device cuda --profile gpu --out $R/eval/$variant/seed$seed/ppl.csv
   ;;
+niah)
+  variant=$1 seed=$2
+  mkdir -p $R/eval/$variant/seed$seed
+  job $L/pretrained_niah_${variant}_seed$seed.log 300 $PYTHON -m suite.experiments.niah.run \
+    --checkpoint "$(checkpoint "$variant" "$seed")" --haystack $W/data/english/test.txt --format ruler --train-len 8000 \
+    --lengths 1024,2048,4096,8000 --depths 0.1,0.3,0.5,0.7,0.9 --trials 4 --seed "$seed" --device cuda \
+    --dtype bfloat16 --label-arch "$variant" --profile gpu --no-progress --out $R/eval/$variant/seed$seed/niah.csv
+  ;;
 *)
-  echo "part.sh: unknown step '$step' (setup, prep, train, score, ppl)" >&2
+  echo "part.sh: unknown step '$step' (setup, prep, train, score, ppl, niah)" >&2
   exit 2
   ;;
 esac
