@@ -190,6 +190,20 @@ def test_pairs_from_other_runs_are_refused(tmp_path):
     assert "unpaired bound: no per-document rows of orthros vs transformer on arc_easy in q_pairs.csv" in est.method
 
 
+def test_an_arms_seeds_without_documents_leave_the_documents_of_the_others(tmp_path):
+    """A seed scored before per-document outcomes were kept has rows but no documents: the per-document comparison
+    reads the seeds whose documents both arms have, and says so; a seed of the pairs without rows is refused."""
+    frame, pairs = _arms(tmp_path, seeds=(43,), tasks=("piqa",))
+    a, b = (frame[frame["arch"] == arm] for arm in ("orthros", "transformer"))
+    alone, _ = documents.difference(pairs, a, b, "quality_pairs.csv")
+    older = a.assign(seed=42, value=a["value"] - 0.1)  # seed 42 of orthros: rows only
+    both, _ = documents.difference(pairs, pd.concat([a, older]), b, "quality_pairs.csv")
+    assert both.value == pytest.approx(alone.value) and both.ci == pytest.approx(alone.ci)
+    assert both.method.endswith("documents of seeds 43 of orthros's 42/43") and "documents of" not in alone.method
+    with pytest.raises(ValueError, match="scored by seeds 43, its rows by seeds 42"):
+        documents.difference(pairs, older, b, "quality_pairs.csv")
+
+
 def test_the_audit_compares_benchmark_evidence_per_document(tmp_path):
     """A benchmark claim with the pairs file beside quality.csv: paired per document (reproduced); without it the
     labelled unpaired bound (no difference detected on the same rows). The claimed gap, 10 points, is above what

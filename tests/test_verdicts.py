@@ -171,6 +171,18 @@ def test_the_from_scratch_proxies_answer_to_their_own_controls_and_unigram(tmp_p
     assert "less than 10% better than a unigram model" in near["measured_why"]
 
 
+def test_a_loss_ratio_reads_its_drift_floor_from_reruns_of_its_own_column(tmp_path):
+    """A re-run of one long run (calibration/rerun_*/scratch_train.csv) gives the held-out loss ratio its drift
+    floor, read from the measure's column (val_loss); a ratio inside the floor is no difference."""
+    assert pd.isna(_scratch_audit(tmp_path, SCRATCH_OK)["drift_floor"])
+    rerun = tmp_path / "calibration" / "rerun_abc"
+    rerun.mkdir(parents=True)
+    pd.DataFrame([{"arch": "orthros", "budget": "tokens", "seed": 42, "val_loss": 3.0 * 1.08}]).to_csv(
+        rerun / "scratch_train.csv", index=False)
+    row = _scratch_audit(tmp_path, SCRATCH_OK)
+    assert row["drift_floor"] == pytest.approx(0.08) and row["measured_verdict"] == verdicts.NO_DIFFERENCE
+
+
 def _domain_audit(tmp_path, code_gain: float) -> pd.Series:
     """C03's proxy as committed, on synthetic scratch_ppl.csv rows: per domain and position bucket, Orthros's loss
     below the Transformer's by 0.3 nats on prose and by ``code_gain`` on code, three paired seeds; the whole-split
@@ -313,6 +325,12 @@ def test_the_drift_floor_is_the_largest_spread_of_a_rerun_cell():
     found = drift({"committed": run, "rerun_x": again})
     assert found.floor == pytest.approx(0.03) and found.cells == 6 and "3% (largest spread of 6 cells" in found.text()
     assert drift({"committed": run}).floor is None
+    # a pretrained arm's rows have no size: its cell is still one cell, of the column the measure reads
+    train = pd.DataFrame({"arch": ["conversion", "base_cpt"], "size": [np.nan, np.nan], "seed": [43, 43],
+                          "val_loss": [1.70, 1.67]})
+    rerun = train.iloc[:1].assign(val_loss=1.6966)
+    found = drift({"committed": train, "rerun_x": rerun}, "val_loss")
+    assert found.cells == 1 and found.floor == pytest.approx(1.70 / 1.6966 - 1)
 
 
 def test_rows_that_contradict_each_other_are_flagged():

@@ -71,7 +71,7 @@ def _seeds(rows: pd.DataFrame) -> str:
 def _table(pairs: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, where: str) -> pd.DataFrame | str:
     """One task's table oriented a, b (``sum_a``, ``sum_b``, ``count``, ``k_a``, ``k_b``), or why there is none.
     ValueError naming ``where`` when the table does not belong to the rows (other seeds, another mean)."""
-    key = _one(pairs, "key") if len(pairs) else "arch"
+    key = _key(pairs)
     arm_a, arm_b = _one(a, key), _one(b, key)
     cell = {c: _one(a, c) for c in ("size", "task", "num_fewshot", "metric")}
     mask = pd.Series(True, index=pairs.index)
@@ -85,6 +85,8 @@ def _table(pairs: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, where: str) ->
                                                                   "seeds_a": "seeds_b", "seeds_b": "seeds_a"})
     for arm, rows, side in ((arm_a, a, "a"), (arm_b, b, "b")):
         seeds = str(_one(table, f"seeds_{side}"))
+        if set(seeds.split("/")) < set(_seeds(rows).split("/")):  # an arm's other seeds kept no documents
+            rows = rows[rows["seed"].map(lambda s: f"{int(float(s))}").isin(seeds.split("/"))]
         if seeds != _seeds(rows):
             raise ValueError(f"{where}: {arm}'s {cell['task']} documents were scored by seeds {seeds}, its rows by "
                              f"seeds {_seeds(rows)}; collect the pairs file again from the same runs")
@@ -119,8 +121,24 @@ def difference(pairs: pd.DataFrame | None, a: pd.DataFrame, b: pd.DataFrame,
     if len(tables) == 1 and (only[["k_a", "k_b"]] == 1).all(axis=None) and \
             only[["sum_a", "sum_b"]].isin([0, 1]).all(axis=None):  # one task of 0/1 outcomes, one seed each
         outcomes = [np.repeat(only[c].to_numpy(), only["count"].to_numpy()) for c in ("sum_a", "sum_b")]
-        return _points(mcnemar(*outcomes)), ""
-    return paired_bootstrap(list(diffs.values()), strata="tasks", span=100.0), ""  # differences in points
+        est = _points(mcnemar(*outcomes))
+    else:
+        est = paired_bootstrap(list(diffs.values()), strata="tasks", span=100.0)  # differences in points
+    key = _key(pairs)
+    fewer = [f"{_seeds_of(tables, side)} of {_one(rows, key)}'s {_seeds(rows)}" for side, rows in (("a", a), ("b", b))
+             if _seeds_of(tables, side) != _seeds(rows)]
+    if fewer:
+        est = dataclasses.replace(est, method=f"{est.method}, documents of seeds {' and '.join(fewer)}")
+    return est, ""
+
+
+def _key(pairs: pd.DataFrame) -> str:
+    return _one(pairs, "key") if len(pairs) else "arch"
+
+
+def _seeds_of(tables: dict[str, pd.DataFrame], side: str) -> str:
+    """The seeds whose documents a side's tables hold (one set for every task, else ValueError)."""
+    return str(_one(pd.concat([t[[f"seeds_{side}"]] for t in tables.values()]), f"seeds_{side}"))
 
 
 def _points(est: Estimate) -> Estimate:

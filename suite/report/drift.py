@@ -47,7 +47,7 @@ def drift(runs: dict[str, pd.DataFrame], column: str = "value") -> Drift:
         return NONE
     both = pd.concat(frames, ignore_index=True)
     keys = [c for c in CELL if c in both.columns]
-    spread = both.groupby(keys)["value"].agg(["min", "max", "count"])
+    spread = both.groupby(keys, dropna=False)["value"].agg(["min", "max", "count"])  # a pretrained arm has no size
     spread = spread[(spread["count"] >= 2) & (spread["min"] > 0)]
     if spread.empty:
         return NONE

@@ -63,11 +63,11 @@ class Inputs:
     def runs(self, tag: str) -> pd.DataFrame | None:
         return self.cached(("runs", tag), lambda: train_runs(self.folder(tag)))
 
-    def drift(self, tag: str, name: str, filters: dict) -> Drift:
+    def drift(self, tag: str, name: str, filters: dict, column: str = "value") -> Drift:
         runs = self.cached(("reruns", tag, name), lambda: reruns(self.folder(tag), name))
         keep = {k: v for k, v in filters.items() if k not in ("arch", "variant")}
         chosen = {run: select(rows, {k: v for k, v in keep.items() if k in rows}) for run, rows in runs.items()}
-        return drift(chosen) if len(chosen) > 1 else NONE
+        return drift(chosen, column) if len(chosen) > 1 else NONE
 
     def flags(self, tag: str) -> list[soundness.Flag]:
         """The baseline-soundness flags of a folder's MQAR grid and main LM comparison."""
@@ -333,7 +333,7 @@ def judge_evidence(item: dict, claim: dict, derived: pd.DataFrame, inputs: Input
     untestable += [gate] if gate else []
     floor = 0.0
     if measure["op"] == "ratio" and not measure.get("stats"):
-        found = inputs.drift(tag, stem, {**measure["where"], **(measure.get("numerator") or {})})
+        found = inputs.drift(tag, stem, {**measure["where"], **(measure.get("numerator") or {})}, measure["column"])
         judged.floor = found.floor
         floor = found.floor or 0.0
     if "groups" in res:

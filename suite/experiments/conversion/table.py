@@ -90,8 +90,13 @@ def _conditions(rows: pd.DataFrame, shots) -> str:
         parts.append(f"{int(shots)}-shot")
     if "limit" in rows and str(first["limit"]) not in ("", "nan"):
         parts.append(f"limit {float(first['limit']):g}")  # 300, not the 300.0 of a column that also holds 0.02
-    parts += [str(first.get("quantization", "")), str(first.get("device", "")), str(first.get("dtype", ""))]
+    parts += [str(first.get("quantization", "")), _all(rows, "device"), str(first.get("dtype", ""))]
     return ", ".join(p for p in parts if p and p != "nan")
+
+
+def _all(rows: pd.DataFrame, column: str) -> str:
+    """Every value of ``column`` among ``rows``, first seen first, joined (the cards a row's seeds ran on)."""
+    return " / ".join(str(v) for v in rows[column].dropna().unique()) if column in rows else ""
 
 
 def table2_rows(pre: pd.DataFrame | None, controls: pd.DataFrame | None = None, ppl: pd.DataFrame | None = None,
@@ -145,7 +150,7 @@ def _train_rows(train: pd.DataFrame | None, name: str, scale: str) -> list[dict]
                         metric="nats/token (lower is better)", measured=mean, measured_std=std, n_seeds=n,
                         unit="nats", status="measured only (the paper reports no held-out loss)",
                         measured_scale_conditions=f"+{human_count(float(g['tokens'].max()))} tokens, "
-                                                  f"T={int(g['seq_len'].iloc[0])}, {g['device'].iloc[0]}, "
+                                                  f"T={int(g['seq_len'].iloc[0])}, {_all(g, 'device')}, "
                                                   f"{g['dtype'].iloc[0]}"))
     if {"conversion", "base_cpt"} <= set(by):
         est = paired(per_seed(by["conversion"]), per_seed(by["base_cpt"]), "difference", "seeds")
