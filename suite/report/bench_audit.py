@@ -108,11 +108,11 @@ def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path 
     if not path.exists():
         return {**out, "status": f"not run: {path} missing"}
     frame = read_result(path, ("gpu_" if block["results"].startswith("{gpu}") else "") + path.stem)
-    left_out = {}
+    failing, left_out = {t: v for t in block["tasks"] if (v := benchmark_verdict(controls, t, 0))}, {}
     if block.get("controlled_tasks_only"):
-        left_out = {t: v for t in block["tasks"] if (v := benchmark_verdict(controls, t, 0))}
-        if len(left_out) == len(block["tasks"]):
-            return {**out, "status": f"invalid: no task of {len(left_out)} has passing benchmark controls"}
+        if len(failing) == len(block["tasks"]):
+            return {**out, "status": f"invalid: no task of {len(failing)} has passing benchmark controls"}
+        left_out, failing = failing, {}
         block = {**block, "tasks": [t for t in block["tasks"] if t not in left_out]}
         out["unit"] = unit(block)
     key, tasks, op = block["key"], block["tasks"], block["op"]
@@ -137,7 +137,6 @@ def evaluate_benchmark(block: dict, results: str | Path | None, gpu: str | Path 
                 conditions=scale_text(rows) + f" ({len(rows)} rows)",
                 detail=f"{op} = {value:.4g}{'; ' + listed if listed else ''}; {shares}"
                 + (f"; left out, their controls failing: {', '.join(left_out)}" if left_out else ""))
-    failing = {t: v for t in tasks if (v := benchmark_verdict(controls, t, 0))}
     if failing:
         first = next(iter(failing.items()))
         return {**out, "status": f"invalid: {len(failing)} of {len(tasks)} tasks without passing benchmark "
