@@ -64,8 +64,13 @@ def _same(column: pd.Series, value) -> pd.Series:
     return column.astype(str) == str(value)
 
 
+def _seed_names(rows: pd.DataFrame) -> pd.Series:
+    """Each row's seed as the pairs file writes it (42, not 42.0; no seed: empty)."""
+    return rows["seed"].map(lambda s: "" if pd.isna(s) else f"{int(float(s))}")
+
+
 def _seeds(rows: pd.DataFrame) -> str:
-    return "/".join(sorted({f"{int(float(s))}" for s in rows["seed"].dropna()}, key=int)) if "seed" in rows else ""
+    return "/".join(sorted(set(_seed_names(rows)) - {""}, key=int)) if "seed" in rows else ""
 
 
 def _table(pairs: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, where: str) -> pd.DataFrame | str:
@@ -86,7 +91,7 @@ def _table(pairs: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, where: str) ->
     for arm, rows, side in ((arm_a, a, "a"), (arm_b, b, "b")):
         seeds = str(_one(table, f"seeds_{side}"))
         if set(seeds.split("/")) < set(_seeds(rows).split("/")):  # an arm's other seeds kept no documents
-            rows = rows[rows["seed"].map(lambda s: f"{int(float(s))}").isin(seeds.split("/"))]
+            rows = rows[_seed_names(rows).isin(seeds.split("/"))]
         if seeds != _seeds(rows):
             raise ValueError(f"{where}: {arm}'s {cell['task']} documents were scored by seeds {seeds}, its rows by "
                              f"seeds {_seeds(rows)}; collect the pairs file again from the same runs")
