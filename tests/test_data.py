@@ -200,6 +200,22 @@ def test_file_sources(tmp_path):
         build_corpus(tmp_path / "d", "ftp")
 
 
+def test_file_corpus_split_does_not_depend_on_where_the_files_lie(tmp_path, monkeypatch):
+    """A local file's document name (and so its split) is its path below the globs' root: the same files copied
+    elsewhere, or named by an absolute, relative or ``./`` glob, give the same corpus."""
+    for folder in ("one/texts", "two/deeper/texts"):
+        (tmp_path / folder / "sub").mkdir(parents=True)
+        for i in range(40):
+            (tmp_path / folder / ("sub" if i % 3 else "") / f"d{i}.txt").write_text(f"document {i} " * 20)
+    monkeypatch.chdir(tmp_path)
+    metas = [build_corpus(tmp_path / f"out{k}", "files", files=[glob], val_fraction=0.2, test_fraction=0.2)
+             for k, glob in enumerate([str(tmp_path / "one/texts/**/*.txt"), "two/deeper/texts/**/*.txt",
+                                       "./one/texts/**/*.txt"])]
+    assert metas[0]["docs"]["val"] and "sub/d1.txt" in sum(metas[0]["docs"].values(), [])
+    assert metas[0]["docs"] == metas[1]["docs"] == metas[2]["docs"]
+    assert metas[0]["sha256"] == metas[1]["sha256"]
+
+
 def test_separator_never_inside_documents(data_dir):
     for split in ("train", "val", "test"):
         assert all(DOC_SEPARATOR not in d for d in read_split(data_dir, split))

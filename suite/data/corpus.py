@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from suite.cli import out_folder, positive_int, study_config, usage_errors
-from suite.data.doc_sources import matching_files, read_sources
+from suite.data.doc_sources import document_names, matching_files, read_sources
 from suite.data.splits import DOC_SEPARATOR, EOS_TOKEN, SPLITS
 
 SOURCES = ("stdlib", "site_packages", "packages", "files", "hf")
@@ -153,7 +153,8 @@ def site_packages_documents(max_files: int | None = None, log: ReadLog | None = 
 
 def file_documents(patterns: Iterable[str], text_field: str = "text", max_files: int | None = None,
                    log: ReadLog | None = None) -> Iterator[tuple[str, str]]:
-    """(name, text) of local files matching glob ``patterns`` (``**`` allowed), sorted by path.
+    """(name, text) of local files matching glob ``patterns`` (``**`` allowed), sorted by path; a file's name is its
+    path relative to the globs' root folder (:func:`~suite.data.doc_sources.document_names`), a row's ``NAME#ROW``.
 
     ``.txt`` (and any other suffix): one document per file. ``.jsonl``: one document per line's
     ``text_field``. ``.parquet``: one document per row's ``text_field`` (read with pandas).
@@ -161,11 +162,14 @@ def file_documents(patterns: Iterable[str], text_field: str = "text", max_files:
     without a log). Raises ValueError when no file matches, or a jsonl line is not JSON or has no string
     ``text_field`` / a parquet file has no ``text_field`` column (naming file and line).
     """
+    patterns = list(patterns)
     paths = matching_files(patterns, max_files)
     if not paths:
         raise ValueError(f"no file matches {list(patterns)}" if patterns else
                          "source 'files' needs file globs (--files, or the study config's data.files)")
+    names = document_names(patterns, paths)
     for path in paths:
+        name = names[path]
         if path.endswith(".jsonl"):
             for i, line in enumerate((read_text(path, path, log) or "").split("\n")):
                 if line.strip():
@@ -175,7 +179,7 @@ def file_documents(patterns: Iterable[str], text_field: str = "text", max_files:
                         raise ValueError(f"{path} line {i + 1}: not JSON ({err})") from None
                     if not isinstance(row, dict) or not isinstance(row.get(text_field), str):
                         raise ValueError(f"{path} line {i + 1}: no field {text_field!r} holding a string")
-                    yield f"{path}#{i}", row[text_field]
+                    yield f"{name}#{i}", row[text_field]
         elif path.endswith(".parquet"):
             import pandas as pd
 
@@ -183,11 +187,11 @@ def file_documents(patterns: Iterable[str], text_field: str = "text", max_files:
             if text_field not in frame.columns:
                 raise ValueError(f"{path}: no column {text_field!r} (columns: {list(frame.columns)})")
             for i, text in enumerate(frame[text_field]):
-                yield f"{path}#{i}", text
+                yield f"{name}#{i}", text
         else:
             text = read_text(path, path, log)
             if text is not None:
-                yield path, text
+                yield name, text
 
 
 def hub_reachable(host: str = "huggingface.co", timeout_s: float = 3.0) -> bool:

@@ -10,8 +10,9 @@ files: [PREFIX, ...]}`` (the archive members under those prefixes) or ``{files: 
   ``dir`` other than those ``keep`` names is dropped as another language (counted);
 - ``licence``: for a package whose copyright file is not machine-readable (DEP-5), the licence to record.
 
-:func:`read_source` yields each chosen member as a :class:`Doc` (its name ``PACKAGE:PATH``, or the local path) with
-its prose, and counts the members dropped by ``language``; :func:`licence_of` reads a package's licence;
+:func:`read_source` yields each chosen member as a :class:`Doc` (its name ``PACKAGE:PATH``, or a local file's path
+relative to its globs' root folder: :func:`document_names`) with its prose, and counts the members dropped by
+``language``; :func:`licence_of` reads a package's licence;
 :func:`read_sources` reads a list of sources, checks each document by its source's ``check`` (English prose, or code
 kept as it is) and keeps a text once across them (the English, from-scratch and gpu main-study corpora).
 """
@@ -54,6 +55,25 @@ def matching_files(patterns: Iterable[str], max_files: int | None = None) -> lis
     rules that read them (:mod:`suite.workflow_helpers`)."""
     return sorted({p for pat in patterns for p in glob.glob(os.path.expanduser(pat), recursive=True)
                    if os.path.isfile(p)})[:max_files]
+
+
+def _glob_root(pattern: str) -> str:
+    """The folder a glob ``pattern`` starts from: its leading parts with no wildcard (``*``, ``?``, ``[``), absolute;
+    for a pattern with no wildcard (one file), that file's folder."""
+    parts = Path(os.path.expanduser(pattern)).parts
+    wild = next((i for i, part in enumerate(parts) if re.search(r"[*?[]", part)), None)
+    root = Path(*parts).parent if wild is None else Path(*parts[:wild]) if wild else Path(".")
+    return os.path.abspath(root)
+
+
+def document_names(patterns: Iterable[str], paths: Iterable[str]) -> dict[str, str]:
+    """Each local file of ``paths`` (:func:`matching_files` of ``patterns``) -> its document name: its path relative
+    to the patterns' common root folder (:func:`_glob_root`), ``/``-separated. A document's split follows its name
+    (:func:`suite.data.corpus.split_of`), so the name must not depend on where the folder lies or how it is spelt
+    (``./x``, ``x``, ``/abs/x``): the same files give the same split anywhere."""
+    patterns = list(patterns)
+    root = os.path.commonpath([_glob_root(p) for p in patterns]) if patterns else os.path.abspath(".")
+    return {p: Path(os.path.relpath(os.path.abspath(p), root)).as_posix() for p in paths}
 
 
 def label_of(spec: dict) -> str:
@@ -116,7 +136,8 @@ def read_source(spec: dict, cache: str | Path, log: SourceLog) -> Iterator[Doc]:
         if not paths:
             raise ValueError(f"no file matches {list(spec['files'])}")
         log.licence = spec.get("licence", "not stated (local files)")
-        members = ((p, Path(p).read_bytes(), p) for p in paths)
+        names = document_names(spec["files"], paths)
+        members = ((p, Path(p).read_bytes(), names[p]) for p in paths)
     for member, data, doc_name in members:
         if not chosen(member, spec):
             continue
