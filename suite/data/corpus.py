@@ -165,7 +165,7 @@ def file_documents(patterns: Iterable[str], text_field: str = "text", max_files:
     patterns = list(patterns)
     paths = matching_files(patterns, max_files)
     if not paths:
-        raise ValueError(f"no file matches {list(patterns)}" if patterns else
+        raise ValueError(f"no file matches {patterns}" if patterns else
                          "source 'files' needs file globs (--files, or the study config's data.files)")
     names = document_names(patterns, paths)
     for path in paths:

@@ -130,8 +130,9 @@ def difference(pairs: pd.DataFrame | None, a: pd.DataFrame, b: pd.DataFrame,
     else:
         est = paired_bootstrap(list(diffs.values()), strata="tasks", span=100.0)  # differences in points
     key = _key(pairs)
-    fewer = [f"{_seeds_of(tables, side)} of {_one(rows, key)}'s {_seeds(rows)}" for side, rows in (("a", a), ("b", b))
-             if _seeds_of(tables, side) != _seeds(rows)]
+    kept = {side: _seeds_of(tables, side) for side in "ab"}
+    fewer = [f"{kept[side]} of {_one(rows, key)}'s {_seeds(rows)}" for side, rows in (("a", a), ("b", b))
+             if kept[side] != _seeds(rows)]
     if fewer:
         est = dataclasses.replace(est, method=f"{est.method}, documents of seeds {' and '.join(fewer)}")
     return est, ""
