@@ -148,11 +148,34 @@ def test_targets_and_force(repo, tmp_path):
     assert "rule fla_crosscheck:" in plan and "Forced execution" in plan
 
 
+def test_keep_counts_results_that_came_with_the_tree_as_done(repo, tmp_path):
+    """On a bare host a committed result has no snakemake metadata and is older than the code copied beside it:
+    snakemake would run it again whatever --rerun-triggers says. KEEP=1 marks it done first (snakemake --touch)."""
+    outputs = [repo / "results/gpu/fla_crosscheck.csv", repo / "results/gpu/baseline_throughput.csv"]
+    for path in outputs:  # older than any code file, as after a copy that wrote the code last
+        os.utime(path, (946684800, 946684800))  # 2000-01-01 (snakemake takes an mtime of 0 for none)
+
+    def plan(**env):
+        run = run_sh(repo, tmp_path / "out", TARGETS="results/gpu/fla_crosscheck.csv",
+                     SMK_ARGS="--rerun-triggers params input software-env code", **env)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        with tarfile.open(tmp_path / "out" / "gpu_results.tar.gz") as tar:
+            return run.stdout, tar.extractfile("./logs/run/targets.log").read().decode()
+
+    stdout, targets = plan()
+    assert "rule fla_crosscheck:" in targets and "Updated input files" in targets
+    stdout, targets = plan(KEEP="1")
+    assert "== keep:" in stdout and "Nothing to be done" in targets and "rule fla_crosscheck:" not in targets
+    assert all(path.stat().st_mtime > 946684800 for path in outputs)  # touched
+
+
 @pytest.mark.parametrize("env, message", [
     ({"FORCE": "render"}, "FORCE ('render') re-runs rules among TARGETS"),
     ({"TIME_CAP": "10m"}, "TIME_CAP must be a whole number of seconds, got '10m'"),
     ({"GPU_JOBS": "0"}, "GPU_JOBS must be a whole number >= 1, got '0'"),
     ({"DRY": "yes"}, "DRY must be 0 or 1, got 'yes'"),
+    ({"KEEP": "yes"}, "KEEP must be 0 or 1, got 'yes'"),
+    ({"KEEP": "1"}, "KEEP=1 keeps the earlier results among TARGETS: set TARGETS too"),
 ])
 def test_run_refuses_settings_it_cannot_honour(repo, tmp_path, env, message):
     run = run_sh(repo, tmp_path / "out", **env)

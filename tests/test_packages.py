@@ -96,3 +96,17 @@ def test_a_truncated_cached_archive_is_named_with_its_digest_when_no_index_answe
     message = str(err.value)
     assert f"the cached {wheel} has sha256 {packages.sha256_of(wheel)}, the study config expects {want}" in message
     assert "copy the archive into" not in message and wheel.is_file() and not (tmp_path / "bench").exists()
+
+
+def test_a_deb_version_apt_does_not_list_points_at_stale_package_lists(tmp_path, monkeypatch):
+    """A pinned Debian version from a security update is missing from package lists older than that update: the
+    error says to update them (or where old versions are kept) besides naming the package."""
+    import subprocess
+
+    def apt(cmd, **kw):  # what apt-get download says of a version its lists lack
+        return subprocess.CompletedProcess(cmd, 100, "", "E: Version '1.0-1+deb12u2' for 'demo-doc' was not found")
+
+    monkeypatch.setattr(packages.subprocess, "run", apt)
+    spec = {"package": "demo-doc==1.0-1+deb12u2", "kind": "deb", "sha256": "0" * 64}
+    with pytest.raises(packages.PackageError, match=r"demo-doc==1.0-1\+deb12u2.*apt-get update.*snapshot.debian.org"):
+        packages.fetch(spec, tmp_path)

@@ -104,6 +104,9 @@ def fetch(spec: dict, cache: str | Path) -> Path:
         if done.returncode != 0 or len(got) != 1:
             why = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no archive downloaded"]
             hint = cached or f"; where no package index is reachable, copy the archive into {cache}"
+            if kind == "deb" and "was not found" in why[0]:  # apt knows the package, not this version
+                hint = (f"; apt's package lists may predate this version (`apt-get update`), or the archive has "
+                        f"dropped it (snapshot.debian.org keeps every version){hint}")
             raise PackageError(f"cannot fetch {name}=={version} ({' '.join(cmd[:4])} ...): {why[0]}{hint}")
         have = sha256_of(got[0])
         if have != want:

@@ -9,7 +9,8 @@
 # A step starts only with enough time left; one cut by the cap goes on at the next run (a training resumes from its
 # last checkpoint). TARGETS="a b" runs these snakemake targets (files or rules) instead of 2-4, e.g.
 # TARGETS=benchmarks for the system benchmarks, TARGETS=results/gpu/perf/main for the time-capped ones (with
-# GPU_JOBS=1: timings alone on the GPU); FORCE="rule ..." re-runs those rules among them. Each snakemake call's jobs
+# GPU_JOBS=1: timings alone on the GPU); FORCE="rule ..." re-runs those rules among them. KEEP=1 (with TARGETS), on
+# a host that starts bare: the results of earlier parts, committed and copied in with the tree, count as done. Each snakemake call's jobs
 # see SUITE_DEADLINE (seconds since the epoch) by which they must be done, so that one that caps itself
 # (benchmarks/perf_all.sh) ends inside the cap.
 # At exit, whatever happened: $OUT/gpu_results.tar.gz with the results/gpu files this run wrote, the list of those
@@ -21,13 +22,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 TIME_CAP=${TIME_CAP:-0} PACK_S=${PACK_S:-30} GPU_JOBS=${GPU_JOBS:-8} DRY=${DRY:-0}
-OUT=${OUT:-work_dirs/gpu/out} PY=${PYTHON:-python3} TARGETS=${TARGETS:-} FORCE=${FORCE:-}
+OUT=${OUT:-work_dirs/gpu/out} PY=${PYTHON:-python3} TARGETS=${TARGETS:-} FORCE=${FORCE:-} KEEP=${KEEP:-0}
 [[ $TIME_CAP =~ ^[0-9]+$ ]] || { echo "TIME_CAP must be a whole number of seconds, got '$TIME_CAP'" >&2; exit 2; }
 [[ $DRY =~ ^[01]$ ]] || { echo "DRY must be 0 or 1, got '$DRY'" >&2; exit 2; }
 for var in PACK_S GPU_JOBS; do
   [[ ${!var} =~ ^[1-9][0-9]*$ ]] || { echo "$var must be a whole number >= 1, got '${!var}'" >&2; exit 2; }
 done
 [[ -n $FORCE && -z $TARGETS ]] && { echo "FORCE ('$FORCE') re-runs rules among TARGETS: set TARGETS too" >&2; exit 2; }
+[[ $KEEP =~ ^[01]$ ]] || { echo "KEEP must be 0 or 1, got '$KEEP'" >&2; exit 2; }
+(( KEEP )) && [[ -z $TARGETS ]] && { echo "KEEP=1 keeps the earlier results among TARGETS: set TARGETS too" >&2; exit 2; }
 RES=results/gpu LOGS=work_dirs/gpu/logs RUN=work_dirs/gpu/run
 mkdir -p "$OUT" "$RUN" "$LOGS" "$RES"
 OUT=$(cd "$OUT" && pwd)
@@ -92,6 +95,16 @@ smk() {  # smk NAME MIN_S [snakemake options] -- TARGETS...: one snakemake call 
 if [[ -n $TARGETS ]]; then
   read -r -a targets <<< "$TARGETS"
   read -r -a force <<< "$FORCE"
+  if (( KEEP )); then
+    # Files the tree brought (earlier parts' results, data unpacked from shards) have no snakemake metadata on a bare
+    # host, so snakemake judges them by mtime against the code copied with them, whatever --rerun-triggers says, and
+    # would run them again. --touch marks those among the targets' jobs that exist as done; a missing one stays to run.
+    echo "== keep: the targets' jobs whose outputs exist count as done (snakemake --touch)"
+    "$PY" -m snakemake --cores all --touch ${SMK_ARGS:-} --config profile=gpu \
+      -- "${targets[@]}" > "$RUN/keep.log" 2>&1 \
+      || echo "== WARNING: snakemake --touch failed (see $RUN/keep.log): earlier results may run again"
+    touch "$RUN/.started"  # only what this run writes goes back
+  fi
   smk targets 30 ${force[@]:+--forcerun "${force[@]}"} -- "${targets[@]}"
 else
   smk study 60 -- "$RES/quality.csv" "$RES/ablation.csv" "$RES/conversion.csv" "$RES/niah.csv" "$RES/mqar.csv" \
