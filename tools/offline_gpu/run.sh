@@ -9,8 +9,10 @@
 # A step starts only with enough time left; one cut by the cap goes on at the next run (a training resumes from its
 # last checkpoint). TARGETS="a b" runs these snakemake targets (files or rules) instead of 2-4, e.g.
 # TARGETS=benchmarks for the system benchmarks, TARGETS=results/gpu/perf/main for the time-capped ones (with
-# GPU_JOBS=1: timings alone on the GPU); FORCE="rule ..." re-runs those rules among them. KEEP=1 (with TARGETS), on
-# a host that starts bare: the results of earlier parts, committed and copied in with the tree, count as done. Each snakemake call's jobs
+# GPU_JOBS=1: timings alone on the GPU); FORCE="rule ..." re-runs those rules among them. KEEP=1 (with TARGETS),
+# on a host that starts bare: the outputs of the targets' jobs that came with the tree (earlier parts' committed
+# results, unpacked data) count as done; it touches them (mtimes and .snakemake metadata, never their content), also
+# under DRY=1, so that a dry run shows what the part would run. Each snakemake call's jobs
 # see SUITE_DEADLINE (seconds since the epoch) by which they must be done, so that one that caps itself
 # (benchmarks/perf_all.sh) ends inside the cap.
 # At exit, whatever happened: $OUT/gpu_results.tar.gz with the results/gpu files this run wrote, the list of those
@@ -23,6 +25,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 TIME_CAP=${TIME_CAP:-0} PACK_S=${PACK_S:-30} GPU_JOBS=${GPU_JOBS:-8} DRY=${DRY:-0}
 OUT=${OUT:-work_dirs/gpu/out} PY=${PYTHON:-python3} TARGETS=${TARGETS:-} FORCE=${FORCE:-} KEEP=${KEEP:-0}
+read -r -a targets <<< "$TARGETS"
+TARGETS="${targets[*]}"  # blank when only whitespace: then snakemake would run its default target
 [[ $TIME_CAP =~ ^[0-9]+$ ]] || { echo "TIME_CAP must be a whole number of seconds, got '$TIME_CAP'" >&2; exit 2; }
 [[ $DRY =~ ^[01]$ ]] || { echo "DRY must be 0 or 1, got '$DRY'" >&2; exit 2; }
 for var in PACK_S GPU_JOBS; do
@@ -30,7 +34,7 @@ for var in PACK_S GPU_JOBS; do
 done
 [[ -n $FORCE && -z $TARGETS ]] && { echo "FORCE ('$FORCE') re-runs rules among TARGETS: set TARGETS too" >&2; exit 2; }
 [[ $KEEP =~ ^[01]$ ]] || { echo "KEEP must be 0 or 1, got '$KEEP'" >&2; exit 2; }
-(( KEEP )) && [[ -z $TARGETS ]] && { echo "KEEP=1 keeps the earlier results among TARGETS: set TARGETS too" >&2; exit 2; }
+(( KEEP )) && [[ -z $TARGETS ]] && { echo "KEEP=1 keeps earlier results among TARGETS: set TARGETS too" >&2; exit 2; }
 RES=results/gpu LOGS=work_dirs/gpu/logs RUN=work_dirs/gpu/run
 mkdir -p "$OUT" "$RUN" "$LOGS" "$RES"
 OUT=$(cd "$OUT" && pwd)
@@ -93,7 +97,6 @@ smk() {  # smk NAME MIN_S [snakemake options] -- TARGETS...: one snakemake call 
 }
 
 if [[ -n $TARGETS ]]; then
-  read -r -a targets <<< "$TARGETS"
   read -r -a force <<< "$FORCE"
   if (( KEEP )); then
     # Files the tree brought (earlier parts' results, data unpacked from shards) have no snakemake metadata on a bare
@@ -103,6 +106,9 @@ if [[ -n $TARGETS ]]; then
     "$PY" -m snakemake --cores all --touch ${SMK_ARGS:-} --config profile=gpu \
       -- "${targets[@]}" > "$RUN/keep.log" 2>&1 \
       || echo "== WARNING: snakemake --touch failed (see $RUN/keep.log): earlier results may run again"
+    jobs=$(grep -c '^\(local\)\?rule ' "$RUN/keep.log")
+    todo=$(grep -c "not touched because they don't exist" "$RUN/keep.log")
+    echo "== keep: $((jobs - todo)) of the targets' $jobs jobs were done already"
     touch "$RUN/.started"  # only what this run writes goes back
   fi
   smk targets 30 ${force[@]:+--forcerun "${force[@]}"} -- "${targets[@]}"
