@@ -1,6 +1,7 @@
 """Packages used as data archives (suite.data.packages): cache, sha256 check, member extraction, .deb reading."""
 from __future__ import annotations
 
+import subprocess
 import zipfile
 
 import pytest
@@ -101,8 +102,6 @@ def test_a_truncated_cached_archive_is_named_with_its_digest_when_no_index_answe
 def test_a_deb_version_apt_does_not_list_points_at_stale_package_lists(tmp_path, monkeypatch):
     """A pinned Debian version from a security update is missing from package lists older than that update: the
     error says to update them (or where old versions are kept) besides naming the package."""
-    import subprocess
-
     def apt(cmd, **kw):  # what apt-get download says of a version its lists lack
         return subprocess.CompletedProcess(cmd, 100, "", "E: Version '1.0-1+deb12u2' for 'demo-doc' was not found")
 

@@ -102,7 +102,6 @@ if [[ -n $TARGETS ]]; then
     # Files the tree brought (earlier parts' results, data unpacked from shards) have no snakemake metadata on a bare
     # host, so snakemake judges them by mtime against the code copied with them, whatever --rerun-triggers says, and
     # would run them again. --touch marks those among the targets' jobs that exist as done; a missing one stays to run.
-    echo "== keep: the targets' jobs whose outputs exist count as done (snakemake --touch)"
     "$PY" -m snakemake --cores all --touch ${SMK_ARGS:-} --config profile=gpu \
       -- "${targets[@]}" > "$RUN/keep.log" 2>&1 \
       || echo "== WARNING: snakemake --touch failed (see $RUN/keep.log): earlier results may run again"
