@@ -281,6 +281,9 @@ def _scratch_checks(config: dict) -> list[str]:
     if scratch.get("eval_points", 0) > scratch["steps"]:
         problems.append(f"{key}.eval_points: {scratch['eval_points']} exceeds {key}.steps {scratch['steps']}")
     stray = [("compile", a) for a in scratch.get("compile", []) if a not in archs]
+    stray += [("lr_sweep.extend", a) for a in sweep.get("extend", {}) if a not in archs]
+    problems += [f"{key}.lr_sweep.extend.{a}: {r:g} is swept already (lr_sweep.lrs {sweep['lrs']})"
+                 for a, rates in sweep.get("extend", {}).items() for r in rates if r in sweep["lrs"]]
     timed = scratch["equal_time"]
     stray += [("equal_time.archs", a) for a in timed["archs"] if a not in archs]
     stray += [("equal_time.reference", timed["reference"])] if timed["reference"] not in archs else []

@@ -247,6 +247,8 @@ def test_the_gpu_profile_scratch_section():
     (lambda s: s["equal_time"].update(archs=["orthros"]), "holds the reference orthros itself"),
     (lambda s: s["equal_time"].update(reference="retnet"), "scratch.equal_time.reference: retnet is not in"),
     (lambda s: s["lr_sweep"].update(warmup=500), "scratch.lr_sweep.warmup: 500 must be below"),
+    (lambda s: s["lr_sweep"].update(extend={"gla": [1e-2]}), "scratch.lr_sweep.extend: gla is not in scratch.archs"),
+    (lambda s: s["lr_sweep"].update(extend={"gdn": [2e-3]}), r"scratch.lr_sweep.extend.gdn: 0.002 is swept already"),
     (lambda s: s.update(size="26M"), "scratch.size: unknown size '26M'"),
     (lambda s: s["tokenizer"].update(vocab_size=100), "scratch.tokenizer.vocab_size"),
     (lambda s: s["niah"].update(lengths=[1024, 4096]), r"scratch.niah.lengths: \[1024, 4096\] must lie within"),

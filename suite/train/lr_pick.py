@@ -27,6 +27,12 @@ RULE = ("lowest final held-out loss among the swept rates, per arm (tie: the low
 COLUMNS = ("arch", "lr", "val_loss", "tokens", "steps", "seed")
 
 
+def sweep_rates(sweep: dict, arch: str) -> list[float]:
+    """The rates swept for ``arch``, its runs ``lr0``, ``lr1``, ... in this order: the sweep's ``lrs``, then the ones
+    ``extend`` adds for that arch (a range widened after a pick at its end, the earlier runs kept as they are)."""
+    return [*sweep["lrs"], *sweep.get("extend", {}).get(arch, [])]
+
+
 def pick(rows: list[dict]) -> list[dict]:
     """The sweep's metrics rows, each with ``status`` (``ok`` or the run's ``diverged: ...``), ``picked`` (one true
     per arch), ``edge`` (on the picked row: ``lowest swept rate`` or ``highest swept rate`` when it is one) and
@@ -75,7 +81,7 @@ def picked_lr(path: str | Path, arch: str) -> float:
     lr, edge = float(chosen["lr"].iloc[0]), str(edge) if pd.notna(edge) else ""
     if edge:
         raise ValueError(f"{path}: the sweep picked lr {lr:g} for {arch!r}, its {edge}: the best rate may lie outside "
-                         f"the swept range; extend the sweep's rates past it (lr_sweep.lrs) and run it again")
+                         f"the swept range; extend the sweep's rates past it (lr_sweep.extend) and run it again")
     return lr
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from suite.cli import in_file, out_file, positive_float, positive_int, study_config, usage_errors
 from suite.provenance import read_csv, write_csv
+from suite.train.lr_pick import sweep_rates
 
 
 def flops_per_token(arch: str, size: str, vocab: int, batch: int, seq_len: int, window: int | None) -> float | None:
@@ -66,7 +67,7 @@ def jobs(scratch: dict, tok_s: dict[str, float], overhead_s: float, res: str = "
     sweep, seeds, timed = scratch["lr_sweep"], scratch["seeds"], scratch["equal_time"]
     out = [{"job": f"scratch_lr_sweep {a} lr{i}", "tokens": sweep["steps"] * per_step, "arch": a,
             "target": f"{res}/scratch/lr_sweep/{a}/lr{i}/metrics.csv"}
-           for a in scratch["archs"] for i in range(len(sweep["lrs"]))]
+           for a in scratch["archs"] for i in range(len(sweep_rates(sweep, a)))]
     # a long run's targets are its position-bucket file and, with scratch.niah, its NIAH cells: both jobs read the
     # run's checkpoint, which stays on the host that trained it (a fresh host has none), so all run in one part; each
     # costs a checkpoint load and some forward passes, counted as half an overhead

@@ -14,6 +14,8 @@
 # time-capped parts (README.md beside this file); its results, under <results>/scratch*, feed the audit where they
 # exist.
 
+from suite.train.lr_pick import sweep_rates
+
 SCRATCH = STUDY["scratch"]
 SCR_DATA = f"{DATA}/scratch"
 SCR_RES = f"{RES}/scratch"
@@ -69,8 +71,9 @@ rule scratch_data:
 
 
 rule scratch_lr_sweep:
-    """One arch at one swept rate: lr_sweep.steps steps at lr_sweep.lrs[i], the data-order seed lr_sweep.seed (every
-    rate and arch reads the same batches); a run that diverges is recorded as such (it bounds the range)."""
+    """One arch at one swept rate: lr_sweep.steps steps at its i-th rate (lrs, then its extend list), the data-order
+    seed lr_sweep.seed (every rate and arch reads the same batches); a run that diverges is recorded as such (it bounds
+    the range)."""
     input:
         tokens=rules.scratch_data.output.train,
         code=TRAIN_CODE,
@@ -85,7 +88,7 @@ rule scratch_lr_sweep:
         out=lambda w: f"{SCR_RUN}/lr_sweep/{w.arch}/lr{w.i}",
         # eager: at a few minutes a run, compiling costs more than it saves
         recipe=lambda w: (f"--steps {SCR_SWEEP['steps']} --warmup {SCR_SWEEP['warmup']} "
-                          f"--lr {SCR_SWEEP['lrs'][int(w.i)]} --seed {SCR_SWEEP['seed']} {SCR_SHARED}"
+                          f"--lr {sweep_rates(SCR_SWEEP, w.arch)[int(w.i)]} --seed {SCR_SWEEP['seed']} {SCR_SHARED}"
                           f"{SCR_WINDOW[w.arch]}"),
         data=lambda w, input: folder(input.tokens, 2),
     threads: THREADS
@@ -105,7 +108,8 @@ rule scratch_lr_pick:
     """Each arch's rate, picked from the sweep by final held-out loss (suite.train.lr_pick.RULE): the long runs read
     it, and refuse a pick at an end of the swept range."""
     input:
-        runs=[f"{SCR_RES}/lr_sweep/{a}/lr{i}/metrics.csv" for a in SCR_ARCHS for i in range(len(SCR_SWEEP["lrs"]))],
+        runs=[f"{SCR_RES}/lr_sweep/{a}/lr{i}/metrics.csv" for a in SCR_ARCHS
+              for i in range(len(sweep_rates(SCR_SWEEP, a)))],
         code=sources("suite.train.lr_pick"),
     output:
         SCR_PICK,
