@@ -89,3 +89,15 @@ def test_a_diverging_run_is_recorded_with_record_divergence(data_dir, tmp_path, 
 
     with pytest.raises(TrainingDivergedError):
         main([*common, "--out-dir", str(tmp_path / "stop")])
+
+
+def test_an_extended_sweep_lists_each_archs_rates_in_run_order_and_judges_ends_over_all_of_them():
+    """lr_sweep.extend adds rates past an end for some archs: their runs go on from lr3 (the first runs keep their
+    names) and a pick is at an end only of the arch's whole range, lrs and extend together."""
+    sweep = {"lrs": [1e-3, 2e-3, 4e-3], "extend": {"orthros": [5e-4, 2.5e-4]}}
+    assert lr_pick.sweep_rates(sweep, "orthros") == [1e-3, 2e-3, 4e-3, 5e-4, 2.5e-4]
+    assert lr_pick.sweep_rates(sweep, "gdn") == [1e-3, 2e-3, 4e-3]
+    losses = {1e-3: 4.53, 2e-3: 4.67, 4e-3: 4.95, 5e-4: 4.50, 2.5e-4: 4.60}
+    out = lr_pick.pick([run("orthros", lr, loss) for lr, loss in losses.items()])
+    assert [(r["lr"], r["edge"]) for r in out if r["picked"]] == [(5e-4, "")]
+    assert [r["lr"] for r in out] == sorted(losses)
