@@ -299,7 +299,7 @@ def test_position_bands_and_figure_from_synthetic_rows(tmp_path):
 
 # ---- the GPU plan -----------------------------------------------------------------------------------------------
 
-def test_plan_estimates_each_job_and_packs_parts(tmp_path, capsys):
+def test_plan_estimates_each_job_and_packs_parts(tmp_path, capsys, monkeypatch):
     from suite.provenance import read_csv
     from suite.train import plan
 
@@ -330,6 +330,13 @@ def test_plan_estimates_each_job_and_packs_parts(tmp_path, capsys):
     capsys.readouterr()
     plan.main(["--config", "gpu", "--throughput", str(path), "--targets", "1"])
     assert capsys.readouterr().out.split()[0] == "results/gpu/scratch/lr_sweep/orthros/lr0/metrics.csv"
+    # --pending: the jobs whose targets an earlier part brought back are left out, so part 1 is what runs next
+    done = tmp_path / "results/gpu/scratch/lr_sweep/orthros/lr0/metrics.csv"
+    done.parent.mkdir(parents=True)
+    done.write_text("arch\n")
+    monkeypatch.chdir(tmp_path)
+    plan.main(["--config", "gpu", "--throughput", str(path), "--targets", "1", "--pending"])
+    assert capsys.readouterr().out.split()[0] == "results/gpu/scratch/lr_sweep/orthros/lr1/metrics.csv"
 
 
 def test_table_rows_give_each_arch_its_mean_over_seeds_and_the_controls_void_them():

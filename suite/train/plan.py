@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=out_file, help="the plan CSV to write")
     ap.add_argument("--targets", type=positive_int, metavar="PART",
                     help="print only the snakemake targets of this part")
+    ap.add_argument("--pending", action="store_true",
+                    help="plan only the jobs whose targets are not all here yet (earlier parts' results in the tree), "
+                         "so that part 1 is what runs next")
     args = ap.parse_args(argv)
     if not args.out and args.targets is None:
         ap.error("give --out (write the plan) or --targets PART (print a part's targets)")
@@ -124,7 +128,12 @@ def main(argv: list[str] | None = None) -> None:
     with usage_errors(ap):
         tok_s = rates(read_csv(args.throughput), cfg["scratch"], args.measured_vocab)
     res = cfg.get("results_dir", f"results/{cfg['profile']}")
-    items = parts(jobs(cfg["scratch"], tok_s, args.overhead_s, res), args.part_s, args.setup_s, args.command_s)
+    todo = jobs(cfg["scratch"], tok_s, args.overhead_s, res)
+    if args.pending:
+        todo = [job for job in todo if not all(Path(t).is_file() for t in job["target"].split())]
+        if not todo:
+            ap.error("--pending: every job's targets are here already; nothing is left to plan")
+    items = parts(todo, args.part_s, args.setup_s, args.command_s)
     if args.targets is not None:
         chosen = [item["target"] for item in items if item["part"] == args.targets]
         if not chosen:
