@@ -189,8 +189,9 @@ def test_job_count_of_each_profile(profile):
 
 
 # The from-scratch study (issue 48) is the gpu profile's opt-in target `scratch`, outside `all` (the counts above): the
-# corpus, 4 archs x 5 swept rates (3, then 2 past the end each picked first), the pick, 4 archs x 3 seeds at equal tokens and 2 x 3 at equal GPU time, their
-# budget, a position-bucket job and a NIAH job per long run, 4 collects, the study's controls and the target.
+# corpus, 4 archs x 5 swept rates (3, then 2 past the end each first picked), the pick, 4 archs x 3 seeds at equal
+# tokens and 2 x 3 at equal GPU time, their budget, a position-bucket job and a NIAH job per long run, 4 collects, the
+# study's controls and the target.
 SCRATCH_JOBS = {"scratch_data": 1, "scratch_lr_sweep": 20, "scratch_lr_pick": 1, "scratch_train": 18,
                 "scratch_budget": 1, "scratch_ppl": 18, "scratch_niah": 18,
                 "collect_scratch_labelled": 3, "collect_scratch_ppl": 1, "scratch_controls": 1, "scratch": 1}
