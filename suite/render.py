@@ -5,8 +5,8 @@
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}``, ``derived.csv``, ``prompt_lengths.{md,csv}``
 ``decode_load.{md,csv}`` and ``fp8_kv_real.{md,csv}`` into --out-tables and
-``fig{2,3,3_gpu,4,_mqar,_mqar_gpu,_decode_load,_scratch_position}.{png,pdf}`` into --out-figures. Missing results
-folders/files are fine: their cells read "not run: ...".
+``fig{2,3,3_gpu,4,_mqar,_mqar_gpu,_decode_load,_scratch_position,_scratch_lr}.{png,pdf}`` into --out-figures.
+Missing results folders/files are fine: their cells read "not run: ...".
 Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
 render with a ValueError naming the file, column and row, and leaves the previous outputs as they were; the command
 line prints that message (no traceback) and exits with status 2.
@@ -27,7 +27,7 @@ from suite.eval.controls import invalid_reason
 from suite.experiments.conversion import table as conversion
 from suite.experiments.conversion.figure import fig_conversion_loss
 from suite.experiments.from_scratch import table as scratch_table
-from suite.experiments.from_scratch.figure import fig_scratch_position
+from suite.experiments.from_scratch.figure import fig_scratch_lr, fig_scratch_position
 from suite.experiments.mqar.figure import fig_mqar
 from suite.experiments.niah.figure import fig3
 from suite.experiments.quality import table as quality
@@ -232,6 +232,7 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         written["figures"] += fig_scratch_position(m["gpu_scratch_ppl"], out_f,
                                                    f"{gpu}/scratch_ppl.csv missing (the gpu profile's from-scratch "
                                                    "study: the opt-in target scratch)", _save)
+        written["figures"] += fig_scratch_lr(m["gpu_scratch_lr"], out_f, scratch_miss("scratch_lr"), _save)
         written["figures"] += fig4(figs, m["gpu_prefill"], m["prefill_cpu"], out_f,
                                    f"{gpu}/prefill.csv missing (needs a GPU)", miss("prefill_cpu"),
                                    m["gpu_seq_parallel"])

@@ -297,6 +297,22 @@ def test_position_bands_and_figure_from_synthetic_rows(tmp_path):
     assert fig_scratch_position(None, tmp_path / "none", "results/gpu/scratch_ppl.csv missing", _save)[0].exists()
 
 
+def test_sweep_figure_rings_the_pick_and_draws_a_diverged_run(tmp_path):
+    from suite.experiments.from_scratch.figure import fig_scratch_lr
+    from suite.report.figures import _save
+
+    rows = pd.DataFrame([{"arch": a, "lr": lr, "val_loss": loss, "status": status, "picked": picked, "edge": "",
+                          "steps": 200, "tokens": 13107200, "seed": 42}
+                         for a, lr, loss, status, picked in (("orthros", 5e-4, 4.5, "ok", True),
+                                                             ("orthros", 1e-3, 4.6, "ok", False),
+                                                             ("orthros", 2e-3, float("nan"), "diverged: nan", False),
+                                                             ("gdn", 1e-3, 4.3, "ok", False),
+                                                             ("gdn", 2e-3, 4.1, "ok", True))])
+    paths = fig_scratch_lr(rows, tmp_path, "unused", _save)
+    assert [p.name for p in paths] == ["fig_scratch_lr.png", "fig_scratch_lr.pdf"]
+    assert fig_scratch_lr(None, tmp_path / "none", "results/gpu/scratch_lr.csv missing", _save)[0].exists()
+
+
 # ---- the GPU plan -----------------------------------------------------------------------------------------------
 
 def test_plan_estimates_each_job_and_packs_parts(tmp_path, capsys, monkeypatch):

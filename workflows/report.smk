@@ -5,7 +5,7 @@ TABLES = ([f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7
           + [f"{RENDER_PREFIX}paper_tables/{name}.{ext}" for name in ("prompt_lengths", "decode_load", "fp8_kv_real")
              for ext in ("md", "csv")])
 FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu", "fig_conversion_loss", "fig_decode_load",
-                "fig_scratch_position")
+                "fig_scratch_position", "fig_scratch_lr")
 FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("png", "pdf")]
 
 
