@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from packaging.requirements import Requirement
 
@@ -239,6 +240,32 @@ def test_what_a_run_writes_and_deletes_comes_back_and_unpacks_here(repo, tmp_pat
     assert (here / "work_dirs/gpu/logs/run/status.txt").read_text().startswith("exit status 0")
 
 
+def test_a_run_brings_back_what_each_of_its_jobs_took(repo, tmp_path):
+    """Not a dry run: a python shim stands in for snakemake and, running nothing, leaves the record snakemake keeps
+    of a job it ran (.snakemake/metadata, the output's name base64); an older record is an earlier call's. The archive
+    holds this call's job times (suite.report.job_times) with that job alone."""
+    import base64
+
+    name = base64.urlsafe_b64encode(b"results/gpu/niah.csv").decode()
+    old = base64.urlsafe_b64encode(b"results/gpu/mqar.csv").decode()
+    meta = repo / ".snakemake" / "metadata"
+    meta.mkdir(parents=True, exist_ok=True)
+    (meta / old).write_text('{"rule": "mqar", "starttime": 10.0, "endtime": 20.0, "incomplete": false}')
+    shim = tmp_path / "python"
+    shim.write_text("#!/usr/bin/env bash\nif [[ $* == *snakemake* ]]; then now=$(date +%s.%N); sleep 1; printf "
+                    "'{\"rule\": \"niah\", \"starttime\": %s, \"endtime\": %s, \"incomplete\": false}' $now "
+                    f"$(date +%s.%N) > .snakemake/metadata/{name}; exit 0; fi\nexec {sys.executable} \"$@\"\n")
+    shim.chmod(0o755)
+    run = run_sh(repo, tmp_path / "out", python=str(shim), DRY="0", TARGETS="results/gpu/niah.csv", GPU_JOBS="2")
+    archive = tmp_path / "out" / "gpu_results.tar.gz"
+    times = [n for n in members(archive) if n.startswith("results/gpu/job_times/")]
+    assert len(times) == 1, (run.stdout + run.stderr)[-3000:]
+    with tarfile.open(archive) as tar:
+        rows = pd.read_csv(tar.extractfile("./" + times[0]))
+    assert list(rows["rule"]) == ["niah"] and rows["outputs"][0] == "results/gpu/niah.csv"
+    assert 1 <= rows["seconds"][0] < 10 and rows["gpu_jobs"][0] == 2 and rows["commit"][0] == "test"
+
+
 def test_unpack_refuses_anything_run_sh_does_not_pack(repo, tmp_path):
     stage = tmp_path / "stage"
     (stage / "results" / "default").mkdir(parents=True)
@@ -284,7 +311,6 @@ def test_mqar_control_narrows_the_dag_recipe_to_the_control_phase():
 def test_mqar_control_runs_every_variant_at_every_seed_on_cpu(tmp_path):
     """The ci profile's MQAR recipe with a control-cell phase (half its 10 steps) on the CPU: one row a job, the
     variant's option honoured in the job's row; a recipe without that phase is refused by name."""
-    import pandas as pd
     import yaml
 
     config = yaml.safe_load((ROOT / "profiles" / "ci.yaml").read_text())

@@ -15,8 +15,9 @@
 # under DRY=1, so that a dry run shows what the part would run. Each snakemake call's jobs
 # see SUITE_DEADLINE (seconds since the epoch) by which they must be done, so that one that caps itself
 # (benchmarks/perf_all.sh) ends inside the cap.
-# At exit, whatever happened: $OUT/gpu_results.tar.gz with the results/gpu files this run wrote, the list of those
-# it deleted and the tail of every log; tools/offline_gpu/unpack.sh puts them into the checkout here.
+# At exit, whatever happened: $OUT/gpu_results.tar.gz with the results/gpu files this run wrote (among them
+# job_times/<UTC>.csv: each job's seconds from snakemake's records, suite.report.job_times), the list of those it
+# deleted and the tail of every log; tools/offline_gpu/unpack.sh puts them into the checkout here.
 # Env: TIME_CAP (seconds the command may take, packing included; 0: no cap), PACK_S (30, kept for packing),
 #   GPU_JOBS (8), OUT (work_dirs/gpu/out), SMK_ARGS (more snakemake options, e.g. "--set-threads train=2"),
 #   SUITE_COMMIT (recorded in every row where the host's copy has no .git), PYTHON (python3),
@@ -40,6 +41,7 @@ mkdir -p "$OUT" "$RUN" "$LOGS" "$RES"
 OUT=$(cd "$OUT" && pwd)
 rm -f "$RUN"/*
 touch "$RUN/.started"
+STARTED=$(date +%s.%N)
 find "$RES" -type f | sort > "$RUN/results_at_start.txt"
 exec > >(tee -a "$RUN/run.log") 2>&1
 
@@ -49,6 +51,12 @@ pack() {  # the results/gpu files this run wrote (and deleted: a job cut after s
   set +e
   comm -23 "$RUN/results_at_start.txt" <(find "$RES" -type f | sort) > "$RUN/results_removed.txt"
   echo "exit status $rc after ${SECONDS}s" > "$RUN/status.txt"
+  if (( ! DRY )) && [[ -d .snakemake/metadata ]]; then  # what each job of this call took, from snakemake's records
+    "$PY" -m suite.report.job_times record --since "$STARTED" --call-s "$SECONDS" --gpu-jobs "$GPU_JOBS" \
+      --device "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)" \
+      --commit "${SUITE_COMMIT:-}" --out "$RES/job_times/$(date -u +%Y%m%dT%H%M%SZ).csv" > "$RUN/job_times.log" 2>&1 \
+      || echo "== the jobs' times were not recorded: see $RUN/job_times.log"
+  fi
   stage=$(mktemp -d)
   find "$RES" -type f -newer "$RUN/.started" -print0 | xargs -0 -r cp -a --parents -t "$stage"
   mkdir -p "$stage/logs/run"
@@ -109,6 +117,7 @@ if [[ -n $TARGETS ]]; then
     todo=$(grep -c "not touched because they don't exist" "$RUN/keep.log")
     echo "== keep: $((jobs - todo)) of the targets' $jobs jobs were done already"
     touch "$RUN/.started"  # only what this run writes goes back
+    STARTED=$(date +%s.%N)   # and only the jobs it ran count in its job times
   fi
   smk targets 30 ${force[@]:+--forcerun "${force[@]}"} -- "${targets[@]}"
 else
