@@ -81,8 +81,8 @@ def picked_lr(path: str | Path, arch: str) -> float:
     lr, edge = float(chosen["lr"].iloc[0]), str(edge) if pd.notna(edge) else ""
     if edge:
         raise ValueError(f"{path}: the sweep picked lr {lr:g} for {arch!r}, its {edge}: the best rate may lie outside "
-                         f"the swept range; sweep rates past it (lr_sweep.lrs; the from-scratch study: lr_sweep.extend) "
-                         "and run the sweep again")
+                         "the swept range; sweep rates past it (lr_sweep.lrs; the from-scratch study: "
+                         "lr_sweep.extend) and run the sweep again")
     return lr
 
 
