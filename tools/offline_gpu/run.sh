@@ -41,7 +41,6 @@ mkdir -p "$OUT" "$RUN" "$LOGS" "$RES"
 OUT=$(cd "$OUT" && pwd)
 rm -f "$RUN"/*
 touch "$RUN/.started"
-STARTED=$(date +%s.%N)
 find "$RES" -type f | sort > "$RUN/results_at_start.txt"
 exec > >(tee -a "$RUN/run.log") 2>&1
 
@@ -52,7 +51,8 @@ pack() {  # the results/gpu files this run wrote (and deleted: a job cut after s
   comm -23 "$RUN/results_at_start.txt" <(find "$RES" -type f | sort) > "$RUN/results_removed.txt"
   echo "exit status $rc after ${SECONDS}s" > "$RUN/status.txt"
   if (( ! DRY )) && [[ -d .snakemake/metadata ]]; then  # what each job of this call took, from snakemake's records
-    "$PY" -m suite.report.job_times record --since "$STARTED" --call-s "$SECONDS" --gpu-jobs "$GPU_JOBS" \
+    "$PY" -m suite.report.job_times record --since "$(stat -c %.9Y "$RUN/.started")" --call-s "$SECONDS" \
+      --gpu-jobs "$GPU_JOBS" \
       --device "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)" \
       --commit "${SUITE_COMMIT:-}" --out "$RES/job_times/$(date -u +%Y%m%dT%H%M%SZ).csv" > "$RUN/job_times.log" 2>&1 \
       || echo "== the jobs' times were not recorded: see $RUN/job_times.log"
@@ -116,8 +116,7 @@ if [[ -n $TARGETS ]]; then
     jobs=$(grep -c '^\(local\)\?rule ' "$RUN/keep.log")
     todo=$(grep -c "not touched because they don't exist" "$RUN/keep.log")
     echo "== keep: $((jobs - todo)) of the targets' $jobs jobs were done already"
-    touch "$RUN/.started"  # only what this run writes goes back
-    STARTED=$(date +%s.%N)   # and only the jobs it ran count in its job times
+    touch "$RUN/.started"  # only what this run writes goes back, and only the jobs it ran count in its job times
   fi
   smk targets 30 ${force[@]:+--forcerun "${force[@]}"} -- "${targets[@]}"
 else

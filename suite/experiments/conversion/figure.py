@@ -4,6 +4,8 @@ of both trained arms and the loss gap of conversion against Base CPT, paired by 
 """
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,6 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.experiments.conversion.table import ARMS  # noqa: E402
+from suite.report.figures import _empty  # noqa: E402
 from suite.report.stats import paired  # noqa: E402
 
 
@@ -56,8 +59,7 @@ def fig_conversion_loss(curves: pd.DataFrame | None, ppl: pd.DataFrame | None, o
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4))
     if curves is None or curves.empty or not {"base_cpt", "conversion"} <= set(curves["variant"]):
         for ax in (left, right):
-            ax.text(0.5, 0.5, "not run: " + missing, ha="center", va="center", wrap=True, fontsize=9)
-            ax.set_axis_off()
+            _empty(ax, "not run\n" + textwrap.fill(missing, 50))
         fig.suptitle("Table 2 on a real pretrained LM: continued training (not run)", fontsize=10)
         return save(fig, out_dir, "fig_conversion_loss")
     for variant, color in (("base_cpt", "tab:pink"), ("conversion", "tab:purple")):

@@ -15,13 +15,15 @@ Pure functions of the rows; ``save(fig, out_dir, name)`` writes PNG and PDF.
 """
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.report.figures import ARCH_COLOR  # noqa: E402
+from suite.report.figures import ARCH_COLOR, _empty  # noqa: E402
 from suite.report.measured import whole_split  # noqa: E402
 
 BUDGETS = {"tokens": "equal tokens", "time": "equal GPU time (the Orthros runs' GPU-seconds)"}
@@ -47,8 +49,7 @@ def fig_scratch_position(ppl: pd.DataFrame | None, out_dir, missing: str, save, 
     fig, axes = plt.subplots(1, len(BUDGETS), figsize=(12, 4.4), sharey=True)
     if ppl is None or ppl.empty:
         for ax in axes:
-            ax.text(0.5, 0.5, "not run: " + missing, ha="center", va="center", wrap=True, fontsize=9)
-            ax.set_axis_off()
+            _empty(ax, "not run\n" + textwrap.fill(missing, 50))
         fig.suptitle("From scratch: held-out loss by position (not run)", fontsize=10)
         return save(fig, out_dir, NAME)
     bands = position_bands(ppl)
@@ -57,8 +58,7 @@ def fig_scratch_position(ppl: pd.DataFrame | None, out_dir, missing: str, save, 
         if budget == "time" and not rows.empty and reference not in set(rows["arch"]):
             rows = pd.concat([rows, bands[(bands["budget"] == "tokens") & (bands["arch"] == reference)]])
         if rows.empty:
-            ax.text(0.5, 0.5, f"not run: no {title} rows", ha="center", va="center", fontsize=9)
-            ax.set_axis_off()
+            _empty(ax, f"not run: no {title} rows")
             continue
         labels = list(dict.fromkeys(rows["bucket"]))
         for arch, g in rows.groupby("arch", sort=True):
@@ -84,8 +84,7 @@ def fig_scratch_lr(sweep: pd.DataFrame | None, out_dir, missing: str, save) -> l
     """The sweep figure (module docstring); 'not run: <missing>' where there are no rows."""
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     if sweep is None or sweep.empty:
-        ax.text(0.5, 0.5, "not run: " + missing, ha="center", va="center", wrap=True, fontsize=9)
-        ax.set_axis_off()
+        _empty(ax, "not run\n" + textwrap.fill(missing, 50))
         fig.suptitle("From scratch: learning-rate sweep (not run)", fontsize=10)
         return save(fig, out_dir, LR_NAME)
     rows = sweep.assign(lr=pd.to_numeric(sweep["lr"]), val_loss=pd.to_numeric(sweep["val_loss"], errors="coerce"),
