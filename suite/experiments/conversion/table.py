@@ -9,8 +9,8 @@ control), ``pretrained_niah.csv``, ``pretrained_loss.csv`` and ``pretrained_eval
 curves), ``pretrained_lr.csv`` (the rate sweep's pick). Pure functions of DataFrames.
 
 A benchmark cell is the mean over the arm's seeds of the task's table metric (:func:`suite.eval.controls.table_metric`:
-acc_norm for ARC-C and HellaSwag, acc elsewhere: this suite's choice, as no seed note says which of the paper's
-columns use Norm). Its status says what it may be used
+acc_norm for ARC-C, HellaSwag and OBQA, acc elsewhere: this suite's choice, as no seed note says which of the
+paper's columns use Norm). Its status says what it may be used
 for (:func:`suite.eval.controls.benchmark_verdict`, :func:`suite.eval.controls.at_chance`):
 
 * ``no verdict ...``: the task's benchmark controls did not both pass (e.g. the base model itself is within 2 stderr

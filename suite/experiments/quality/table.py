@@ -9,8 +9,9 @@ RESULTS = "quality"    # results/<profile>/quality.csv and results/gpu/quality.c
 MATCH_SCALE = False    # a measured cell (the main size) faces the paper's 1.3B one of its arch and task
 TITLE = "Table 1: 1.3B trained from scratch, commonsense accuracy"
 NOTE = ("Measured cells appear only where this suite ran the same task for the same arch: zero-shot, on the "
-        "task's own metric (acc_norm for ARC-C and HellaSwag, acc for the others: this suite's choice; the "
-        "paper's headers mark Norm on several tasks, seed 000 Sec. 3.3, but the seed notes do not say which), "
+        "task's own metric (acc_norm for ARC-C, HellaSwag and OBQA, acc for the others: this suite's choice; the "
+        "paper's headers mark Norm on several tasks, seed 000 Sec. 3.3, but the seed notes do not say which; "
+        "the paper's OBQA values lie in acc_norm's range), "
         "in points, mean +- std over seeds, beside n (documents scored), the stderr of that document sample, "
         "chance and the split (the paper does not state its splits; the shipped data is the validation "
         "split). 'at chance' in diff: the mean lies within 2 stderr of "
