@@ -4,7 +4,7 @@
         --out-tables paper_tables --out-figures figures
 
 Writes ``table{1,2,3,4,7}.{md,csv,tex}``, ``claims_audit.{md,csv}``, ``derived.csv``, ``prompt_lengths.{md,csv}``
-``decode_load.{md,csv}`` and ``fp8_kv_real.{md,csv}`` into --out-tables and
+``decode_load.{md,csv}``, ``fp8_kv_real.{md,csv}`` and ``mqar_gla.{md,csv}`` into --out-tables and
 ``fig{2,3,3_gpu,4,_mqar,_mqar_gpu,_decode_load,_scratch_position,_scratch_lr}.{png,pdf}`` into --out-figures.
 Missing results folders/files are fine: their cells read "not run: ...".
 Every input is read and validated (``suite.report.schema``) before anything is written: a damaged CSV stops the
@@ -28,6 +28,7 @@ from suite.experiments.conversion import table as conversion
 from suite.experiments.conversion.figure import fig_conversion_loss
 from suite.experiments.from_scratch import table as scratch_table
 from suite.experiments.from_scratch.figure import fig_scratch_lr, fig_scratch_position
+from suite.experiments.mqar import gla_probe
 from suite.experiments.mqar.figure import fig_mqar
 from suite.experiments.niah.figure import fig3
 from suite.experiments.quality import table as quality
@@ -215,6 +216,14 @@ def render(results: str | Path | None, gpu_results: str | Path | None, out_table
         write_text(f"# FP8 K/V on real weights\n\n{kv_precision.NOTE}\n\n{to_markdown(fp8)}\n",
                    out_t / "fp8_kv_real.md")
         written["tables"] += [out_t / "fp8_kv_real.md", out_t / "fp8_kv_real.csv"]
+        probe = gla_probe.probe_table([
+            (Path(results).name if results else "this profile", m["mqar_gla"], m["mqar"],
+             miss("mqar_gla", "no mqar.gla_probe in this study"), invalid["mqar"]),
+            *([("gpu", m["gpu_mqar_gla"], m["gpu_mqar"], f"{gpu}/mqar_gla.csv missing (the gpu profile's GLA probe)",
+                invalid["gpu_mqar"])] if not same else [])])
+        write_csv(probe, out_t / "mqar_gla.csv")
+        write_text(f"# GLA on MQAR\n\n{gla_probe.NOTE}\n\n{to_markdown(probe)}\n", out_t / "mqar_gla.md")
+        written["tables"] += [out_t / "mqar_gla.md", out_t / "mqar_gla.csv"]
         written["figures"] += fig2(reported[reported["table"] == "Table 7"], m["ablation"], out_f, miss("ablation"),
                                    invalid["lm"])
         written["figures"] += fig3(m["niah"], out_f, miss("niah"), invalid["niah"])

@@ -2,8 +2,8 @@
 
 RENDER_PREFIX = "" if RENDER in (".", "./", "") else f"{RENDER.rstrip('/')}/"  # "./x" paths make snakemake warn
 TABLES = ([f"{RENDER_PREFIX}paper_tables/table{n}.{ext}" for n in (1, 2, 3, 4, 7) for ext in ("md", "csv", "tex")]
-          + [f"{RENDER_PREFIX}paper_tables/{name}.{ext}" for name in ("prompt_lengths", "decode_load", "fp8_kv_real")
-             for ext in ("md", "csv")])
+          + [f"{RENDER_PREFIX}paper_tables/{name}.{ext}" for name in ("prompt_lengths", "decode_load", "fp8_kv_real",
+                                                                       "mqar_gla") for ext in ("md", "csv")])
 FIGURE_NAMES = ("fig2", "fig3", "fig3_gpu", "fig4", "fig_mqar", "fig_mqar_gpu", "fig_conversion_loss", "fig_decode_load",
                 "fig_scratch_position", "fig_scratch_lr")
 FIGURES = [f"{RENDER_PREFIX}figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("png", "pdf")]
@@ -18,6 +18,7 @@ rule render:
         f"{RES}/conversion.csv",
         f"{RES}/niah.csv",
         f"{RES}/mqar.csv",
+        GLA_PROBE_CSV,
         f"{RES}/prefill_cpu.csv",
         f"{RES}/prefill_128k.csv",
         f"{RES}/controls.csv",

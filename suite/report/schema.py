@@ -27,6 +27,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
                  "status": TEXT},
     "mqar": {"arch": TEXT, "seq_len": NONNEG, "num_kv_pairs": NONNEG, "accuracy": FRACTION, "accuracy_far": FRACTION,
              "chance": FRACTION, "status": TEXT},
+    "mqar_gla": {"arch": TEXT, "lr": NONNEG, "seed": NONNEG, "seq_len": NONNEG, "num_kv_pairs": NONNEG,
+                 "train_kv": TEXT, "accuracy": FRACTION, "chance": FRACTION, "status": TEXT},
     "niah": {"arch": TEXT, "context_len": NONNEG, "depth": FRACTION, "accuracy": FRACTION, "train_len": NONNEG,
              "status": TEXT},
     "controls": {"experiment": TEXT, "control": TEXT, "arch": TEXT, "value": NUMBER, "threshold": TEXT,
@@ -90,11 +92,13 @@ SCHEMAS |= {f"gpu_{name}": SCHEMAS[name] for name in ("pretrained", "pretrained_
                                                       "pretrained_evals", "pretrained_lr", "pretrained_corpus")}
 SCHEMAS["gpu_controls"] = SCHEMAS["controls"]
 SCHEMAS["gpu_mqar"] = SCHEMAS["mqar"]
+SCHEMAS["gpu_mqar_gla"] = SCHEMAS["mqar_gla"]
 SCHEMAS["gpu_quality"] = SCHEMAS["quality"]
 SCHEMAS["gpu_ablation"] = SCHEMAS["ablation"]
 # number columns an ``ok`` row may leave empty: MQAR's far-answer accuracy where no answer of the cell lies beyond
 # the window's reach (suite.experiments.mqar.eval)
 MAY_BE_EMPTY: dict[str, set[str]] = {"mqar": {"accuracy_far"}, "gpu_mqar": {"accuracy_far"}}
+MAY_BE_EMPTY |= {f"{name}_gla": MAY_BE_EMPTY[name] for name in ("mqar", "gpu_mqar")}
 
 
 def check_columns(frame: pd.DataFrame, path: str | Path, columns: dict[str, str]) -> pd.DataFrame:

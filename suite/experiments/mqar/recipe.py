@@ -29,3 +29,22 @@ def mqar_cli_args(mqar: dict) -> list[str]:
     if mqar.get("constant_tokens"):
         args.append("--constant-tokens")
     return args
+
+
+# The GLA probe's variants (suite.experiments.mqar.gla_probe): FLA's reference GLA layer, and the same layer with
+# FLA's short convolution, the token shift that MQAR needs and that layer lacks (README.md, "GLA on MQAR").
+GLA_PROBE_VARIANTS = {"gla": [], "gla_conv": ["gla_short_conv=true"]}
+
+
+def gla_probe_args(mqar: dict, cell: tuple[int, int], variant: str, lr: float) -> list[str]:
+    """The ``python -m suite.experiments.mqar.run`` options of one GLA probe run (all but --size, --seed, --device,
+    --dtype, --profile, --out): the study's recipe trained on the control ``cell`` ``(seq_len, pairs)`` alone and
+    evaluated at its seq_len's pair counts, at rate ``lr``; ``gla_conv`` adds its override and labels its rows."""
+    if variant not in GLA_PROBE_VARIANTS:
+        raise ValueError(f"GLA probe variant {variant!r}: expected one of {sorted(GLA_PROBE_VARIANTS)}")
+    seq_len, pairs = cell
+    evaluated = sorted({pairs, *(k for k in mqar["num_kv_pairs"] if 4 * k <= seq_len)})
+    recipe = {**mqar, "seq_lens": [seq_len], "train_kv": [pairs], "num_kv_pairs": evaluated, "lr": lr}
+    override = GLA_PROBE_VARIANTS[variant]
+    label = ["--override", *override, "--label-arch", variant] if override else []
+    return ["--arch", "gla", *label, *mqar_cli_args(recipe)]
