@@ -19,10 +19,10 @@ PRETRAINED_FILES = ["pretrained", "pretrained_ppl", "pretrained_identity", "pret
                     "pretrained_train", "pretrained_evals", "pretrained_lr"]
 # the from-scratch study (suite/experiments/from_scratch/rules.smk)
 SCRATCH_FILES = ["scratch_train", "scratch_evals", "scratch_ppl", "scratch_niah", "scratch_lr", "scratch_budget"]
-PROFILE_FILES = ["quality", "niah", "mqar", "mqar_gla", "ablation", "conversion", "prefill_cpu", "controls", "prompt_lengths",
-                 *PRETRAINED_FILES]
-GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", "mqar", "mqar_gla", "seq_parallel", "controls",
-             "quality", "ablation", *PRETRAINED_FILES, *SCRATCH_FILES]
+PROFILE_FILES = ["quality", "niah", "mqar", "mqar_gla", "ablation", "conversion", "prefill_cpu", "controls",
+                 "prompt_lengths", *PRETRAINED_FILES]
+GPU_FILES = ["prefill", "e2e", "decode_load", "fp8_kv_real", "targets", "niah", "mqar", "mqar_gla", "seq_parallel",
+             "controls", "quality", "ablation", *PRETRAINED_FILES, *SCRATCH_FILES]
 WHOLE_SPLIT = "all"  # the domain of suite.eval.ppl_buckets rows over the whole split (its WHOLE)
 
 
