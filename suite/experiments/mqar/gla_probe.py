@@ -99,7 +99,8 @@ def profile_rows(probe: pd.DataFrame | None, mqar: pd.DataFrame | None, profile:
                     "per_seed": " ".join(f"{s}:{v:.3f}" for s, v in seeds.items()),
                     "chance": pd.to_numeric(reference["chance"], errors="coerce").mean(),
                     "conditions": _conditions(reference, "transformer"), "status": "positive control's model"})
-    return pd.DataFrame(out, columns=COLUMNS)
+    return pd.DataFrame(out, columns=COLUMNS).round(
+        {"accuracy": 4, "accuracy_std": 4, "final_train_loss": 4, "chance": 6})
 
 
 def probe_table(profiles: list[tuple[str, pd.DataFrame | None, pd.DataFrame | None, str, str | None]]) -> pd.DataFrame:
