@@ -22,18 +22,27 @@ def _record(root, output, rule, start, end, **extra):
 
 
 def test_record_keeps_the_jobs_of_this_call_and_summary_sums_them_per_rule(tmp_path, capsys):
-    meta = tmp_path / "metadata"
+    meta, tree = tmp_path / "metadata", tmp_path / "tree"
     meta.mkdir()
+
+    def made(output, *args, **extra):  # a record whose output exists in the tree
+        (tree / output).parent.mkdir(parents=True, exist_ok=True)
+        (tree / output).write_text("x")
+        _record(meta, output, *args, **extra)
+
     for i, (start, end) in enumerate(((1000.0, 1100.0), (1000.0, 1040.0))):
-        for f in ("metrics", "loss"):  # one job, two outputs: one row
-            _record(meta, f"results/gpu/scratch/lr_sweep/orthros/lr{i}/{f}.csv", "scratch_lr_sweep", start, end)
-    _record(meta, "results/gpu/scratch_lr.csv", "scratch_lr_pick", 1101.0, 1102.5)
-    _record(meta, "results/gpu/old.csv", "scratch_data", 10.0, 20.0)                 # an earlier call's
-    _record(meta, "results/gpu/touched.csv", "scratch_data", None, None)             # marked done by --touch
-    _record(meta, "results/gpu/cut.csv", "scratch_train", 1000.0, 1200.0, incomplete=True)
+        for j, f in enumerate(("metrics", "loss")):  # one job, two outputs recorded 1 ms apart: one row
+            made(f"results/gpu/scratch/lr_sweep/orthros/lr{i}/{f}.csv", "scratch_lr_sweep", start, end + j / 1000,
+                 job_hash=i)
+    made("results/gpu/scratch_lr.csv", "scratch_lr_pick", 1101.0, 1102.5, job_hash=7)
+    for f in ("metrics", "loss"):  # failed: snakemake removed its outputs, kept their records
+        _record(meta, f"results/gpu/scratch/lr_sweep/swa/lr0/{f}.csv", "scratch_lr_sweep", 1000.0, 1020.0, job_hash=3)
+    made("results/gpu/old.csv", "scratch_data", 10.0, 20.0)                 # an earlier call's
+    made("results/gpu/touched.csv", "scratch_data", None, None)             # marked done by --touch
+    made("results/gpu/cut.csv", "scratch_train", 1000.0, 1200.0, incomplete=True)
     out = tmp_path / "job_times" / "call1.csv"
     job_times.main(["record", "--metadata", str(meta), "--since", "900", "--call-s", "130", "--gpu-jobs", "3",
-                    "--device", "NVIDIA H200", "--commit", "abc", "--out", str(out)])
+                    "--device", "NVIDIA H200", "--commit", "abc", "--root", str(tree), "--out", str(out)])
     rows = read_csv(out)
     assert list(rows["rule"]) == ["scratch_lr_sweep", "scratch_lr_sweep", "scratch_lr_pick"]
     assert sorted(rows["seconds"]) == [1.5, 40.0, 100.0] and set(rows["call"]) == {"call1"}

@@ -2,7 +2,7 @@
 
 Snakemake keeps a record of every output it made (``.snakemake/metadata/<output path, base64>``: the rule, and the
 job's start and end times). ``record`` turns the records of the jobs that ended after a moment (a time-capped call's
-start) into one CSV row a job, with the call's device, commit, concurrency and whole length;
+start) and whose outputs exist (a failed job's are removed) into one CSV row a job, with the call's device, commit, concurrency and whole length;
 ``tools/offline_gpu/run.sh`` writes it into ``results/gpu/job_times/`` at the end of every call, so each part brings
 back what its jobs took.
 ``summary`` totals those files per rule: jobs, seconds (sum, median, max) and the share of all job-seconds, and the
@@ -34,10 +34,14 @@ def _output_path(record: Path, root: Path) -> str:
     return base64.urlsafe_b64decode("".join(p.removeprefix("@") for p in record.relative_to(root).parts)).decode()
 
 
-def jobs(metadata: Path, since: float) -> list[dict]:
+JOB_GAP_S = 5.0  # a job's outputs are recorded within milliseconds of each other; two runs of a job, minutes apart
+
+
+def jobs(metadata: Path, since: float, root: Path | None = None) -> list[dict]:
     """One dict a finished job that ended at or after ``since`` (seconds since the epoch): its rule, outputs, start,
-    end and seconds, oldest first. Records without times (a ``--touch``) or still incomplete are left out."""
-    grouped: dict[tuple, list[str]] = {}
+    end and seconds, oldest first. Records without times (a ``--touch``) or still incomplete are left out, and with
+    ``root`` those whose output is not under it: snakemake removes a failed job's outputs but keeps their records."""
+    records = []
     for path in sorted(p for p in metadata.rglob("*") if p.is_file()):
         try:
             meta = json.loads(path.read_text())
@@ -47,13 +51,20 @@ def jobs(metadata: Path, since: float) -> list[dict]:
         start, end = meta.get("starttime"), meta.get("endtime")
         if start is None or end is None or meta.get("incomplete") or end < since:
             continue
-        # a job's outputs share its hash and end; each output's start differs by the microseconds of its recording
-        job = grouped.setdefault((meta["rule"], meta.get("job_hash"), end), {"start": start, "outputs": []})
-        job["start"] = min(job["start"], start)
-        job["outputs"].append(output)
-    out = [{"rule": rule, "outputs": " ".join(sorted(job["outputs"])), "start_utc": _utc(job["start"]),
-            "end_utc": _utc(end), "seconds": round(end - job["start"], 1)}
-           for (rule, _, end), job in grouped.items()]
+        if root is not None and not (root / output).exists():
+            continue
+        records.append((meta["rule"], str(meta.get("job_hash")), start, end, output))
+    # one job: the same rule and hash, its outputs recorded within JOB_GAP_S of each other
+    grouped: list[dict] = []
+    for rule, job_hash, start, end, output in sorted(records, key=lambda r: (r[0], r[1], r[3])):
+        last = grouped[-1] if grouped else None
+        if last and (last["rule"], last["hash"]) == (rule, job_hash) and end - last["end"] <= JOB_GAP_S:
+            last.update(start=min(last["start"], start), end=max(last["end"], end))
+            last["outputs"].append(output)
+        else:
+            grouped.append({"rule": rule, "hash": job_hash, "start": start, "end": end, "outputs": [output]})
+    out = [{"rule": job["rule"], "outputs": " ".join(sorted(job["outputs"])), "start_utc": _utc(job["start"]),
+            "end_utc": _utc(job["end"]), "seconds": round(job["end"] - job["start"], 1)} for job in grouped]
     return sorted(out, key=lambda row: (row["start_utc"], row["rule"]))
 
 
@@ -88,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     rec = sub.add_parser("record", help="the jobs of one call, from snakemake's metadata")
     rec.add_argument("--metadata", type=in_folder, default=".snakemake/metadata")
     rec.add_argument("--since", type=nonnegative_float, required=True, help="the call's start, seconds since the epoch")
+    rec.add_argument("--root", type=in_folder, default=".",
+                     help="the folder the outputs' paths are relative to: a job whose outputs are not there failed")
     rec.add_argument("--call-s", type=nonnegative_float, default=None, help="the call's own seconds")
     rec.add_argument("--gpu-jobs", type=positive_int, default=None, help="how many jobs could share the GPU")
     rec.add_argument("--device", default="", help="the GPU, as nvidia-smi names it")
@@ -99,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     with usage_errors(ap):
         if args.cmd == "record":
-            found = jobs(Path(args.metadata), args.since)
+            found = jobs(Path(args.metadata), args.since, Path(args.root))
             if not found:
                 print(f"no job of {args.metadata} ended after {_utc(args.since)}: nothing written")
                 return

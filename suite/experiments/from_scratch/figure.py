@@ -110,6 +110,7 @@ def fig_scratch_lr(sweep: pd.DataFrame | None, out_dir, missing: str, save) -> l
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     first = rows.iloc[0]
+    devices = " / ".join(sorted(rows["device"].dropna().astype(str).unique())) if "device" in rows else ""
     fig.suptitle(f"From scratch: learning-rate sweep, {int(first['steps'])} steps, {int(first['tokens']):,} tokens, "
-                 f"seed {int(first['seed'])}", fontsize=9)
+                 f"seed {int(first['seed'])}" + (f"\n{devices}" if devices else ""), fontsize=9)
     return save(fig, out_dir, LR_NAME)
