@@ -177,8 +177,10 @@ def test_every_rendered_command_is_accepted_by_its_module(profile, capsys):
 # benchmarks, perplexity and NIAH per run, 5 collects); ci and slurm leave conversion.pretrained off. The
 # per-document pairs files add a collect each for quality, the ablation and the pretrained arms. The gpu profile's
 # learning-rate sweep of the trained arms adds 10 (4 rates x 2 arms, the pick, the held-out curves' collect). The gpu
-# profile's NIAH seeds (niah.seeds: 3, issue 48) add 8 (4 archs x 2 more seeds).
-TOTAL_JOBS = {"default": 67, "ci": 49, "gpu": 129, "slurm": 60}
+# profile's NIAH seeds (niah.seeds: 3, issue 48) add 8 (4 archs x 2 more seeds). The MQAR GLA probe (mqar.gla_probe,
+# issue 48) adds a job per variant, rate and seed and a collect: 13 to the default profile (2 x 3 x 2), 19 to the gpu
+# profile (2 x 3 x 3).
+TOTAL_JOBS = {"default": 80, "ci": 49, "gpu": 148, "slurm": 60}
 SIX_ARCHS = ["orthros", "transformer", "swa", "gdn", "gla", "retnet"]
 
 
