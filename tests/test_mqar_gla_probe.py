@@ -84,3 +84,13 @@ def test_gpu_probe_runs_parse_at_the_control_cell_and_size():
     args = parse_only(module, argv)
     assert (args.arch, args.label_arch, args.override, args.size, args.seq_len, args.train_kv) == (
         "gla", "gla_conv", ["gla_short_conv=true"], "d256", [128], [8])
+
+
+def test_the_reference_is_the_grid_transformer_at_the_probe_cell_and_size():
+    probe = _probe().assign(size="d256")
+    grid = pd.DataFrame([dict(arch="transformer", size=size, seq_len=t, num_kv_pairs=kv, train_kv=train,
+                              accuracy=acc, chance=1 / 512, status="ok", seed=42, lr=1e-3)
+                         for size, t, kv, train, acc in (("d256", 64, 4, "4", 0.97), ("d64", 64, 4, "4", 0.5),
+                                                         ("d256", 256, 16, "16+32", 0.8))])
+    reference = profile_rows(probe, grid, "gpu", "")
+    assert list(reference.loc[reference["row"] == "reference", "accuracy"]) == [0.97]

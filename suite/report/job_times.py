@@ -2,9 +2,9 @@
 
 Snakemake keeps a record of every output it made (``.snakemake/metadata/<output path, base64>``: the rule, and the
 job's start and end times). ``record`` turns the records of the jobs that ended after a moment (a time-capped call's
-start) and whose outputs exist (a failed job's are removed) into one CSV row a job, with the call's device, commit, concurrency and whole length;
-``tools/offline_gpu/run.sh`` writes it into ``results/gpu/job_times/`` at the end of every call, so each part brings
-back what its jobs took.
+start) and whose outputs exist (a failed job's are removed) into one CSV row a job, with the call's device, commit,
+concurrency and whole length; ``tools/offline_gpu/run.sh`` writes it into ``results/gpu/job_times/`` at the end of
+every call, so each part brings back what its jobs took.
 ``summary`` totals those files per rule: jobs, seconds (sum, median, max) and the share of all job-seconds, and the
 calls' own seconds (the time the GPU host was held, setup and copies aside). Jobs that shared the GPU
 (``gpu_jobs`` > 1) overlap, so their seconds add up to more than the calls took.

@@ -36,7 +36,7 @@ NOTE = ("GLA on MQAR: FLA's reference GLA layer (gla) and the same layer with FL
 
 def _cell(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows of the cell each run trained on (``num_kv_pairs`` equal to its ``train_kv``, at its seq_len)."""
-    kv = pd.to_numeric(rows["train_kv"].astype(str).str.split(",").str[0], errors="coerce")
+    kv = pd.to_numeric(rows["train_kv"].astype(str).str.split(r"[+,]").str[0], errors="coerce")
     return rows[pd.to_numeric(rows["num_kv_pairs"], errors="coerce") == kv]
 
 
@@ -84,12 +84,12 @@ def profile_rows(probe: pd.DataFrame | None, mqar: pd.DataFrame | None, profile:
         est = paired(best["gla_conv"], best["gla"], "difference", "seeds")
         out.append({"profile": profile, "row": "comparison", "variant": "gla_conv - gla (best rates)",
                     "n_seeds": est.n, "accuracy": est.value, "status": invalid or comparison_text(est)})
-    reference = _cell(mqar[(mqar["arch"].astype(str) == "transformer") & (mqar["status"].astype(str) == "ok")]) \
-        if mqar is not None else pd.DataFrame()
     cell = ok[["seq_len", "num_kv_pairs"]].drop_duplicates()
-    if len(reference) and len(cell) == 1:
-        reference = reference[(pd.to_numeric(reference["seq_len"]) == float(cell["seq_len"].iloc[0]))
-                              & (pd.to_numeric(reference["num_kv_pairs"]) == float(cell["num_kv_pairs"].iloc[0]))]
+    reference = pd.DataFrame()
+    if mqar is not None and len(cell) == 1:  # the main run's Transformer at the probe's cell and size
+        reference = mqar[(mqar["arch"].astype(str) == "transformer") & (mqar["status"].astype(str) == "ok")
+                         & (pd.to_numeric(mqar["seq_len"]) == float(cell["seq_len"].iloc[0]))
+                         & (pd.to_numeric(mqar["num_kv_pairs"]) == float(cell["num_kv_pairs"].iloc[0]))]
         if "size" in reference and "size" in ok:
             reference = reference[reference["size"].astype(str).isin(ok["size"].astype(str))]
     if len(reference):
