@@ -18,7 +18,7 @@ from __future__ import annotations
 import pandas as pd
 
 from suite.report.measured import scale_text
-from suite.report.stats import paired
+from suite.report.stats import paired, per_seed
 from suite.report.verdicts import comparison_text
 
 VARIANTS = ("gla", "gla_conv")
@@ -49,8 +49,8 @@ def _conditions(rows: pd.DataFrame, label: str) -> str:
             f"n={values('num_test')} sequences, seeds {values('seed')}, commit {values('commit')}")
 
 
-def _per_seed(rows: pd.DataFrame) -> pd.Series:
-    return pd.to_numeric(rows["accuracy"], errors="coerce").groupby(rows["seed"].astype(str)).mean().dropna()
+def _seed_text(seeds: pd.Series) -> str:
+    return " ".join(f"{s}:{v:.3f}" for s, v in seeds.items())
 
 
 def profile_rows(probe: pd.DataFrame | None, mqar: pd.DataFrame | None, profile: str, missing: str,
@@ -68,7 +68,7 @@ def profile_rows(probe: pd.DataFrame | None, mqar: pd.DataFrame | None, profile:
             out.append({"profile": profile, "row": "rate", "variant": variant, "status": f"not run: no {variant} rows"})
             continue
         rates = sorted(pd.to_numeric(mine["lr"]).unique())
-        means = {lr: _per_seed(mine[pd.to_numeric(mine["lr"]) == lr]) for lr in rates}
+        means = {lr: per_seed(mine[pd.to_numeric(mine["lr"]) == lr], "accuracy") for lr in rates}
         top = max(rates, key=lambda lr: (means[lr].mean(), -lr))  # a tie: the lower rate
         best[variant] = means[top]
         for lr in rates:
@@ -76,7 +76,7 @@ def profile_rows(probe: pd.DataFrame | None, mqar: pd.DataFrame | None, profile:
             mark = "" if lr != top else "best, edge" if lr in (rates[0], rates[-1]) else "best"
             out.append({"profile": profile, "row": "rate", "variant": variant, "lr": lr, "n_seeds": len(seeds),
                         "accuracy": seeds.mean(), "accuracy_std": seeds.std() if len(seeds) > 1 else None,
-                        "per_seed": " ".join(f"{s}:{v:.3f}" for s, v in seeds.items()),
+                        "per_seed": _seed_text(seeds),
                         "final_train_loss": pd.to_numeric(g["final_train_loss"], errors="coerce").mean(),
                         "chance": pd.to_numeric(g["chance"], errors="coerce").mean(), "best": mark,
                         "conditions": _conditions(g, variant), "status": invalid or "measured"})
@@ -93,10 +93,10 @@ def profile_rows(probe: pd.DataFrame | None, mqar: pd.DataFrame | None, profile:
         if "size" in reference and "size" in ok:
             reference = reference[reference["size"].astype(str).isin(ok["size"].astype(str))]
     if len(reference):
-        seeds = _per_seed(reference)
+        seeds = per_seed(reference, "accuracy")
         out.append({"profile": profile, "row": "reference", "variant": "transformer (mqar.csv)",
                     "lr": pd.to_numeric(reference["lr"]).iloc[0], "n_seeds": len(seeds), "accuracy": seeds.mean(),
-                    "per_seed": " ".join(f"{s}:{v:.3f}" for s, v in seeds.items()),
+                    "per_seed": _seed_text(seeds),
                     "chance": pd.to_numeric(reference["chance"], errors="coerce").mean(),
                     "conditions": _conditions(reference, "transformer"), "status": "positive control's model"})
     return pd.DataFrame(out, columns=COLUMNS).round(
